@@ -1,0 +1,65 @@
+/*
+ * ucx-cxl coherence primitives.
+ *
+ * Every writer of shared pool state calls cxl_coh_writeback() on what it
+ * wrote and cxl_coh_fence() before publishing; every reader of state written
+ * by another party calls cxl_coh_invalidate() first.  In hardware-coherent
+ * mode ("hw", CXL 3.x or one host) write-back and invalidate cost nothing but
+ * a compiler barrier; in software-coherent mode ("sw", CXL 2.0 multi-host
+ * sharing) they flush cache lines with the best instruction the CPU has.
+ */
+#ifndef UCX_CXL_COHERENCE_H
+#define UCX_CXL_COHERENCE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    CXL_COH_HW = 0, /* hardware keeps caches coherent */
+    CXL_COH_SW = 1  /* software must write back and invalidate */
+} cxl_coh_mode_t;
+
+typedef enum {
+    CXL_COH_INSN_NONE = 0,
+    CXL_COH_INSN_CLFLUSH,
+    CXL_COH_INSN_CLFLUSHOPT,
+    CXL_COH_INSN_CLWB
+} cxl_coh_insn_t;
+
+#define CXL_CACHE_LINE 64
+
+/* Parse "hw" / "sw"; returns 0 on success, -1 on anything else. */
+int cxl_coh_mode_parse(const char *str, cxl_coh_mode_t *mode);
+const char *cxl_coh_mode_name(cxl_coh_mode_t mode);
+const char *cxl_coh_insn_name(cxl_coh_insn_t insn);
+
+/* Instructions picked from CPUID for write-back and for invalidation. */
+cxl_coh_insn_t cxl_coh_writeback_insn(void);
+cxl_coh_insn_t cxl_coh_invalidate_insn(void);
+
+/* Write back the cache lines covering [addr, addr+len). */
+void cxl_coh_writeback(cxl_coh_mode_t mode, const void *addr, size_t len);
+/* Drop the cache lines covering [addr, addr+len) so the next load reads memory. */
+void cxl_coh_invalidate(cxl_coh_mode_t mode, const void *addr, size_t len);
+/* Order all earlier stores and flushes before later ones (store fence). */
+void cxl_coh_fence(cxl_coh_mode_t mode);
+
+/*
+ * Publish a record: write back its body, fence, so that a following flag
+ * store can not become visible before the body.
+ */
+static inline void cxl_coh_publish(cxl_coh_mode_t mode, const void *addr,
+                                   size_t len)
+{
+    cxl_coh_writeback(mode, addr, len);
+    cxl_coh_fence(mode);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,355 @@
+/*
+ * Extent allocator.
+ *
+ * The extent table is the only allocation metadata: free space is what no
+ * allocated record covers.  So there is no free list to corrupt, and a crash
+ * at any store leaves a consistent heap: a record counts only once its state
+ * word says ALLOCATED, and it is written last.  Allocation is first fit over
+ * the gaps between allocated extents, under the metadata lock.
+ */
+#include "pool_int.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uint64_t offset;
+    uint64_t length;
+} cxlpool_range_t;
+
+static int cxlpool_range_cmp(const void *a, const void *b)
+{
+    const cxlpool_range_t *ra = a, *rb = b;
+
+    return (ra->offset > rb->offset) - (ra->offset < rb->offset);
+}
+
+/* Sorted list of allocated ranges; caller frees. */
+static cxlpool_range_t *cxlpool_used_ranges(cxlpool_t *pool, uint32_t *count)
+{
+    cxlpool_range_t *ranges;
+    cxlpool_extent_rec_t *rec;
+    uint32_t i, n = 0;
+
+    ranges = malloc(sizeof(*ranges) * (pool->sb->max_extents + 1));
+    if (ranges == NULL) {
+        return NULL;
+    }
+
+    for (i = 0; i < pool->sb->max_extents; ++i) {
+        rec = &pool->ext[i];
+        cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
+        if (rec->state == CXLPOOL_EXT_ALLOCATED) {
+            ranges[n].offset = rec->offset;
+            ranges[n].length = rec->length;
+            ++n;
+        }
+    }
+
+    qsort(ranges, n, sizeof(*ranges), cxlpool_range_cmp);
+    *count = n;
+    return ranges;
+}
+
+static int cxlpool_find_gap(cxlpool_t *pool, const cxlpool_range_t *used,
+                            uint32_t n, uint64_t length, uint64_t align,
+                            uint64_t *offset)
+{
+    uint64_t cursor = pool->sb->heap_offset;
+    uint64_t end    = pool->sb->size;
+    uint64_t start;
+    uint32_t i;
+
+    for (i = 0; i <= n; ++i) {
+        uint64_t gap_end = (i < n) ? used[i].offset : end;
+
+        start = (cursor + align - 1) & ~(align - 1);
+        if ((start <= gap_end) && (gap_end - start >= length)) {
+            *offset = start;
+            return 1;
+        }
+        if ((i < n) && (used[i].offset + used[i].length > cursor)) {
+            cursor = used[i].offset + used[i].length;
+        }
+    }
+    return 0;
+}
+
+static void cxlpool_fill_extent(cxlpool_t *pool, uint32_t index,
+                                cxlpool_extent_t *out)
+{
+    const cxlpool_extent_rec_t *rec = &pool->ext[index];
+
+    out->offset = rec->offset;
+    out->length = rec->length;
+    out->index  = index;
+    out->gen    = rec->gen;
+    out->owner  = rec->owner;
+    out->flags  = rec->flags;
+    memcpy(out->name, rec->name, sizeof(out->name));
+    out->name[CXLPOOL_NAME_MAX - 1] = '\0';
+}
+
+static int cxlpool_find_name(cxlpool_t *pool, const char *name)
+{
+    uint32_t i;
+
+    for (i = 0; i < pool->sb->max_extents; ++i) {
+        cxl_coh_invalidate(pool->coh, &pool->ext[i], sizeof(pool->ext[i]));
+        if ((pool->ext[i].state == CXLPOOL_EXT_ALLOCATED) &&
+            !strncmp(pool->ext[i].name, name, CXLPOOL_NAME_MAX)) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+cxlpool_status_t cxlpool_alloc(cxlpool_t *pool, uint64_t length, uint64_t align,
+                               const char *name, unsigned flags,
+                               cxlpool_extent_t *extent)
+{
+    cxlpool_extent_rec_t *rec = NULL;
+    cxlpool_status_t status   = CXLPOOL_OK;
+    cxlpool_range_t *used;
+    uint64_t offset;
+    uint32_t i, n;
+
+    if (align == 0) {
+        align = CXLPOOL_MIN_ALIGN;
+    }
+    if ((length == 0) || (align & (align - 1)) || (align > CXLPOOL_MAX_ALIGN) ||
+        (length > pool->sb->heap_size)) {
+        return cxlpool_error(CXLPOOL_ERR_INVAL,
+                             "%s: bad allocation request: length %" PRIu64
+                             ", alignment %" PRIu64 " (alignment must be a "
+                             "power of two up to 2 MiB, length non-zero and at "
+                             "most the heap size %" PRIu64 ")", pool->path,
+                             length, align, pool->sb->heap_size);
+    }
+    if (align < CXLPOOL_MIN_ALIGN) {
+        align = CXLPOOL_MIN_ALIGN;
+    }
+    if ((name != NULL) && ((*name == '\0') || (strlen(name) >= CXLPOOL_NAME_MAX))) {
+        return cxlpool_error(CXLPOOL_ERR_INVAL,
+                             "%s: allocation name must have 1-%d characters",
+                             pool->path, CXLPOOL_NAME_MAX - 1);
+    }
+    if (!(flags & CXLPOOL_ALLOC_PERSIST) && (pool->token == 0)) {
+        return cxlpool_error(CXLPOOL_ERR_INVAL,
+                             "%s: this handle is not attached (opened with "
+                             "CXLPOOL_NO_ATTACH): only persistent allocations "
+                             "are possible", pool->path);
+    }
+
+    length = (length + CXLPOOL_MIN_ALIGN - 1) & ~(CXLPOOL_MIN_ALIGN - 1);
+
+    cxlpool_lock(pool);
+
+    if ((name != NULL) && (cxlpool_find_name(pool, name) >= 0)) {
+        status = cxlpool_error(CXLPOOL_ERR_EXISTS,
+                               "%s: an allocation named '%s' already exists",
+                               pool->path, name);
+        goto out;
+    }
+
+    for (i = 0; i < pool->sb->max_extents; ++i) {
+        cxl_coh_invalidate(pool->coh, &pool->ext[i], sizeof(pool->ext[i]));
+        if (pool->ext[i].state == CXLPOOL_EXT_FREE) {
+            rec = &pool->ext[i];
+            break;
+        }
+    }
+    if (rec == NULL) {
+        status = cxlpool_error(CXLPOOL_ERR_NO_SLOT,
+                               "%s: all %u extent records are in use; free "
+                               "some or recreate the pool with more extents",
+                               pool->path, pool->sb->max_extents);
+        goto out;
+    }
+
+    used = cxlpool_used_ranges(pool, &n);
+    if (used == NULL) {
+        status = cxlpool_error(CXLPOOL_ERR_NO_SPACE, "%s: out of memory",
+                               pool->path);
+        goto out;
+    }
+    if (!cxlpool_find_gap(pool, used, n, length, align, &offset)) {
+        free(used);
+        status = cxlpool_error(CXLPOOL_ERR_NO_SPACE,
+                               "%s: no free extent of %" PRIu64 " bytes "
+                               "(alignment %" PRIu64 ")", pool->path, length,
+                               align);
+        goto out;
+    }
+    free(used);
+
+    /* body first, state last: a crash before the state store loses nothing */
+    rec->owner  = (flags & CXLPOOL_ALLOC_PERSIST) ? 0 : pool->token;
+    rec->offset = offset;
+    rec->length = length;
+    rec->gen   += 1;
+    rec->flags  = flags;
+    memset(rec->name, 0, sizeof(rec->name));
+    if (name != NULL) {
+        strncpy(rec->name, name, sizeof(rec->name) - 1);
+    }
+    rec->crc = cxlpool_extent_crc(rec);
+    cxl_coh_publish(pool->coh, rec, sizeof(*rec));
+    cxlpool_fault_point("alloc-record");
+    rec->state = CXLPOOL_EXT_ALLOCATED;
+    cxl_coh_publish(pool->coh, rec, sizeof(*rec));
+    cxlpool_fault_point("alloc-published");
+
+    cxlpool_fill_extent(pool, (uint32_t)(rec - pool->ext), extent);
+
+out:
+    cxlpool_unlock(pool);
+    return status;
+}
+
+cxlpool_status_t cxlpool_free(cxlpool_t *pool, uint64_t offset)
+{
+    cxlpool_status_t status = CXLPOOL_OK;
+    cxlpool_extent_rec_t *rec;
+    uint32_t i;
+
+    cxlpool_lock(pool);
+    for (i = 0; i < pool->sb->max_extents; ++i) {
+        rec = &pool->ext[i];
+        cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
+        if ((rec->state == CXLPOOL_EXT_ALLOCATED) && (rec->offset == offset)) {
+            break;
+        }
+    }
+
+    if (i == pool->sb->max_extents) {
+        status = cxlpool_error(CXLPOOL_ERR_NOT_FOUND,
+                               "%s: no allocation starts at offset 0x%" PRIx64,
+                               pool->path, offset);
+    } else if ((rec->owner != 0) && (rec->owner != pool->token)) {
+        status = cxlpool_error(CXLPOOL_ERR_PERM,
+                               "%s: the allocation at offset 0x%" PRIx64 " "
+                               "belongs to another process", pool->path, offset);
+    } else {
+        rec->state = CXLPOOL_EXT_FREE;
+        cxl_coh_publish(pool->coh, rec, sizeof(*rec));
+    }
+    cxlpool_unlock(pool);
+    return status;
+}
+
+cxlpool_status_t cxlpool_lookup(cxlpool_t *pool, const char *name,
+                                cxlpool_extent_t *extent)
+{
+    cxlpool_status_t status = CXLPOOL_OK;
+    int index;
+
+    if ((name == NULL) || (*name == '\0')) {
+        return cxlpool_error(CXLPOOL_ERR_INVAL, "%s: empty name", pool->path);
+    }
+
+    cxlpool_lock(pool);
+    index = cxlpool_find_name(pool, name);
+    if (index < 0) {
+        status = cxlpool_error(CXLPOOL_ERR_NOT_FOUND,
+                               "%s: no allocation named '%s'", pool->path, name);
+    } else {
+        cxlpool_fill_extent(pool, (uint32_t)index, extent);
+    }
+    cxlpool_unlock(pool);
+    return status;
+}
+
+cxlpool_status_t cxlpool_extent_check(cxlpool_t *pool, uint32_t index,
+                                      uint32_t gen, uint64_t offset,
+                                      uint64_t length)
+{
+    cxlpool_extent_rec_t rec;
+
+    if (index >= pool->sb->max_extents) {
+        return cxlpool_error(CXLPOOL_ERR_INVAL,
+                             "%s: extent index %u out of range", pool->path,
+                             index);
+    }
+
+    cxl_coh_invalidate(pool->coh, &pool->ext[index], sizeof(rec));
+    memcpy(&rec, (const void*)&pool->ext[index], sizeof(rec));
+    if ((rec.state != CXLPOOL_EXT_ALLOCATED) || (rec.gen != gen)) {
+        return cxlpool_error(CXLPOOL_ERR_STALE,
+                             "%s: extent %u generation %u was freed or reused",
+                             pool->path, index, gen);
+    }
+    if ((offset < rec.offset) || (length > rec.length) ||
+        (offset - rec.offset > rec.length - length)) {
+        return cxlpool_error(CXLPOOL_ERR_INVAL,
+                             "%s: range 0x%" PRIx64 "+%" PRIu64 " is outside "
+                             "extent %u", pool->path, offset, length, index);
+    }
+    return CXLPOOL_OK;
+}
+
+cxlpool_status_t cxlpool_stats(cxlpool_t *pool, cxlpool_stats_t *stats)
+{
+    uint64_t cursor, gap;
+    cxlpool_range_t *used;
+    uint32_t i, n;
+
+    memset(stats, 0, sizeof(*stats));
+    cxlpool_lock(pool);
+    used = cxlpool_used_ranges(pool, &n);
+    cxlpool_unlock(pool);
+    if (used == NULL) {
+        return cxlpool_error(CXLPOOL_ERR_NO_SPACE, "%s: out of memory",
+                             pool->path);
+    }
+
+    cursor = pool->sb->heap_offset;
+    for (i = 0; i <= n; ++i) {
+        uint64_t gap_end = (i < n) ? used[i].offset : pool->sb->size;
+
+        gap = (gap_end > cursor) ? gap_end - cursor : 0;
+        if (gap > 0) {
+            stats->free_bytes += gap;
+            stats->free_ranges++;
+            if (gap > stats->largest_free) {
+                stats->largest_free = gap;
+            }
+        }
+        if (i < n) {
+            stats->used_bytes += used[i].length;
+            if (used[i].offset + used[i].length > cursor) {
+                cursor = used[i].offset + used[i].length;
+            }
+        }
+    }
+    free(used);
+
+    stats->heap_size     = pool->sb->heap_size;
+    stats->extents_used  = n;
+    stats->extents_max   = pool->sb->max_extents;
+    stats->attach_max    = pool->sb->max_attach;
+    for (i = 0; i < pool->sb->max_attach; ++i) {
+        stats->attach_used += (pool->att[i].state == CXLPOOL_ATT_ACTIVE);
+    }
+    stats->fragmentation = stats->free_bytes ?
+                           1.0 - (double)stats->largest_free / stats->free_bytes :
+                           0.0;
+    return CXLPOOL_OK;
+}
+
+cxlpool_status_t cxlpool_foreach_extent(cxlpool_t *pool, cxlpool_extent_cb_t cb,
+                                        void *arg)
+{
+    cxlpool_extent_t extent;
+    uint32_t i;
+
+    for (i = 0; i < pool->sb->max_extents; ++i) {
+        cxl_coh_invalidate(pool->coh, &pool->ext[i], sizeof(pool->ext[i]));
+        if (pool->ext[i].state == CXLPOOL_EXT_ALLOCATED) {
+            cxlpool_fill_extent(pool, i, &extent);
+            cb(&extent, arg);
+        }
+    }
+    return CXLPOOL_OK;
+}

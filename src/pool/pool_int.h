@@ -1,0 +1,101 @@
+/*
+ * Internal interfaces of the pool layer.
+ */
+#ifndef CXLPOOL_INT_H
+#define CXLPOOL_INT_H
+
+#include "pool_layout.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+
+/* A backend knows how to open, create, map and remove one kind of store. */
+typedef struct cxlpool_backend_ops {
+    const char *name;
+    /* Open an existing store read-write; fill *size and *align. */
+    cxlpool_status_t (*open)(const char *path, int *fd, uint64_t *size,
+                             uint64_t *align);
+    /*
+     * Make a new store of params->size, format it with fmt() and make it
+     * visible under path atomically: racing creators see one format.
+     */
+    cxlpool_status_t (*create)(const cxlpool_params_t *params, const char *path,
+                               cxlpool_status_t (*fmt)(void *base, uint64_t size,
+                                                       const cxlpool_params_t *p));
+    cxlpool_status_t (*destroy)(const char *path, int fd);
+} cxlpool_backend_ops_t;
+
+extern const cxlpool_backend_ops_t cxlpool_backend_file_ops;
+extern const cxlpool_backend_ops_t cxlpool_backend_devdax_ops;
+
+struct cxlpool {
+    char                   path[256];
+    cxlpool_backend_t      backend;
+    const cxlpool_backend_ops_t *ops;
+    int                    fd;
+    uint8_t               *base;
+    uint64_t               size;
+    uint64_t               map_align;
+    cxl_coh_mode_t         coh;
+    cxlpool_sb_t          *sb;
+    cxlpool_lock_t        *lock;
+    cxlpool_attach_rec_t  *att;
+    cxlpool_extent_rec_t  *ext;
+    uint64_t               host_id;
+    uint64_t               lock_token;  /* this process's metadata lock token */
+    uint64_t               token;       /* attachment token, 0 if none */
+    uint32_t               slot;
+    uint32_t               lock_broken; /* dead holders' locks broken */
+    uint32_t               reclaimed_ext; /* totals of recover_locked() */
+    uint32_t               reclaimed_att;
+    pthread_t              hb_thread;
+    int                    hb_running;
+    pthread_mutex_t        hb_mutex;
+    pthread_cond_t         hb_cond;
+    int                    hb_stop;
+};
+
+/* errors */
+cxlpool_status_t cxlpool_error(cxlpool_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+cxlpool_status_t cxlpool_error_errno(int err, const char *path, const char *what);
+
+/* crc32c */
+uint32_t cxlpool_crc32c(uint32_t crc, const void *buf, size_t len);
+uint32_t cxlpool_sb_crc(const cxlpool_sb_t *sb);
+uint32_t cxlpool_attach_crc(const cxlpool_attach_rec_t *rec);
+uint32_t cxlpool_extent_crc(const cxlpool_extent_rec_t *rec);
+
+/* validation of a superblock read from the store (no writes) */
+cxlpool_status_t cxlpool_sb_validate(const char *path, const cxlpool_sb_t *sb,
+                                     uint64_t store_size);
+cxlpool_status_t cxlpool_format(void *base, uint64_t size,
+                                const cxlpool_params_t *params);
+
+/* system identity */
+uint64_t cxlpool_host_id(void);
+uint64_t cxlpool_proc_start_time(int pid);  /* 0: no such process */
+uint64_t cxlpool_now_ns(void);
+
+/* metadata lock */
+void cxlpool_lock(cxlpool_t *pool);
+void cxlpool_unlock(cxlpool_t *pool);
+int  cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token);
+
+/* attachments (caller holds the lock unless noted) */
+cxlpool_status_t cxlpool_attach_claim(cxlpool_t *pool, uint32_t lease_ms);
+void             cxlpool_attach_release(cxlpool_t *pool);
+int              cxlpool_attach_alive(cxlpool_t *pool, uint32_t slot);
+void             cxlpool_attach_fill_info(cxlpool_t *pool, uint32_t slot,
+                                          cxlpool_attach_info_t *info);
+int              cxlpool_token_alive(cxlpool_t *pool, uint64_t token);
+uint32_t         cxlpool_reclaim_token_locked(cxlpool_t *pool, uint64_t token);
+cxlpool_status_t cxlpool_recover_locked(cxlpool_t *pool, uint32_t *extents,
+                                        uint32_t *attachments);
+int              cxlpool_heartbeat_start(cxlpool_t *pool);
+void             cxlpool_heartbeat_stop(cxlpool_t *pool);
+
+/* test-only fault injection: CXLPOOL_TEST_CRASH_AT=<point> kills the process */
+void cxlpool_fault_point(const char *point);
+
+#endif

@@ -1,0 +1,117 @@
+/*
+ * The metadata lock: one cache line, taken with CAS, broken when its
+ * holder is dead.
+ *
+ * A holder on this host is dead when its pid is gone (or was reused, by
+ * process start time).  A holder on another host is dead when the same
+ * token has been observed for longer than the lock timeout: metadata
+ * operations take microseconds, so a token that sits for seconds belongs to
+ * a crashed process.  Every update done under the lock leaves the tables
+ * consistent at each store (fields first, state word last), so breaking
+ * the lock needs no undo, only the usual reclaim of the dead owner.
+ */
+#include "pool_int.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CXLPOOL_LOCK_TIMEOUT_NS (10ull * 1000 * 1000 * 1000)
+
+static uint64_t cxlpool_monotonic_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static uint64_t cxlpool_lock_timeout_ns(void)
+{
+    const char *env = getenv("CXLPOOL_LOCK_TIMEOUT_MS");
+
+    return env ? strtoull(env, NULL, 10) * 1000000ull : CXLPOOL_LOCK_TIMEOUT_NS;
+}
+
+int cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token)
+{
+    static __thread uint64_t seen_token, seen_since;
+    uint32_t host_tag = (uint32_t)(pool->host_id ^ (pool->host_id >> 32)) | 1;
+    int pid           = (int)(token >> 32);
+    uint64_t start, now;
+
+    if ((uint32_t)token == host_tag) {
+        start = cxlpool_proc_start_time(pid);
+        if (start == 0) {
+            return 1;
+        }
+        /* start_time is cleared before release, so a value here is current */
+        cxl_coh_invalidate(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));
+        return (pool->lock->token == token) && (pool->lock->start_time != 0) &&
+               (pool->lock->start_time != start);
+    }
+
+    now = cxlpool_monotonic_ns();
+    if (seen_token != token) {
+        seen_token = token;
+        seen_since = now;
+        return 0;
+    }
+    return (now - seen_since) > cxlpool_lock_timeout_ns();
+}
+
+static void cxlpool_lock_fill(cxlpool_t *pool)
+{
+    pool->lock->acquire_ns = cxlpool_now_ns();
+    pool->lock->start_time = cxlpool_proc_start_time(getpid());
+    pool->lock->host_id    = pool->host_id;
+    cxl_coh_publish(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));
+}
+
+void cxlpool_lock(cxlpool_t *pool)
+{
+    struct timespec pause = {0, 50000};
+    unsigned spins        = 0;
+    uint64_t cur;
+
+    for (;;) {
+        cur = 0;
+        if (__atomic_compare_exchange_n(&pool->lock->token, &cur,
+                                        pool->lock_token, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+            break;
+        }
+
+        if ((++spins % 64) == 0) {
+            if ((cur != pool->lock_token) && cxlpool_lock_holder_dead(pool, cur) &&
+                __atomic_compare_exchange_n(&pool->lock->token, &cur,
+                                            pool->lock_token, 0,
+                                            __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED)) {
+                cxlpool_lock_fill(pool);
+                pool->lock_broken++;
+                /* the dead holder's half-done work belongs to a dead owner */
+                cxlpool_recover_locked(pool, NULL, NULL);
+                return;
+            }
+            nanosleep(&pause, NULL);
+        } else {
+            sched_yield();
+        }
+    }
+
+    cxlpool_lock_fill(pool);
+}
+
+void cxlpool_unlock(cxlpool_t *pool)
+{
+    pool->lock->start_time = 0;
+    pool->lock->acquire_ns = 0;
+    cxl_coh_publish(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));
+    __atomic_store_n(&pool->lock->token, 0, __ATOMIC_RELEASE);
+    cxl_coh_publish(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));
+}

@@ -1,0 +1,497 @@
+/*
+ * Create, attach, close and destroy pools.
+ */
+#include "pool_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <numa.h>
+#include <numaif.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CXLPOOL_DEFAULT_SIZE (1ull << 30)
+
+void cxlpool_params_init(cxlpool_params_t *params)
+{
+    memset(params, 0, sizeof(*params));
+    params->numa_node = -1;
+    params->coherence = CXL_COH_HW;
+}
+
+const char *cxlpool_default_path(char *buf, size_t len)
+{
+    snprintf(buf, len, "/dev/shm/ucx-cxl-%u.pool", (unsigned)getuid());
+    return buf;
+}
+
+int cxlpool_parse_size(const char *str, uint64_t *size)
+{
+    unsigned long long v;
+    uint64_t mult = 1;
+    char *end;
+
+    if ((str == NULL) || (*str == '\0') || (*str == '-')) {
+        return -1;
+    }
+
+    errno = 0;
+    v     = strtoull(str, &end, 10);
+    if ((errno != 0) || (end == str)) {
+        return -1;
+    }
+
+    switch (*end) {
+    case '\0':
+        break;
+    case 'k': case 'K':
+        mult = 1ull << 10; ++end;
+        break;
+    case 'm': case 'M':
+        mult = 1ull << 20; ++end;
+        break;
+    case 'g': case 'G':
+        mult = 1ull << 30; ++end;
+        break;
+    case 't': case 'T':
+        mult = 1ull << 40; ++end;
+        break;
+    default:
+        return -1;
+    }
+
+    if ((*end == 'i') || (*end == 'I')) {
+        ++end;
+    }
+    if ((*end == 'b') || (*end == 'B')) {
+        ++end;
+    }
+    if ((*end != '\0') || (v > UINT64_MAX / mult)) {
+        return -1;
+    }
+
+    *size = v * mult;
+    return 0;
+}
+
+uint64_t cxlpool_default_size(void)
+{
+    const char *env = getenv("UCX_CXL_POOL_SIZE");
+    uint64_t size;
+
+    if ((env != NULL) && (cxlpool_parse_size(env, &size) == 0)) {
+        return size;
+    }
+    return CXLPOOL_DEFAULT_SIZE;
+}
+
+static const cxlpool_backend_ops_t *
+cxlpool_pick_backend(const char *path, cxlpool_backend_t *kind)
+{
+    struct stat st;
+
+    if (((stat(path, &st) == 0) && S_ISCHR(st.st_mode)) ||
+        !strncmp(path, "/dev/dax", 8)) {
+        *kind = CXLPOOL_BACKEND_DEVDAX;
+        return &cxlpool_backend_devdax_ops;
+    }
+
+    *kind = (!strncmp(path, "/dev/shm/", 9) ||
+             !strncmp(path, "/dev/hugepages/", 15)) ?
+            CXLPOOL_BACKEND_EMULATED : CXLPOOL_BACKEND_FILE;
+    return &cxlpool_backend_file_ops;
+}
+
+/* Copy out the superblock without writing anything, then validate it. */
+static cxlpool_status_t cxlpool_read_sb(const char *path, int fd,
+                                        cxlpool_backend_t kind,
+                                        uint64_t store_size, cxlpool_sb_t *sb)
+{
+    ssize_t n;
+    void *map;
+
+    memset(sb, 0, sizeof(*sb));
+    if (kind == CXLPOOL_BACKEND_DEVDAX) {
+        /* device dax has no read(2): map the first page read-only */
+        map = mmap(NULL, CXLPOOL_HEAP_ALIGN, PROT_READ, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED) {
+            return cxlpool_error_errno(errno, path, "mmap superblock");
+        }
+        cxl_coh_invalidate(CXL_COH_SW, map, sizeof(*sb));
+        memcpy(sb, map, sizeof(*sb));
+        munmap(map, CXLPOOL_HEAP_ALIGN);
+        n = sizeof(*sb);
+    } else {
+        n = pread(fd, sb, sizeof(*sb), 0);
+        if (n < 0) {
+            return cxlpool_error_errno(errno, path, "read superblock");
+        }
+    }
+
+    if (n == 0) {
+        return cxlpool_error(CXLPOOL_ERR_BAD_MAGIC,
+                             "%s: empty file, not a ucx-cxl pool; nothing was "
+                             "written to it. Remove it, or create a pool with "
+                             "'cxlpool create PATH --size SIZE'", path);
+    }
+
+    if ((size_t)n < sizeof(*sb)) {
+        if (sb->magic != CXLPOOL_MAGIC) {
+            return cxlpool_sb_validate(path, sb, store_size);
+        }
+        return cxlpool_error(CXLPOOL_ERR_TRUNCATED,
+                             "%s: truncated: only %zd bytes left, less than a "
+                             "superblock; it was not touched. Restore the "
+                             "file or recreate the pool", path, n);
+    }
+
+    return cxlpool_sb_validate(path, sb, store_size);
+}
+
+cxlpool_status_t cxlpool_probe(const char *path, cxlpool_info_t *info)
+{
+    const cxlpool_backend_ops_t *ops;
+    cxlpool_backend_t kind;
+    cxlpool_status_t status;
+    uint64_t size, align;
+    cxlpool_sb_t sb;
+    int fd;
+
+    ops    = cxlpool_pick_backend(path, &kind);
+    status = ops->open(path, &fd, &size, &align);
+    if (status != CXLPOOL_OK) {
+        return status;
+    }
+
+    status = cxlpool_read_sb(path, fd, kind, size, &sb);
+    close(fd);
+    if ((status == CXLPOOL_OK) && (info != NULL)) {
+        memset(info, 0, sizeof(*info));
+        memcpy(info->uuid, sb.uuid, sizeof(info->uuid));
+        info->size          = sb.size;
+        info->version_major = sb.version_major;
+        info->version_minor = sb.version_minor;
+        info->create_ns     = sb.create_ns;
+        info->heap_offset   = sb.heap_offset;
+        info->backend       = kind;
+        info->coherence     = (cxl_coh_mode_t)sb.coherence;
+        info->map_align     = align;
+        snprintf(info->path, sizeof(info->path), "%s", path);
+    }
+    return status;
+}
+
+/*
+ * Map at an address aligned to max(device alignment, 2 MiB), so that heap
+ * offsets aligned to 2 MiB are also aligned virtual addresses.
+ */
+static cxlpool_status_t cxlpool_map(cxlpool_t *pool)
+{
+    uint64_t align = (pool->map_align > CXLPOOL_HEAP_ALIGN) ?
+                     pool->map_align : CXLPOOL_HEAP_ALIGN;
+    uint8_t *resv, *addr;
+    void *map = MAP_FAILED;
+    uint64_t head;
+
+    resv = mmap(NULL, pool->size + align, PROT_NONE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (resv == MAP_FAILED) {
+        return cxlpool_error_errno(errno, pool->path, "reserve address space");
+    }
+
+    addr = (uint8_t*)(((uintptr_t)resv + align - 1) & ~(uintptr_t)(align - 1));
+    head = addr - resv;
+
+    if (pool->backend == CXLPOOL_BACKEND_DEVDAX) {
+        map = mmap(addr, pool->size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED_VALIDATE | MAP_SYNC | MAP_FIXED, pool->fd, 0);
+    }
+    if (map == MAP_FAILED) {
+        map = mmap(addr, pool->size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED, pool->fd, 0);
+    }
+    if (map == MAP_FAILED) {
+        int err = errno;
+        munmap(resv, pool->size + align);
+        return cxlpool_error_errno(err, pool->path, "mmap");
+    }
+
+    if (head > 0) {
+        munmap(resv, head);
+    }
+    if (align - head > 0) {
+        munmap(addr + pool->size, align - head);
+    }
+
+    pool->base = map;
+    return CXLPOOL_OK;
+}
+
+static cxlpool_status_t cxlpool_numa_bind(cxlpool_t *pool, int node)
+{
+    unsigned long mask[16] = {0};
+
+    if (numa_available() < 0) {
+        return cxlpool_error(CXLPOOL_ERR_UNSUPPORTED,
+                             "%s: NUMA binding to node %d requested, but this "
+                             "kernel has no NUMA support", pool->path, node);
+    }
+    if ((node > numa_max_node()) || (node >= (int)(sizeof(mask) * 8)) ||
+        !numa_bitmask_isbitset(numa_all_nodes_ptr, node)) {
+        return cxlpool_error(CXLPOOL_ERR_INVAL,
+                             "%s: NUMA node %d does not exist (nodes 0-%d)",
+                             pool->path, node, numa_max_node());
+    }
+
+    mask[node / (8 * sizeof(long))] |= 1ul << (node % (8 * sizeof(long)));
+    if (mbind(pool->base, pool->size, MPOL_BIND, mask, sizeof(mask) * 8, 0) < 0) {
+        return cxlpool_error_errno(errno, pool->path, "mbind");
+    }
+    return CXLPOOL_OK;
+}
+
+static cxlpool_status_t cxlpool_create_store(cxlpool_t *pool,
+                                             const cxlpool_params_t *params)
+{
+    cxlpool_params_t create_params = *params;
+
+    if (create_params.size == 0) {
+        create_params.size = cxlpool_default_size();
+    }
+    if ((pool->backend != CXLPOOL_BACKEND_DEVDAX) &&
+        (create_params.size % CXLPOOL_HEAP_ALIGN)) {
+        return cxlpool_error(CXLPOOL_ERR_INVAL,
+                             "%s: pool size %" PRIu64 " is not a multiple of "
+                             "2 MiB", pool->path, create_params.size);
+    }
+    return pool->ops->create(&create_params, pool->path, cxlpool_format);
+}
+
+static cxlpool_status_t cxlpool_open_store(cxlpool_t *pool,
+                                           const cxlpool_params_t *params)
+{
+    int want_create = !!(params->flags & CXLPOOL_CREATE);
+    int excl        = want_create && (params->flags & CXLPOOL_EXCL);
+    int created     = 0;
+    cxlpool_status_t status;
+    cxlpool_sb_t sb;
+    uint64_t size;
+
+    /* A device always exists: "create" formats it in place. */
+    if (want_create && (pool->backend == CXLPOOL_BACKEND_DEVDAX)) {
+        status = cxlpool_create_store(pool, params);
+        if (status != CXLPOOL_OK) {
+            return status;
+        }
+        created = 1;
+    }
+
+    for (;;) {
+        status = pool->ops->open(pool->path, &pool->fd, &size, &pool->map_align);
+        if (status == CXLPOOL_OK) {
+            if (excl && !created) {
+                close(pool->fd);
+                pool->fd = -1;
+                return cxlpool_error_errno(EEXIST, pool->path, "create");
+            }
+            break;
+        }
+        if ((status != CXLPOOL_ERR_NOENT) || !want_create || created) {
+            return status;
+        }
+
+        status = cxlpool_create_store(pool, params);
+        if (status == CXLPOOL_OK) {
+            created = 1;
+        } else if ((status != CXLPOOL_ERR_EXISTS) || excl) {
+            return status;
+        }
+        /* created, or lost the race to another creator: open what is there */
+    }
+
+    status = cxlpool_read_sb(pool->path, pool->fd, pool->backend, size, &sb);
+    if (status != CXLPOOL_OK) {
+        return status;
+    }
+
+    pool->size = sb.size;
+    return CXLPOOL_OK;
+}
+
+cxlpool_status_t cxlpool_open(const cxlpool_params_t *params,
+                              cxlpool_t **pool_p)
+{
+    char defpath[64];
+    cxlpool_status_t status;
+    const char *path;
+    cxlpool_t *pool;
+
+    path = params->path ? params->path :
+           cxlpool_default_path(defpath, sizeof(defpath));
+    if (strlen(path) >= sizeof(pool->path) - 32) {
+        return cxlpool_error(CXLPOOL_ERR_INVAL, "%s: path too long", path);
+    }
+
+    pool = calloc(1, sizeof(*pool));
+    if (pool == NULL) {
+        return cxlpool_error(CXLPOOL_ERR_NO_SPACE, "%s: out of memory", path);
+    }
+
+    snprintf(pool->path, sizeof(pool->path), "%s", path);
+    pool->fd  = -1;
+    pool->coh = params->coherence;
+    pool->ops = cxlpool_pick_backend(path, &pool->backend);
+    pthread_mutex_init(&pool->hb_mutex, NULL);
+    pthread_cond_init(&pool->hb_cond, NULL);
+
+    status = cxlpool_open_store(pool, params);
+    if (status != CXLPOOL_OK) {
+        goto err;
+    }
+
+    status = cxlpool_map(pool);
+    if (status != CXLPOOL_OK) {
+        goto err;
+    }
+
+    pool->sb   = (cxlpool_sb_t*)pool->base;
+    pool->lock = (cxlpool_lock_t*)(pool->base + CXLPOOL_LOCK_OFFSET);
+    pool->att  = (cxlpool_attach_rec_t*)(pool->base + pool->sb->attach_offset);
+    pool->ext  = (cxlpool_extent_rec_t*)(pool->base + pool->sb->extent_offset);
+    pool->host_id    = cxlpool_host_id();
+    pool->lock_token = ((uint64_t)getpid() << 32) |
+                       (uint32_t)(pool->host_id ^ (pool->host_id >> 32)) | 1;
+
+    if (params->numa_node >= 0) {
+        status = cxlpool_numa_bind(pool, params->numa_node);
+        if (status != CXLPOOL_OK) {
+            goto err;
+        }
+    }
+
+    if (!(params->flags & CXLPOOL_NO_ATTACH)) {
+        cxlpool_lock(pool);
+        cxlpool_recover_locked(pool, NULL, NULL);
+        status = cxlpool_attach_claim(pool, params->lease_ms);
+        cxlpool_unlock(pool);
+        if (status != CXLPOOL_OK) {
+            goto err;
+        }
+
+        if (!(params->flags & CXLPOOL_NO_HEARTBEAT) &&
+            (cxlpool_heartbeat_start(pool) != 0)) {
+            status = cxlpool_error(CXLPOOL_ERR_IO,
+                                   "%s: cannot start heartbeat thread",
+                                   pool->path);
+            goto err;
+        }
+    }
+
+    *pool_p = pool;
+    return CXLPOOL_OK;
+
+err:
+    cxlpool_close(pool);
+    return status;
+}
+
+void cxlpool_close(cxlpool_t *pool)
+{
+    if (pool == NULL) {
+        return;
+    }
+
+    cxlpool_heartbeat_stop(pool);
+    if (pool->token != 0) {
+        cxlpool_lock(pool);
+        cxlpool_reclaim_token_locked(pool, pool->token);
+        cxlpool_attach_release(pool);
+        cxlpool_unlock(pool);
+    }
+    if (pool->base != NULL) {
+        munmap(pool->base, pool->size);
+    }
+    if (pool->fd >= 0) {
+        close(pool->fd);
+    }
+    pthread_mutex_destroy(&pool->hb_mutex);
+    pthread_cond_destroy(&pool->hb_cond);
+    free(pool);
+}
+
+typedef struct {
+    uint32_t live;
+} cxlpool_live_count_t;
+
+static void cxlpool_count_live(const cxlpool_attach_info_t *att, void *arg)
+{
+    ((cxlpool_live_count_t*)arg)->live += !!att->alive;
+}
+
+cxlpool_status_t cxlpool_destroy(const char *path, int force)
+{
+    cxlpool_params_t params;
+    cxlpool_live_count_t count = {0};
+    cxlpool_status_t status;
+    cxlpool_t *pool;
+
+    cxlpool_params_init(&params);
+    params.path  = path;
+    params.flags = CXLPOOL_NO_ATTACH;
+    status       = cxlpool_open(&params, &pool);
+    if (status != CXLPOOL_OK) {
+        return status;
+    }
+
+    cxlpool_foreach_attach(pool, cxlpool_count_live, &count);
+    if ((count.live > 0) && !force) {
+        cxlpool_close(pool);
+        return cxlpool_error(CXLPOOL_ERR_BUSY,
+                             "%s: %u process(es) still attached; stop them "
+                             "first or use --force", path, count.live);
+    }
+
+    status = pool->ops->destroy(path, pool->fd);
+    cxlpool_close(pool);
+    return status;
+}
+
+void *cxlpool_base(cxlpool_t *pool)
+{
+    return pool->base;
+}
+
+uint64_t cxlpool_size(cxlpool_t *pool)
+{
+    return pool->size;
+}
+
+cxl_coh_mode_t cxlpool_coherence(cxlpool_t *pool)
+{
+    return pool->coh;
+}
+
+uint64_t cxlpool_token(cxlpool_t *pool)
+{
+    return pool->token;
+}
+
+void cxlpool_info(cxlpool_t *pool, cxlpool_info_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    memcpy(info->uuid, pool->sb->uuid, sizeof(info->uuid));
+    info->size          = pool->sb->size;
+    info->version_major = pool->sb->version_major;
+    info->version_minor = pool->sb->version_minor;
+    info->create_ns     = pool->sb->create_ns;
+    info->heap_offset   = pool->sb->heap_offset;
+    info->backend       = pool->backend;
+    info->coherence     = pool->coh;
+    info->map_align     = pool->map_align;
+    snprintf(info->path, sizeof(info->path), "%s", pool->path);
+}

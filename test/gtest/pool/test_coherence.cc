@@ -1,0 +1,78 @@
+/*
+ * Coherence primitives: mode parsing, instruction choice from CPUID (checked
+ * against the kernel's view in /proc/cpuinfo), and that flushing keeps data.
+ */
+#include "pool_test_util.h"
+
+#include <fstream>
+#include <sstream>
+
+static bool cpu_has(const std::string &flag)
+{
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+
+    while (std::getline(f, line)) {
+        if (line.compare(0, 5, "flags") == 0) {
+            std::istringstream ss(line.substr(line.find(':') + 1));
+            std::string w;
+            while (ss >> w) {
+                if (w == flag) {
+                    return true;
+                }
+            }
+            return false;
+        }
+    }
+    return false;
+}
+
+TEST(coherence, mode_parse)
+{
+    cxl_coh_mode_t m;
+
+    EXPECT_EQ(0, cxl_coh_mode_parse("hw", &m));
+    EXPECT_EQ(CXL_COH_HW, m);
+    EXPECT_EQ(0, cxl_coh_mode_parse("sw", &m));
+    EXPECT_EQ(CXL_COH_SW, m);
+    EXPECT_EQ(-1, cxl_coh_mode_parse("auto", &m));
+    EXPECT_EQ(-1, cxl_coh_mode_parse("", &m));
+    EXPECT_STREQ("sw", cxl_coh_mode_name(CXL_COH_SW));
+    EXPECT_STREQ("hw", cxl_coh_mode_name(CXL_COH_HW));
+}
+
+TEST(coherence, instruction_choice_matches_cpu)
+{
+    cxl_coh_insn_t wb  = cxl_coh_writeback_insn();
+    cxl_coh_insn_t inv = cxl_coh_invalidate_insn();
+
+    if (cpu_has("clwb")) {
+        EXPECT_EQ(CXL_COH_INSN_CLWB, wb);
+    } else if (cpu_has("clflushopt")) {
+        EXPECT_EQ(CXL_COH_INSN_CLFLUSHOPT, wb);
+    } else {
+        EXPECT_EQ(CXL_COH_INSN_CLFLUSH, wb);
+    }
+    /* invalidation must evict: never clwb */
+    EXPECT_NE(CXL_COH_INSN_CLWB, inv);
+    EXPECT_EQ(cpu_has("clflushopt") ? CXL_COH_INSN_CLFLUSHOPT :
+              CXL_COH_INSN_CLFLUSH, inv);
+    std::cout << "write-back: " << cxl_coh_insn_name(wb)
+              << ", invalidate: " << cxl_coh_insn_name(inv) << std::endl;
+}
+
+TEST(coherence, flush_preserves_data)
+{
+    std::vector<uint8_t> buf(8192 + 13);
+
+    for (cxl_coh_mode_t mode : {CXL_COH_HW, CXL_COH_SW}) {
+        cxltest::fill_pattern(buf.data(), buf.size(), mode + 1);
+        /* unaligned start and length cover partial lines at both ends */
+        cxl_coh_writeback(mode, buf.data() + 3, buf.size() - 3);
+        cxl_coh_fence(mode);
+        EXPECT_TRUE(cxltest::check_pattern(buf.data(), buf.size(), mode + 1));
+        cxl_coh_invalidate(mode, buf.data() + 5, buf.size() - 5);
+        EXPECT_TRUE(cxltest::check_pattern(buf.data(), buf.size(), mode + 1));
+        cxl_coh_publish(mode, buf.data(), 0);
+    }
+}
