@@ -211,7 +211,7 @@ out:
 cxlpool_status_t cxlpool_free(cxlpool_t *pool, uint64_t offset)
 {
     cxlpool_status_t status = CXLPOOL_OK;
-    cxlpool_extent_rec_t *rec;
+    cxlpool_extent_rec_t *rec = NULL;
     uint32_t i;
 
     cxlpool_lock(pool);

@@ -163,7 +163,7 @@ void cxlpool_attach_fill_info(cxlpool_t *pool, uint32_t slot,
 
 cxlpool_status_t cxlpool_attach_claim(cxlpool_t *pool, uint32_t lease_ms)
 {
-    cxlpool_attach_rec_t *rec;
+    cxlpool_attach_rec_t *rec = NULL;
     uint32_t slot;
 
     for (slot = 0; slot < pool->sb->max_attach; ++slot) {

@@ -76,7 +76,9 @@ void write_file(const std::string &path, const std::vector<uint8_t> &data)
     FILE *f = fopen(path.c_str(), "wb");
 
     ASSERT_TRUE(f != NULL);
-    ASSERT_EQ(data.size(), fwrite(data.data(), 1, data.size(), f));
+    if (!data.empty()) {
+        ASSERT_EQ(data.size(), fwrite(data.data(), 1, data.size(), f));
+    }
     fclose(f);
 }
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+#
+# build.sh VARIANT - configure and build ucx-cxl in build-VARIANT/.
+#   VARIANT: release (default; -Wall -Wextra -Werror) or sanitizers
+#   (the same plus AddressSanitizer and UndefinedBehaviorSanitizer).
+# Runs autogen.sh when configure is missing or older than its inputs.
+# Prints the build directory on stdout.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+variant=${1:-release}
+case "$variant" in
+    release)    extra=() ;;
+    sanitizers) extra=(--enable-sanitizers) ;;
+    -h|--help)  sed -n '3,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *)          echo "build.sh: unknown variant '$variant' (release or sanitizers)" >&2; exit 2 ;;
+esac
+
+cd "$top"
+if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt configure ]; then
+    echo "build: autogen.sh" >&2
+    ./autogen.sh >/dev/null 2>&1 || { ./autogen.sh; exit 1; }
+fi
+
+dir="$top/build-$variant"
+mkdir -p "$dir"
+cd "$dir"
+if [ ! -f Makefile ] || [ "$top/configure" -nt config.status ]; then
+    echo "build: configure ${extra[*]:-} in $dir" >&2
+    "$top/configure" -q "${extra[@]}" >configure.out 2>&1 || { cat configure.out >&2; exit 1; }
+fi
+echo "build: make in $dir" >&2
+make -j"$(nproc)" >make.out 2>&1 || { tail -40 make.out >&2; exit 1; }
+echo "$dir"

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+#
+# run-tests.sh - the one command that runs every test of ucx-cxl.
+#
+# On a fresh Debian bookworm machine it installs what it needs
+# (contrib/setup-deps.sh), builds twice - release (-Werror) and
+# ASan+UBSan - and runs `make check` in both builds: the googletest suites
+# and the tests that drive the real binaries.  It ends with one line
+# "N passed, N failed" and exits non-zero when anything failed.
+#
+# Options: --no-sanitizers   skip the ASan/UBSan pass
+#          --help            this text
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+variants=(release sanitizers)
+for arg in "$@"; do
+    case "$arg" in
+        --no-sanitizers) variants=(release) ;;
+        -h|--help) sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "run-tests.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+"$top/contrib/setup-deps.sh" || { echo "run-tests.sh: set-up failed" >&2; exit 1; }
+
+passed=0
+failed=0
+
+# Count one test program's results from its log: gtest summary lines, the
+# "name: N passed, N failed" line of script tests, else the harness verdict.
+count_log() {
+    local log=$1 trs=${1%.log}.trs verdict p f
+    verdict=$(sed -n 's/^:test-result: //p' "$trs" 2>/dev/null | head -1)
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$log" | tail -1)
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\{0,1\}, listed below.*/\1/p' "$log" | tail -1)
+    if [ -z "$p" ]; then
+        p=$(sed -n 's/^[a-z0-9_-]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$log" | tail -1)
+        f=$(sed -n 's/^[a-z0-9_-]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$log" | tail -1)
+    fi
+    p=${p:-0}
+    f=${f:-0}
+    if [ "$verdict" != PASS ] && [ "$verdict" != SKIP ] && [ "$f" -eq 0 ]; then
+        f=1   # crashed, leaked or failed outside the counted tests
+    fi
+    if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$verdict" = PASS ]; then
+        p=1
+    fi
+    echo "  $(basename "$log" .log): $p passed, $f failed ($verdict)"
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+for variant in "${variants[@]}"; do
+    echo "=== $variant build ==="
+    if ! dir=$("$top/contrib/build.sh" "$variant"); then
+        echo "run-tests.sh: $variant build failed" >&2
+        failed=$((failed + 1))
+        continue
+    fi
+    make -C "$dir" -j"$(nproc)" check >"$dir/check.out" 2>&1
+    rc=$?
+    grep -E '^(PASS|FAIL|XFAIL|XPASS|SKIP|ERROR):' "$dir/check.out"
+    while IFS= read -r log; do
+        count_log "$log"
+    done < <(find "$dir/test" -name '*.log' | sort)
+    if [ $rc -ne 0 ]; then
+        echo "run-tests.sh: make check failed in $dir (rc $rc); logs under $dir/test"
+        for log in $(grep -l -E '^:test-result: (FAIL|ERROR)' $(find "$dir/test" -name '*.trs') 2>/dev/null); do
+            echo "--- ${log%.trs}.log (last 40 lines)"
+            tail -40 "${log%.trs}.log"
+        done
+        [ "$failed" -gt 0 ] || failed=1
+    fi
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
