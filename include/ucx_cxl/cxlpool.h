@@ -58,7 +58,9 @@ enum {
     CXLPOOL_HUGETLB      = 1u << 3, /* emulated pool on hugetlbfs */
     CXLPOOL_NO_ATTACH    = 1u << 4, /* map only, take no attachment slot */
     CXLPOOL_NO_HEARTBEAT = 1u << 5, /* no lease thread (short-lived tools) */
-    CXLPOOL_FORCE        = 1u << 6  /* format a devdax device that holds a pool */
+    CXLPOOL_FORCE        = 1u << 6, /* format a devdax device that holds a pool */
+    CXLPOOL_READONLY     = 1u << 7  /* map read-only (implies NO_ATTACH): for
+                                       inspection; writes would fault */
 };
 
 typedef struct {

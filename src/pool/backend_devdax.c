@@ -70,8 +70,9 @@ static void cxlpool_devdax_find_cb(const cxlpool_devdax_info_t *info, void *arg)
     }
 }
 
-static cxlpool_status_t cxlpool_devdax_open(const char *path, int *fd_p,
-                                            uint64_t *size, uint64_t *align)
+static cxlpool_status_t cxlpool_devdax_open(const char *path, int rdonly,
+                                            int *fd_p, uint64_t *size,
+                                            uint64_t *align)
 {
     char pathcopy[256];
     cxlpool_devdax_find_t find;
@@ -79,7 +80,7 @@ static cxlpool_status_t cxlpool_devdax_open(const char *path, int *fd_p,
     struct stat st;
     int fd;
 
-    fd = open(path, O_RDWR | O_CLOEXEC);
+    fd = open(path, (rdonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
     if (fd < 0) {
         return cxlpool_error_errno(errno, path, "open");
     }
@@ -132,7 +133,7 @@ cxlpool_devdax_create(const cxlpool_params_t *params, const char *path,
     void *base;
     int fd;
 
-    status = cxlpool_devdax_open(path, &fd, &size, &align);
+    status = cxlpool_devdax_open(path, 0, &fd, &size, &align);
     if (status != CXLPOOL_OK) {
         return status;
     }

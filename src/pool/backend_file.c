@@ -17,20 +17,23 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/statvfs.h>
+#include <inttypes.h>
 #include <unistd.h>
 
 #ifndef HUGETLBFS_MAGIC
 #define HUGETLBFS_MAGIC 0x958458f6
 #endif
 
-static cxlpool_status_t cxlpool_file_open(const char *path, int *fd_p,
-                                          uint64_t *size, uint64_t *align)
+static cxlpool_status_t cxlpool_file_open(const char *path, int rdonly,
+                                          int *fd_p, uint64_t *size,
+                                          uint64_t *align)
 {
     struct statfs sfs;
     struct stat st;
     int fd;
 
-    fd = open(path, O_RDWR | O_CLOEXEC);
+    fd = open(path, (rdonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
     if (fd < 0) {
         return cxlpool_error_errno(errno, path, "open");
     }
@@ -53,6 +56,27 @@ static cxlpool_status_t cxlpool_file_open(const char *path, int *fd_p,
 
     *size = st.st_size;
     *fd_p = fd;
+    return CXLPOOL_OK;
+}
+
+/* A sparse file larger than its filesystem could never be backed. */
+static cxlpool_status_t cxlpool_file_check_space(const char *path, int fd,
+                                                 uint64_t size)
+{
+    struct statvfs vfs;
+    uint64_t total;
+
+    if (fstatvfs(fd, &vfs) < 0) {
+        return cxlpool_error_errno(errno, path, "statvfs");
+    }
+    total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+    if ((total != 0) && (size > total)) {
+        return cxlpool_error(CXLPOOL_ERR_NO_SPACE,
+                             "%s: pool size %" PRIu64 " is larger than its "
+                             "filesystem (%" PRIu64 " bytes); choose a smaller "
+                             "--size or a larger filesystem", path, size,
+                             total);
+    }
     return CXLPOOL_OK;
 }
 
@@ -84,6 +108,11 @@ cxlpool_file_create(const cxlpool_params_t *params, const char *path,
         goto err_unlink;
     }
 
+    status = cxlpool_file_check_space(path, fd, params->size);
+    if (status != CXLPOOL_OK) {
+        goto err_unlink;
+    }
+
     if (ftruncate(fd, (off_t)params->size) < 0) {
         status = cxlpool_error_errno(errno, path, "ftruncate");
         goto err_unlink;
@@ -95,7 +124,13 @@ cxlpool_file_create(const cxlpool_params_t *params, const char *path,
         goto err_unlink;
     }
 
-    status = fmt(base, params->size, params);
+    /* policy first: the format is the first touch of the metadata pages */
+    status = (params->numa_node >= 0) ?
+             cxlpool_numa_bind(path, base, params->size, params->numa_node) :
+             CXLPOOL_OK;
+    if (status == CXLPOOL_OK) {
+        status = fmt(base, params->size, params);
+    }
     if (status == CXLPOOL_OK) {
         if (msync(base, CXLPOOL_SB_SIZE, MS_SYNC) < 0) {
             status = cxlpool_error_errno(errno, path, "msync");
@@ -124,10 +159,16 @@ err_unlink:
 static cxlpool_status_t cxlpool_file_destroy(const char *path, int fd)
 {
     (void)fd;
-    if (unlink(path) < 0) {
-        return cxlpool_error_errno(errno, path, "unlink");
+    if (unlink(path) == 0) {
+        return CXLPOOL_OK;
     }
-    return CXLPOOL_OK;
+    if ((errno == EPERM) || (errno == EACCES)) {
+        return cxlpool_error(CXLPOOL_ERR_PERM,
+                             "%s: permission denied (unlink: %s); only the "
+                             "pool file's owner (or root) can destroy it",
+                             path, strerror(errno));
+    }
+    return cxlpool_error_errno(errno, path, "unlink");
 }
 
 const cxlpool_backend_ops_t cxlpool_backend_file_ops = {

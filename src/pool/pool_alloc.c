@@ -242,23 +242,20 @@ cxlpool_status_t cxlpool_free(cxlpool_t *pool, uint64_t offset)
 cxlpool_status_t cxlpool_lookup(cxlpool_t *pool, const char *name,
                                 cxlpool_extent_t *extent)
 {
-    cxlpool_status_t status = CXLPOOL_OK;
     int index;
 
     if ((name == NULL) || (*name == '\0')) {
         return cxlpool_error(CXLPOOL_ERR_INVAL, "%s: empty name", pool->path);
     }
 
-    cxlpool_lock(pool);
+    /* records are published state-last, so a lock-free scan is consistent */
     index = cxlpool_find_name(pool, name);
     if (index < 0) {
-        status = cxlpool_error(CXLPOOL_ERR_NOT_FOUND,
-                               "%s: no allocation named '%s'", pool->path, name);
-    } else {
-        cxlpool_fill_extent(pool, (uint32_t)index, extent);
+        return cxlpool_error(CXLPOOL_ERR_NOT_FOUND,
+                             "%s: no allocation named '%s'", pool->path, name);
     }
-    cxlpool_unlock(pool);
-    return status;
+    cxlpool_fill_extent(pool, (uint32_t)index, extent);
+    return CXLPOOL_OK;
 }
 
 cxlpool_status_t cxlpool_extent_check(cxlpool_t *pool, uint32_t index,
@@ -295,10 +292,9 @@ cxlpool_status_t cxlpool_stats(cxlpool_t *pool, cxlpool_stats_t *stats)
     cxlpool_range_t *used;
     uint32_t i, n;
 
+    /* a report, not a decision: no lock, so read-only handles can use it */
     memset(stats, 0, sizeof(*stats));
-    cxlpool_lock(pool);
     used = cxlpool_used_ranges(pool, &n);
-    cxlpool_unlock(pool);
     if (used == NULL) {
         return cxlpool_error(CXLPOOL_ERR_NO_SPACE, "%s: out of memory",
                              pool->path);

@@ -146,6 +146,10 @@ cxlpool_status_t cxlpool_check(cxlpool_t *pool, int repair,
     uint64_t holder;
 
     memset(report, 0, sizeof(*report));
+    if (repair && pool->rdonly) {
+        return cxlpool_error(CXLPOOL_ERR_INVAL, "%s: opened read-only, cannot "
+                             "repair", pool->path);
+    }
 
     cxl_coh_invalidate(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));
     holder = pool->lock->token;

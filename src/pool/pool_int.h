@@ -13,8 +13,8 @@
 typedef struct cxlpool_backend_ops {
     const char *name;
     /* Open an existing store read-write; fill *size and *align. */
-    cxlpool_status_t (*open)(const char *path, int *fd, uint64_t *size,
-                             uint64_t *align);
+    cxlpool_status_t (*open)(const char *path, int rdonly, int *fd,
+                             uint64_t *size, uint64_t *align);
     /*
      * Make a new store of params->size, format it with fmt() and make it
      * visible under path atomically: racing creators see one format.
@@ -33,6 +33,7 @@ struct cxlpool {
     cxlpool_backend_t      backend;
     const cxlpool_backend_ops_t *ops;
     int                    fd;
+    int                    rdonly;
     uint8_t               *base;
     uint64_t               size;
     uint64_t               map_align;
@@ -71,6 +72,11 @@ cxlpool_status_t cxlpool_sb_validate(const char *path, const cxlpool_sb_t *sb,
                                      uint64_t store_size);
 cxlpool_status_t cxlpool_format(void *base, uint64_t size,
                                 const cxlpool_params_t *params);
+
+/* NUMA: validate a node, bind a mapping to it */
+cxlpool_status_t cxlpool_numa_check(const char *path, int node);
+cxlpool_status_t cxlpool_numa_bind(const char *path, void *addr, uint64_t len,
+                                   int node);
 
 /* system identity */
 uint64_t cxlpool_host_id(void);

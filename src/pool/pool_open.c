@@ -6,8 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <numa.h>
-#include <numaif.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,7 +161,7 @@ cxlpool_status_t cxlpool_probe(const char *path, cxlpool_info_t *info)
     int fd;
 
     ops    = cxlpool_pick_backend(path, &kind);
-    status = ops->open(path, &fd, &size, &align);
+    status = ops->open(path, 1, &fd, &size, &align);
     if (status != CXLPOOL_OK) {
         return status;
     }
@@ -198,6 +196,8 @@ static cxlpool_status_t cxlpool_map(cxlpool_t *pool)
     void *map = MAP_FAILED;
     uint64_t head;
 
+    int prot = pool->rdonly ? PROT_READ : (PROT_READ | PROT_WRITE);
+
     resv = mmap(NULL, pool->size + align, PROT_NONE,
                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (resv == MAP_FAILED) {
@@ -208,12 +208,11 @@ static cxlpool_status_t cxlpool_map(cxlpool_t *pool)
     head = addr - resv;
 
     if (pool->backend == CXLPOOL_BACKEND_DEVDAX) {
-        map = mmap(addr, pool->size, PROT_READ | PROT_WRITE,
+        map = mmap(addr, pool->size, prot,
                    MAP_SHARED_VALIDATE | MAP_SYNC | MAP_FIXED, pool->fd, 0);
     }
     if (map == MAP_FAILED) {
-        map = mmap(addr, pool->size, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_FIXED, pool->fd, 0);
+        map = mmap(addr, pool->size, prot, MAP_SHARED | MAP_FIXED, pool->fd, 0);
     }
     if (map == MAP_FAILED) {
         int err = errno;
@@ -229,29 +228,6 @@ static cxlpool_status_t cxlpool_map(cxlpool_t *pool)
     }
 
     pool->base = map;
-    return CXLPOOL_OK;
-}
-
-static cxlpool_status_t cxlpool_numa_bind(cxlpool_t *pool, int node)
-{
-    unsigned long mask[16] = {0};
-
-    if (numa_available() < 0) {
-        return cxlpool_error(CXLPOOL_ERR_UNSUPPORTED,
-                             "%s: NUMA binding to node %d requested, but this "
-                             "kernel has no NUMA support", pool->path, node);
-    }
-    if ((node > numa_max_node()) || (node >= (int)(sizeof(mask) * 8)) ||
-        !numa_bitmask_isbitset(numa_all_nodes_ptr, node)) {
-        return cxlpool_error(CXLPOOL_ERR_INVAL,
-                             "%s: NUMA node %d does not exist (nodes 0-%d)",
-                             pool->path, node, numa_max_node());
-    }
-
-    mask[node / (8 * sizeof(long))] |= 1ul << (node % (8 * sizeof(long)));
-    if (mbind(pool->base, pool->size, MPOL_BIND, mask, sizeof(mask) * 8, 0) < 0) {
-        return cxlpool_error_errno(errno, pool->path, "mbind");
-    }
     return CXLPOOL_OK;
 }
 
@@ -292,7 +268,8 @@ static cxlpool_status_t cxlpool_open_store(cxlpool_t *pool,
     }
 
     for (;;) {
-        status = pool->ops->open(pool->path, &pool->fd, &size, &pool->map_align);
+        status = pool->ops->open(pool->path, pool->rdonly, &pool->fd, &size,
+                                 &pool->map_align);
         if (status == CXLPOOL_OK) {
             if (excl && !created) {
                 close(pool->fd);
@@ -343,11 +320,20 @@ cxlpool_status_t cxlpool_open(const cxlpool_params_t *params,
     }
 
     snprintf(pool->path, sizeof(pool->path), "%s", path);
-    pool->fd  = -1;
-    pool->coh = params->coherence;
+    pool->fd     = -1;
+    pool->coh    = params->coherence;
+    pool->rdonly = !!(params->flags & CXLPOOL_READONLY);
     pool->ops = cxlpool_pick_backend(path, &pool->backend);
     pthread_mutex_init(&pool->hb_mutex, NULL);
     pthread_cond_init(&pool->hb_cond, NULL);
+
+    if (params->numa_node >= 0) {
+        /* before anything is created: a bad node must leave nothing behind */
+        status = cxlpool_numa_check(pool->path, params->numa_node);
+        if (status != CXLPOOL_OK) {
+            goto err;
+        }
+    }
 
     status = cxlpool_open_store(pool, params);
     if (status != CXLPOOL_OK) {
@@ -367,14 +353,15 @@ cxlpool_status_t cxlpool_open(const cxlpool_params_t *params,
     pool->lock_token = ((uint64_t)getpid() << 32) |
                        (uint32_t)(pool->host_id ^ (pool->host_id >> 32)) | 1;
 
-    if (params->numa_node >= 0) {
-        status = cxlpool_numa_bind(pool, params->numa_node);
+    if ((params->numa_node >= 0) && !pool->rdonly) {
+        status = cxlpool_numa_bind(pool->path, pool->base, pool->size,
+                                   params->numa_node);
         if (status != CXLPOOL_OK) {
             goto err;
         }
     }
 
-    if (!(params->flags & CXLPOOL_NO_ATTACH)) {
+    if (!(params->flags & (CXLPOOL_NO_ATTACH | CXLPOOL_READONLY))) {
         cxlpool_lock(pool);
         cxlpool_recover_locked(pool, NULL, NULL);
         status = cxlpool_attach_claim(pool, params->lease_ms);

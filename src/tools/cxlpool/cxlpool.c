@@ -16,11 +16,17 @@
 #include <string.h>
 #include <time.h>
 
+#ifdef HAVE_CONFIG_H
+#include "ucx_cxl_config.h"
+#endif
+
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "dev"
 #endif
 
 #define EXIT_USAGE 2
+/* long-only options get values outside the char range of short options */
+#define LONGOPT(_c) (0x100 + (_c))
 
 typedef struct {
     const char *name;
@@ -47,14 +53,31 @@ static void die_usage(const char *fmt, ...)
     exit(EXIT_USAGE);
 }
 
-static void bad_option(int c, char **argv) __attribute__((noreturn));
+static void bad_option(int c, char **argv, const struct option *opts)
+    __attribute__((noreturn));
 
-static void bad_option(int c, char **argv)
+/*
+ * getopt_long reports three cases with '?' or ':': an unknown long option
+ * (optopt 0), a long flag given "=value" (optopt = its LONGOPT val) and an
+ * unknown short option.
+ */
+static void bad_option(int c, char **argv, const struct option *opts)
 {
+    const struct option *o;
+
     if (c == ':') {
         die_usage("option '%s' needs a value", argv[optind - 1]);
     }
-    die_usage("unknown option '%s'", argv[optind - 1]);
+    if (optopt == 0) {
+        die_usage("unknown option '%s'", argv[optind - 1]);
+    }
+    for (o = opts; (optopt >= LONGOPT(0)) && (o->name != NULL); ++o) {
+        if ((o->val == optopt) && (o->has_arg == no_argument)) {
+            die_usage("option '--%s' takes no value (got '%s')", o->name,
+                      argv[optind - 1]);
+        }
+    }
+    die_usage("unknown option '-%c'", optopt);
 }
 
 static int fail(cxlpool_status_t status)
@@ -132,12 +155,12 @@ static int cmd_create(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"size", required_argument, NULL, 's'},
-        {"group", no_argument, NULL, 'g'},
-        {"numa-node", required_argument, NULL, 'n'},
-        {"max-extents", required_argument, NULL, 'e'},
-        {"max-attach", required_argument, NULL, 'a'},
-        {"coherence", required_argument, NULL, 'c'},
-        {"force", no_argument, NULL, 'f'},
+        {"group", no_argument, NULL, LONGOPT('g')},
+        {"numa-node", required_argument, NULL, LONGOPT('n')},
+        {"max-extents", required_argument, NULL, LONGOPT('e')},
+        {"max-attach", required_argument, NULL, LONGOPT('a')},
+        {"coherence", required_argument, NULL, LONGOPT('c')},
+        {"force", no_argument, NULL, LONGOPT('f')},
         {NULL, 0, NULL, 0}
     };
     cxlpool_params_t params;
@@ -158,28 +181,28 @@ static int cmd_create(int argc, char **argv)
                           optarg);
             }
             break;
-        case 'g':
+        case LONGOPT('g'):
             params.flags |= CXLPOOL_GROUP;
             break;
-        case 'n':
+        case LONGOPT('n'):
             params.numa_node = (int)parse_uint("--numa-node", optarg, 4095);
             break;
-        case 'e':
+        case LONGOPT('e'):
             params.max_extents = parse_uint("--max-extents", optarg, 1u << 24);
             break;
-        case 'a':
+        case LONGOPT('a'):
             params.max_attach = parse_uint("--max-attach", optarg, 65536);
             break;
-        case 'c':
+        case LONGOPT('c'):
             if (cxl_coh_mode_parse(optarg, &params.coherence) < 0) {
                 die_usage("invalid coherence '%s' (hw or sw)", optarg);
             }
             break;
-        case 'f':
+        case LONGOPT('f'):
             params.flags |= CXLPOOL_FORCE;
             break;
         default:
-            bad_option(c, argv);
+            bad_option(c, argv, opts);
         }
     }
 
@@ -263,7 +286,7 @@ static void list_dir(list_ctx_t *ctx, const char *dir)
 static int cmd_list(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
+        {"json", no_argument, NULL, LONGOPT('j')},
         {NULL, 0, NULL, 0}
     };
     list_ctx_t ctx = {0, 0};
@@ -271,10 +294,10 @@ static int cmd_list(int argc, char **argv)
     int c;
 
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        if (c == 'j') {
+        if (c == LONGOPT('j')) {
             ctx.json = 1;
         } else {
-            bad_option(c, argv);
+            bad_option(c, argv, opts);
         }
     }
     if (optind < argc) {
@@ -348,7 +371,7 @@ static void info_extent_cb(const cxlpool_extent_t *e, void *arg)
 static int cmd_info(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'},
+        {"json", no_argument, NULL, LONGOPT('j')},
         {NULL, 0, NULL, 0}
     };
     info_ctx_t ctx = {0, 0};
@@ -361,16 +384,16 @@ static int cmd_info(int argc, char **argv)
     int c;
 
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        if (c == 'j') {
+        if (c == LONGOPT('j')) {
             ctx.json = 1;
         } else {
-            bad_option(c, argv);
+            bad_option(c, argv, opts);
         }
     }
 
     cxlpool_params_init(&params);
     params.path  = path_arg(argc, argv, defpath, sizeof(defpath));
-    params.flags = CXLPOOL_NO_ATTACH;
+    params.flags = CXLPOOL_READONLY;
     status       = cxlpool_open(&params, &pool);
     if (status != CXLPOOL_OK) {
         return fail(status);
@@ -447,7 +470,7 @@ static void check_msg_cb(const char *line, void *arg)
 static int cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"repair", no_argument, NULL, 'r'},
+        {"repair", no_argument, NULL, LONGOPT('r')},
         {NULL, 0, NULL, 0}
     };
     cxlpool_check_report_t rep;
@@ -458,16 +481,16 @@ static int cmd_check(int argc, char **argv)
     int c, repair = 0;
 
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        if (c == 'r') {
+        if (c == LONGOPT('r')) {
             repair = 1;
         } else {
-            bad_option(c, argv);
+            bad_option(c, argv, opts);
         }
     }
 
     cxlpool_params_init(&params);
     params.path  = path_arg(argc, argv, defpath, sizeof(defpath));
-    params.flags = CXLPOOL_NO_ATTACH;
+    params.flags = repair ? CXLPOOL_NO_ATTACH : CXLPOOL_READONLY;
     status       = cxlpool_open(&params, &pool);
     if (status != CXLPOOL_OK) {
         return fail(status);
@@ -499,7 +522,7 @@ static int cmd_check(int argc, char **argv)
 static int cmd_destroy(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"force", no_argument, NULL, 'f'},
+        {"force", no_argument, NULL, LONGOPT('f')},
         {NULL, 0, NULL, 0}
     };
     cxlpool_status_t status;
@@ -508,10 +531,10 @@ static int cmd_destroy(int argc, char **argv)
     int c, force = 0;
 
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        if (c == 'f') {
+        if (c == LONGOPT('f')) {
             force = 1;
         } else {
-            bad_option(c, argv);
+            bad_option(c, argv, opts);
         }
     }
 

@@ -330,3 +330,58 @@ TEST_F(pool_format, destroy_refuses_live_attachments)
     EXPECT_EQ(CXLPOOL_OK, cxlpool_destroy(path(), 0)) << cxlpool_last_error();
     EXPECT_NE(0, access(path(), F_OK));
 }
+
+/* Regression: a bad NUMA node used to leave a formatted pool behind. */
+TEST_F(pool_format, bad_numa_node_creates_nothing)
+{
+    cxlpool_params_t params;
+    cxlpool_t *pool;
+
+    cxlpool_params_init(&params);
+    params.path      = path();
+    params.size      = 8ull << 20;
+    params.numa_node = 4000;
+    params.flags     = CXLPOOL_CREATE | CXLPOOL_EXCL | CXLPOOL_NO_ATTACH;
+    EXPECT_EQ(CXLPOOL_ERR_INVAL, cxlpool_open(&params, &pool));
+    EXPECT_NE(0, access(path(), F_OK));
+}
+
+TEST_F(pool_format, larger_than_filesystem)
+{
+    cxlpool_params_t params;
+    cxlpool_t *pool;
+
+    cxlpool_params_init(&params);
+    params.path  = path();
+    params.size  = 1ull << 50;
+    params.flags = CXLPOOL_CREATE | CXLPOOL_EXCL | CXLPOOL_NO_ATTACH;
+    EXPECT_EQ(CXLPOOL_ERR_NO_SPACE, cxlpool_open(&params, &pool));
+    EXPECT_NE(std::string::npos,
+              std::string(cxlpool_last_error()).find("larger than its filesystem"));
+    EXPECT_NE(0, access(path(), F_OK));
+}
+
+/* Regression: inspection (info, check) used to write the lock line. */
+TEST_F(pool_format, readonly_inspection_writes_nothing)
+{
+    cxlpool_t *pool, *holder;
+    cxlpool_extent_t e;
+    cxlpool_stats_t st;
+    cxlpool_check_report_t rep;
+
+    create(8ull << 20);
+    ASSERT_EQ(CXLPOOL_OK, open(&holder));
+    ASSERT_EQ(CXLPOOL_OK, cxlpool_alloc(holder, 4096, 0, "x", 0, &e));
+    std::vector<uint8_t> before = read_file(m_path);
+
+    ASSERT_EQ(CXLPOOL_OK, open(&pool, CXLPOOL_READONLY));
+    EXPECT_EQ(0u, cxlpool_token(pool));
+    EXPECT_EQ(CXLPOOL_OK, cxlpool_stats(pool, &st));
+    EXPECT_EQ(1u, st.extents_used);
+    EXPECT_EQ(CXLPOOL_OK, cxlpool_lookup(pool, "x", &e));
+    EXPECT_EQ(CXLPOOL_OK, cxlpool_check(pool, 0, &rep, NULL, NULL));
+    EXPECT_EQ(CXLPOOL_ERR_INVAL, cxlpool_check(pool, 1, &rep, NULL, NULL));
+    cxlpool_close(pool);
+    EXPECT_TRUE(read_file(m_path) == before) << "read-only inspection wrote";
+    cxlpool_close(holder);
+}
