@@ -135,6 +135,8 @@ typedef struct {
 } cxlpool_info_t;
 
 void        cxlpool_params_init(cxlpool_params_t *params);
+/* CRC32C (Castagnoli) of a buffer, continuing from crc (0 to start). */
+uint32_t    cxlpool_crc32c(uint32_t crc, const void *buf, size_t len);
 const char *cxlpool_strerror(cxlpool_status_t status);
 /* Full text of the last error on this thread: names the pool and the remedy. */
 const char *cxlpool_last_error(void);
@@ -166,6 +168,9 @@ cxlpool_status_t cxlpool_lookup(cxlpool_t *pool, const char *name,
 cxlpool_status_t cxlpool_extent_check(cxlpool_t *pool, uint32_t index,
                                       uint32_t gen, uint64_t offset,
                                       uint64_t length);
+/* Find the allocated extent that covers [offset, offset + length). */
+cxlpool_status_t cxlpool_extent_find(cxlpool_t *pool, uint64_t offset,
+                                     uint64_t length, cxlpool_extent_t *extent);
 cxlpool_status_t cxlpool_stats(cxlpool_t *pool, cxlpool_stats_t *stats);
 
 typedef void (*cxlpool_extent_cb_t)(const cxlpool_extent_t *extent, void *arg);

@@ -286,6 +286,26 @@ cxlpool_status_t cxlpool_extent_check(cxlpool_t *pool, uint32_t index,
     return CXLPOOL_OK;
 }
 
+cxlpool_status_t cxlpool_extent_find(cxlpool_t *pool, uint64_t offset,
+                                     uint64_t length, cxlpool_extent_t *extent)
+{
+    const cxlpool_extent_rec_t *rec;
+    uint32_t i;
+
+    for (i = 0; i < pool->sb->max_extents; ++i) {
+        rec = &pool->ext[i];
+        cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
+        if ((rec->state == CXLPOOL_EXT_ALLOCATED) && (offset >= rec->offset) &&
+            (length <= rec->length) && (offset - rec->offset <= rec->length - length)) {
+            cxlpool_fill_extent(pool, i, extent);
+            return CXLPOOL_OK;
+        }
+    }
+    return cxlpool_error(CXLPOOL_ERR_NOT_FOUND,
+                         "%s: no allocated extent covers 0x%" PRIx64 "+%" PRIu64,
+                         pool->path, offset, length);
+}
+
 cxlpool_status_t cxlpool_stats(cxlpool_t *pool, cxlpool_stats_t *stats)
 {
     uint64_t cursor, gap;

@@ -1,0 +1,275 @@
+/*
+ * Interface of the "cxl" transport, the TL registration, and the devices.
+ *
+ * Reachability is pool identity: the device address is the pool UUID, so
+ * processes on different hosts (or in different namespaces) that map the
+ * same pool reach each other, and processes on different pools do not.
+ * Nothing here looks at boot ids, hostnames or /proc.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cxl_iface.h"
+
+#include <uct/base/uct_worker.h>
+#include <ucs/debug/log.h>
+#include <ucs/sys/string.h>
+#include <ucs/arch/cpu.h>
+#include <string.h>
+
+static ucs_config_field_t uct_cxl_iface_config_table[] = {
+    {"", "", NULL, ucs_offsetof(uct_cxl_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"BW", "12179MBs",
+     "Bandwidth of the pool memory, used by UCP to choose protocols and to\n"
+     "split traffic across transports.",
+     ucs_offsetof(uct_cxl_iface_config_t, bandwidth), UCS_CONFIG_TYPE_BW},
+
+    {NULL}
+};
+
+static uct_iface_ops_t uct_cxl_iface_ops;
+
+static ucs_status_t uct_cxl_iface_query(uct_iface_h tl_iface,
+                                        uct_iface_attr_t *attr)
+{
+    uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
+
+    uct_base_iface_query(&iface->super, attr);
+
+    attr->iface_addr_len  = sizeof(uct_cxl_iface_addr_t);
+    attr->device_addr_len = sizeof(uct_cxl_device_addr_t);
+    attr->ep_addr_len     = 0;
+    attr->max_conn_priv   = 0;
+    attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                            UCT_IFACE_FLAG_PUT_SHORT |
+                            UCT_IFACE_FLAG_PUT_BCOPY |
+                            UCT_IFACE_FLAG_PUT_ZCOPY |
+                            UCT_IFACE_FLAG_GET_SHORT |
+                            UCT_IFACE_FLAG_GET_BCOPY |
+                            UCT_IFACE_FLAG_GET_ZCOPY |
+                            UCT_IFACE_FLAG_PENDING;
+
+    /* CPU atomics are atomic only where caches are coherent */
+    if (iface->coh == CXL_COH_HW) {
+        attr->cap.flags            |= UCT_IFACE_FLAG_ATOMIC_CPU;
+        attr->cap.atomic32.op_flags =
+        attr->cap.atomic64.op_flags = UCS_BIT(UCT_ATOMIC_OP_ADD) |
+                                      UCS_BIT(UCT_ATOMIC_OP_AND) |
+                                      UCS_BIT(UCT_ATOMIC_OP_OR)  |
+                                      UCS_BIT(UCT_ATOMIC_OP_XOR);
+        attr->cap.atomic32.fop_flags =
+        attr->cap.atomic64.fop_flags = UCS_BIT(UCT_ATOMIC_OP_ADD)  |
+                                       UCS_BIT(UCT_ATOMIC_OP_AND)  |
+                                       UCS_BIT(UCT_ATOMIC_OP_OR)   |
+                                       UCS_BIT(UCT_ATOMIC_OP_XOR)  |
+                                       UCS_BIT(UCT_ATOMIC_OP_SWAP) |
+                                       UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+    }
+
+    attr->cap.put.max_short       = UINT_MAX;
+    attr->cap.put.max_bcopy       = SIZE_MAX;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = SIZE_MAX;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+    attr->cap.put.max_iov         = UCT_CXL_MAX_IOV;
+
+    attr->cap.get.max_short       = UINT_MAX;
+    attr->cap.get.max_bcopy       = SIZE_MAX;
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = SIZE_MAX;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+    attr->cap.get.max_iov         = UCT_CXL_MAX_IOV;
+
+    attr->latency             = ucs_linear_func_make(80e-9, 0);
+    attr->bandwidth.dedicated = iface->bandwidth;
+    attr->bandwidth.shared    = 0;
+    attr->overhead            = 10e-9;
+    attr->priority            = 0;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_cxl_iface_get_device_address(uct_iface_h tl_iface,
+                                                     uct_device_addr_t *addr)
+{
+    uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
+
+    memcpy(((uct_cxl_device_addr_t*)addr)->uuid, iface->pool->uuid,
+           CXLPOOL_UUID_LEN);
+    return UCS_OK;
+}
+
+static ucs_status_t uct_cxl_iface_get_address(uct_iface_h tl_iface,
+                                              uct_iface_addr_t *addr)
+{
+    uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
+
+    ((uct_cxl_iface_addr_t*)addr)->id = iface->id;
+    return UCS_OK;
+}
+
+static int uct_cxl_iface_is_reachable(const uct_iface_h tl_iface,
+                                      const uct_device_addr_t *dev_addr,
+                                      const uct_iface_addr_t *iface_addr)
+{
+    uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
+
+    return (dev_addr != NULL) && (iface_addr != NULL) &&
+           !memcmp(((const uct_cxl_device_addr_t*)dev_addr)->uuid,
+                   iface->pool->uuid, CXLPOOL_UUID_LEN);
+}
+
+static ucs_status_t uct_cxl_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                        uct_completion_t *comp)
+{
+    uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
+
+    cxl_coh_fence(iface->coh);
+    ucs_memory_cpu_store_fence();
+    return UCS_OK;
+}
+
+static ucs_status_t uct_cxl_iface_fence(uct_iface_h tl_iface, unsigned flags)
+{
+    uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
+
+    cxl_coh_fence(iface->coh);
+    ucs_memory_cpu_fence();
+    return UCS_OK;
+}
+
+static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
+                           const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    uct_cxl_iface_config_t *config = ucs_derived_of(tl_config,
+                                                    uct_cxl_iface_config_t);
+    uct_cxl_md_t *md               = ucs_derived_of(tl_md, uct_cxl_md_t);
+    unsigned i;
+
+    UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
+                    "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
+    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("cxl: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if (ucs_derived_of(worker, uct_priv_worker_t)->thread_mode ==
+        UCS_THREAD_MODE_MULTI) {
+        ucs_error("cxl: UCS_THREAD_MODE_MULTI workers are not supported; use "
+                  "one worker per thread (UCS_THREAD_MODE_SINGLE/SERIALIZED)");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_cxl_iface_ops,
+                              &uct_base_iface_internal_ops, tl_md, worker,
+                              params, tl_config
+                              UCS_STATS_ARG((params->field_mask &
+                                             UCT_IFACE_PARAM_FIELD_STATS_ROOT) ?
+                                            params->stats_root : NULL)
+                              UCS_STATS_ARG(UCT_CXL_NAME));
+
+    self->pool = NULL;
+    for (i = 0; i < md->num_pools; ++i) {
+        if (!strcmp(md->pools[i]->dev_name, params->mode.device.dev_name)) {
+            self->pool = md->pools[i];
+            break;
+        }
+    }
+    if (self->pool == NULL) {
+        ucs_error("cxl: no attached pool is named '%s'",
+                  params->mode.device.dev_name);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    self->coh       = self->pool->coh;
+    self->bandwidth = config->bandwidth;
+    self->id        = ucs_generate_uuid((uintptr_t)self);
+    ucs_debug("cxl: iface %p id 0x%" PRIx64 " on pool %s (coherence %s)",
+              self, self->id, self->pool->path, cxl_coh_mode_name(self->coh));
+    return UCS_OK;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
+{
+}
+
+UCS_CLASS_DEFINE(uct_cxl_iface_t, uct_base_iface_t);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_cxl_iface_t, uct_iface_t);
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_cxl_iface_t, uct_iface_t, uct_md_h,
+                                 uct_worker_h, const uct_iface_params_t*,
+                                 const uct_iface_config_t*);
+
+static uct_iface_ops_t uct_cxl_iface_ops = {
+    .ep_put_short             = uct_cxl_ep_put_short,
+    .ep_put_bcopy             = uct_cxl_ep_put_bcopy,
+    .ep_put_zcopy             = uct_cxl_ep_put_zcopy,
+    .ep_get_short             = uct_cxl_ep_get_short,
+    .ep_get_bcopy             = uct_cxl_ep_get_bcopy,
+    .ep_get_zcopy             = uct_cxl_ep_get_zcopy,
+    .ep_atomic_cswap64        = uct_cxl_ep_atomic_cswap64,
+    .ep_atomic_cswap32        = uct_cxl_ep_atomic_cswap32,
+    .ep_atomic64_post         = uct_cxl_ep_atomic64_post,
+    .ep_atomic32_post         = uct_cxl_ep_atomic32_post,
+    .ep_atomic64_fetch        = uct_cxl_ep_atomic64_fetch,
+    .ep_atomic32_fetch        = uct_cxl_ep_atomic32_fetch,
+    .ep_pending_add           = (uct_ep_pending_add_func_t)
+                                        ucs_empty_function_return_busy,
+    .ep_pending_purge         = (uct_ep_pending_purge_func_t)ucs_empty_function,
+    .ep_flush                 = uct_cxl_ep_flush,
+    .ep_fence                 = uct_cxl_ep_fence,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_cxl_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_cxl_ep_t),
+    .iface_flush              = uct_cxl_iface_flush,
+    .iface_fence              = uct_cxl_iface_fence,
+    .iface_progress_enable    = (uct_iface_progress_enable_func_t)
+                                        ucs_empty_function,
+    .iface_progress_disable   = (uct_iface_progress_disable_func_t)
+                                        ucs_empty_function,
+    .iface_progress           = (uct_iface_progress_func_t)
+                                        ucs_empty_function_return_zero,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_cxl_iface_t),
+    .iface_query              = uct_cxl_iface_query,
+    .iface_get_device_address = uct_cxl_iface_get_device_address,
+    .iface_get_address        = uct_cxl_iface_get_address,
+    .iface_is_reachable       = uct_cxl_iface_is_reachable
+};
+
+/* One device per attached pool, named after it. */
+static ucs_status_t
+uct_cxl_query_tl_devices(uct_md_h tl_md, uct_tl_device_resource_t **devices_p,
+                         unsigned *num_devices_p)
+{
+    uct_cxl_md_t *md = ucs_derived_of(tl_md, uct_cxl_md_t);
+    uct_tl_device_resource_t *devices;
+    unsigned i;
+
+    devices = ucs_calloc(ucs_max(md->num_pools, 1), sizeof(*devices),
+                         "cxl devices");
+    if (devices == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    for (i = 0; i < md->num_pools; ++i) {
+        ucs_strncpy_zero(devices[i].name, md->pools[i]->dev_name,
+                         sizeof(devices[i].name));
+        devices[i].type       = UCT_DEVICE_TYPE_SHM;
+        devices[i].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+    }
+
+    *devices_p     = devices;
+    *num_devices_p = md->num_pools;
+    return UCS_OK;
+}
+
+UCT_TL_DEFINE_ENTRY(&uct_cxl_component, cxl, uct_cxl_query_tl_devices,
+                    uct_cxl_iface_t, "CXL_", uct_cxl_iface_config_table,
+                    uct_cxl_iface_config_t);
+
+/* ELF constructor: loading the module (LD_PRELOAD, DT_NEEDED, dlopen, or
+ * UCX_PLUGIN_PATH on UCX >= 1.22) registers the component. */
+UCT_SINGLE_TL_INIT(&uct_cxl_component, cxl, ctor,,)

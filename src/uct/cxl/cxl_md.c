@@ -1,0 +1,451 @@
+/*
+ * Memory domain "cxl".
+ *
+ * Memory is allocated from the pool (UCT_MD_FLAG_ALLOC), so UCP places
+ * buffers there with UCX_ALLOC_PRIO=md:cxl or ucp_mem_map(ALLOCATE).
+ * Registration is not advertised: memory outside the pool can not be
+ * reached by a peer on another host, and advertising UCT_MD_FLAG_REG would
+ * make UCP try (and fail) to register every user buffer.  mem_reg still
+ * works for ranges inside an allocated extent, for UCT users.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cxl_md.h"
+
+#include <uct/api/v2/uct_v2.h>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
+#include <string.h>
+
+static const char *uct_cxl_coh_names[] = {
+    [UCT_CXL_COH_CFG_HW]   = "hw",
+    [UCT_CXL_COH_CFG_SW]   = "sw",
+    [UCT_CXL_COH_CFG_AUTO] = "auto",
+    [UCT_CXL_COH_CFG_LAST] = NULL
+};
+
+static ucs_config_field_t uct_cxl_md_config_table[] = {
+    {"", "", NULL, ucs_offsetof(uct_cxl_md_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+
+    {"POOL", "auto",
+     "CXL pools to attach, one UCT device each. 'auto': the devdax devices\n"
+     "that hold a ucx-cxl pool, else the per-user emulated default pool\n"
+     "/dev/shm/ucx-cxl-<uid>.pool (created on first use). Otherwise a\n"
+     "comma-separated list of devdax devices (/dev/daxX.Y) and pool files;\n"
+     "those must exist (see 'cxlpool create').",
+     ucs_offsetof(uct_cxl_md_config_t, pools), UCS_CONFIG_TYPE_STRING_ARRAY},
+
+    {"POOL_SIZE", "1g",
+     "Size of the emulated default pool when this process creates it.",
+     ucs_offsetof(uct_cxl_md_config_t, pool_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"COHERENCE", "auto",
+     "Cache coherence of the pool memory:\n"
+     " hw   - hardware keeps caches coherent (one host, or CXL 3.x sharing);\n"
+     "        CPU atomics are advertised.\n"
+     " sw   - software coherence (CXL 2.0 multi-host sharing): every write\n"
+     "        is written back and every read of shared data invalidated;\n"
+     "        no CPU atomics.\n"
+     " auto - the mode the pool was created with (cxlpool create --coherence).",
+     ucs_offsetof(uct_cxl_md_config_t, coherence),
+     UCS_CONFIG_TYPE_ENUM(uct_cxl_coh_names)},
+
+    {"NUMA_NODE", "-1",
+     "Bind the pool memory to this NUMA node (to stand in for a CPU-less CXL\n"
+     "memory node); -1: no binding.",
+     ucs_offsetof(uct_cxl_md_config_t, numa_node), UCS_CONFIG_TYPE_INT},
+
+    {NULL}
+};
+
+static void uct_cxl_md_close(uct_md_h tl_md)
+{
+    uct_cxl_md_t *md = ucs_derived_of(tl_md, uct_cxl_md_t);
+    unsigned i;
+
+    for (i = 0; i < md->num_pools; ++i) {
+        uct_cxl_pool_put(md->pools[i]);
+    }
+    ucs_free(md);
+}
+
+static ucs_status_t uct_cxl_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
+{
+    uct_cxl_md_t *md = ucs_derived_of(tl_md, uct_cxl_md_t);
+    unsigned i;
+
+    attr->cap.flags            = UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_NEED_RKEY |
+                                 UCT_MD_FLAG_RKEY_PTR;
+    attr->cap.reg_mem_types    = 0;
+    attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.detect_mem_types = 0;
+    attr->cap.max_reg          = 0;
+    attr->cap.max_alloc        = 0;
+    for (i = 0; i < md->num_pools; ++i) {
+        attr->cap.max_alloc = ucs_max(attr->cap.max_alloc,
+                                      md->pools[i]->size -
+                                      md->pools[i]->heap_offset);
+    }
+    attr->rkey_packed_size = sizeof(uct_cxl_packed_rkey_t);
+    attr->reg_cost         = ucs_linear_func_make(0, 0);
+    memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_cxl_mem_alloc(uct_md_h tl_md, size_t *length_p, void **address_p,
+                  ucs_memory_type_t mem_type, unsigned flags,
+                  const char *alloc_name, uct_mem_h *memh_p)
+{
+    uct_cxl_md_t *md = ucs_derived_of(tl_md, uct_cxl_md_t);
+    uct_cxl_pool_t *pool;
+    cxlpool_status_t cstatus;
+    cxlpool_extent_t ext;
+    uct_cxl_memh_t *memh;
+    uint64_t align;
+
+    if ((mem_type != UCS_MEMORY_TYPE_HOST) || (flags & UCT_MD_MEM_FLAG_FIXED) ||
+        (md->num_pools == 0)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    memh = ucs_malloc(sizeof(*memh), "cxl_memh");
+    if (memh == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    /* page alignment for buffers; 2 MiB for large ones (huge pages, dax) */
+    pool    = md->pools[0];
+    align   = (*length_p >= CXLPOOL_MAX_ALIGN) ? CXLPOOL_MAX_ALIGN : 4096;
+    cstatus = cxlpool_alloc(pool->cxlpool, *length_p, align, NULL, 0, &ext);
+    if (cstatus != CXLPOOL_OK) {
+        ucs_debug("cxl: allocating %zu bytes for '%s' failed: %s", *length_p,
+                  alloc_name, cxlpool_last_error());
+        ucs_free(memh);
+        return uct_cxl_pool_status(cstatus);
+    }
+
+    memh->pool      = pool;
+    memh->address   = pool->base + ext.offset;
+    memh->length    = ext.length;
+    memh->offset    = ext.offset;
+    memh->ext_index = ext.index;
+    memh->ext_gen   = ext.gen;
+    memh->allocated = 1;
+
+    *length_p  = ext.length;
+    *address_p = memh->address;
+    *memh_p    = memh;
+    ucs_trace("cxl: allocated %p length %zu offset 0x%" PRIx64 " for '%s'",
+              memh->address, memh->length, memh->offset, alloc_name);
+    return UCS_OK;
+}
+
+static ucs_status_t uct_cxl_mem_free(uct_md_h tl_md, uct_mem_h tl_memh)
+{
+    uct_cxl_memh_t *memh = tl_memh;
+    cxlpool_status_t cstatus;
+
+    cstatus = cxlpool_free(memh->pool->cxlpool, memh->offset);
+    if (cstatus != CXLPOOL_OK) {
+        ucs_error("cxl: %s", cxlpool_last_error());
+    }
+    ucs_free(memh);
+    return uct_cxl_pool_status(cstatus);
+}
+
+static ucs_status_t uct_cxl_mem_reg(uct_md_h tl_md, void *address, size_t length,
+                                    unsigned flags, uct_mem_h *memh_p)
+{
+    uct_cxl_pool_t *pool = uct_cxl_pool_find_addr(address, length);
+    cxlpool_extent_t ext;
+    uct_cxl_memh_t *memh;
+    uint64_t offset;
+
+    if (pool == NULL) {
+        ucs_debug("cxl: %p+%zu is not pool memory; only memory allocated from "
+                  "a pool can be reached by peers", address, length);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    offset = (uint8_t*)address - pool->base;
+    if (cxlpool_extent_find(pool->cxlpool, offset, length, &ext) != CXLPOOL_OK) {
+        ucs_debug("cxl: %s", cxlpool_last_error());
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    memh = ucs_malloc(sizeof(*memh), "cxl_memh");
+    if (memh == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    memh->pool      = pool;
+    memh->address   = address;
+    memh->length    = length;
+    memh->offset    = offset;
+    memh->ext_index = ext.index;
+    memh->ext_gen   = ext.gen;
+    memh->allocated = 0;
+    *memh_p         = memh;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_cxl_mem_dereg(uct_md_h tl_md,
+                                      const uct_md_mem_dereg_params_t *params)
+{
+    uct_cxl_memh_t *memh;
+
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+    memh = params->memh;
+    if (memh->allocated) {
+        return UCS_ERR_INVALID_PARAM; /* allocated memory goes to mem_free */
+    }
+    ucs_free(memh);
+    return UCS_OK;
+}
+
+static uint32_t uct_cxl_rkey_crc(const uct_cxl_packed_rkey_t *key)
+{
+    uct_cxl_packed_rkey_t tmp = *key;
+
+    tmp.crc = 0;
+    return cxlpool_crc32c(0, &tmp, sizeof(tmp));
+}
+
+static ucs_status_t uct_cxl_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
+                                      const uct_md_mkey_pack_params_t *params,
+                                      void *buffer)
+{
+    const uct_cxl_memh_t *memh  = tl_memh;
+    uct_cxl_packed_rkey_t *key  = buffer;
+    uct_cxl_packed_rkey_t packed;
+
+    memset(&packed, 0, sizeof(packed));
+    packed.magic     = UCT_CXL_RKEY_MAGIC;
+    packed.offset    = memh->offset;
+    packed.length    = memh->length;
+    packed.owner_va  = (uintptr_t)memh->address;
+    packed.ext_index = memh->ext_index;
+    packed.ext_gen   = memh->ext_gen;
+    memcpy(packed.uuid, memh->pool->uuid, sizeof(packed.uuid));
+    packed.crc = uct_cxl_rkey_crc(&packed);
+    memcpy(key, &packed, sizeof(packed));
+    return UCS_OK;
+}
+
+static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
+                                        const void *buffer, uct_rkey_t *rkey_p,
+                                        void **handle_p)
+{
+    uct_cxl_packed_rkey_t packed;
+    uct_cxl_pool_t *pool;
+    cxlpool_status_t cstatus;
+    uct_cxl_rkey_t *key;
+    ucs_status_t status;
+
+    memcpy(&packed, buffer, sizeof(packed));
+    if ((packed.magic != UCT_CXL_RKEY_MAGIC) ||
+        (uct_cxl_rkey_crc(&packed) != packed.crc)) {
+        ucs_diag("cxl: rejecting remote key: bad magic or checksum "
+                 "(corrupt or forged)");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    pool = uct_cxl_pool_find_uuid(packed.uuid);
+    if (pool == NULL) {
+        ucs_diag("cxl: rejecting remote key: its pool is not attached by "
+                 "this process");
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    if ((packed.length == 0) || (packed.offset < pool->heap_offset) ||
+        (packed.offset > pool->size) ||
+        (packed.length > pool->size - packed.offset)) {
+        ucs_diag("cxl: rejecting remote key: range 0x%" PRIx64 "+%" PRIu64
+                 " lies outside the heap of pool %s", packed.offset,
+                 packed.length, pool->path);
+        status = UCS_ERR_INVALID_ADDR;
+        goto err_put;
+    }
+
+    cstatus = cxlpool_extent_check(pool->cxlpool, packed.ext_index,
+                                   packed.ext_gen, packed.offset, packed.length);
+    if (cstatus != CXLPOOL_OK) {
+        ucs_diag("cxl: rejecting remote key: %s", cxlpool_last_error());
+        status = (cstatus == CXLPOOL_ERR_STALE) ? UCS_ERR_NO_ELEM :
+                 UCS_ERR_INVALID_ADDR;
+        goto err_put;
+    }
+
+    key = ucs_malloc(sizeof(*key), "cxl_rkey");
+    if (key == NULL) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err_put;
+    }
+
+    key->pool  = pool;
+    key->lo    = (uintptr_t)pool->base + packed.offset;
+    key->hi    = key->lo + packed.length;
+    key->delta = (intptr_t)(key->lo - (uintptr_t)packed.owner_va);
+    *rkey_p    = (uintptr_t)key;
+    *handle_p  = key;
+    return UCS_OK;
+
+err_put:
+    uct_cxl_pool_put(pool);
+    return status;
+}
+
+static ucs_status_t uct_cxl_rkey_ptr(uct_component_t *component, uct_rkey_t rkey,
+                                     void *handle, uint64_t raddr, void **laddr_p)
+{
+    void *addr = uct_cxl_rkey_addr(rkey, raddr, 0);
+
+    if (addr == NULL) {
+        return UCS_ERR_INVALID_ADDR;
+    }
+    *laddr_p = addr;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_cxl_rkey_release(uct_component_t *component,
+                                         uct_rkey_t rkey, void *handle)
+{
+    uct_cxl_rkey_t *key = handle;
+
+    uct_cxl_pool_put(key->pool);
+    ucs_free(key);
+    return UCS_OK;
+}
+
+static uct_md_ops_t uct_cxl_md_ops = {
+    .close                  = uct_cxl_md_close,
+    .query                  = uct_cxl_md_query,
+    .mem_alloc              = uct_cxl_mem_alloc,
+    .mem_free               = uct_cxl_mem_free,
+    .mem_advise             = (uct_md_mem_advise_func_t)
+                                      ucs_empty_function_return_unsupported,
+    .mem_reg                = uct_cxl_mem_reg,
+    .mem_dereg              = uct_cxl_mem_dereg,
+    .mem_query              = (uct_md_mem_query_func_t)
+                                      ucs_empty_function_return_unsupported,
+    .mkey_pack              = uct_cxl_mkey_pack,
+    .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)
+                                      ucs_empty_function_return_zero,
+    .detect_memory_type     = (uct_md_detect_memory_type_func_t)
+                                      ucs_empty_function_return_unsupported
+};
+
+typedef struct {
+    char     paths[UCT_CXL_MAX_POOLS][64];
+    unsigned count;
+} uct_cxl_devdax_scan_t;
+
+/* 'auto': devdax devices that already hold a pool (never format one). */
+static void uct_cxl_devdax_scan_cb(const cxlpool_devdax_info_t *dev, void *arg)
+{
+    uct_cxl_devdax_scan_t *scan = arg;
+    cxlpool_info_t info;
+
+    if (dev->system_ram || !dev->enabled) {
+        return;
+    }
+    if (cxlpool_probe(dev->path, &info) != CXLPOOL_OK) {
+        ucs_warn("cxl: %s holds no usable ucx-cxl pool (%s); format it with "
+                 "'cxlpool create %s' to use it", dev->path,
+                 cxlpool_last_error(), dev->path);
+        return;
+    }
+    if (scan->count < UCT_CXL_MAX_POOLS) {
+        ucs_strncpy_zero(scan->paths[scan->count++], dev->path,
+                         sizeof(scan->paths[0]));
+    }
+}
+
+static ucs_status_t uct_cxl_md_open(uct_component_t *component,
+                                    const char *md_name,
+                                    const uct_md_config_t *uct_config,
+                                    uct_md_h *md_p)
+{
+    const uct_cxl_md_config_t *config = ucs_derived_of(uct_config,
+                                                       uct_cxl_md_config_t);
+    uct_cxl_devdax_scan_t scan = {.count = 0};
+    const char *list[UCT_CXL_MAX_POOLS];
+    unsigned i, count = 0;
+    uct_cxl_md_t *md;
+    ucs_status_t status;
+
+    if ((config->pool_size == UCS_MEMUNITS_INF) ||
+        (config->pool_size == UCS_MEMUNITS_AUTO)) {
+        ucs_error("cxl: UCX_CXL_POOL_SIZE must be a size, e.g. 1g");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    md = ucs_calloc(1, sizeof(*md), "cxl_md");
+    if (md == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    md->super.ops       = &uct_cxl_md_ops;
+    md->super.component = &uct_cxl_component;
+
+    if ((config->pools.count == 1) && !strcmp(config->pools.names[0], "auto")) {
+        /* devdax devices with a pool first, else the emulated default */
+        if (cxlpool_devdax_foreach(uct_cxl_devdax_scan_cb, &scan) != CXLPOOL_OK) {
+            ucs_debug("cxl: no devdax enumeration: %s", cxlpool_last_error());
+        }
+        for (i = 0; i < scan.count; ++i) {
+            list[count++] = scan.paths[i];
+        }
+        if (count == 0) {
+            list[count++] = NULL; /* the per-user emulated default */
+        }
+    } else {
+        if (config->pools.count > UCT_CXL_MAX_POOLS) {
+            ucs_error("cxl: UCX_CXL_POOL lists %u pools, at most %d are "
+                      "supported", config->pools.count, UCT_CXL_MAX_POOLS);
+            ucs_free(md);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        for (i = 0; i < config->pools.count; ++i) {
+            list[count++] = config->pools.names[i];
+        }
+    }
+
+    for (i = 0; i < count; ++i) {
+        status = uct_cxl_pool_get(list[i], config, &md->pools[md->num_pools]);
+        if (status != UCS_OK) {
+            uct_cxl_md_close(&md->super);
+            return status;
+        }
+        ++md->num_pools;
+    }
+
+    *md_p = &md->super;
+    return UCS_OK;
+}
+
+uct_component_t uct_cxl_component = {
+    .query_md_resources = uct_md_query_single_md_resource,
+    .md_open            = uct_cxl_md_open,
+    .cm_open            = (uct_component_cm_open_func_t)
+                                  ucs_empty_function_return_unsupported,
+    .rkey_unpack        = uct_cxl_rkey_unpack,
+    .rkey_ptr           = uct_cxl_rkey_ptr,
+    .rkey_release       = uct_cxl_rkey_release,
+    .name               = UCT_CXL_NAME,
+    .md_config          = {
+        .name           = "CXL memory domain",
+        .prefix         = "CXL_",
+        .table          = uct_cxl_md_config_table,
+        .size           = sizeof(uct_cxl_md_config_t),
+    },
+    .cm_config          = UCS_CONFIG_EMPTY_GLOBAL_LIST_ENTRY,
+    .tl_list            = UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_cxl_component),
+    .flags              = 0,
+    .md_vfs_init        = (uct_component_md_vfs_init_func_t)ucs_empty_function
+};

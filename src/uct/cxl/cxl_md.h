@@ -1,0 +1,115 @@
+/*
+ * UCT component and memory domain "cxl": memory lives in CXL pools, keys
+ * are pool offsets.
+ */
+#ifndef UCT_CXL_MD_H
+#define UCT_CXL_MD_H
+
+#include <uct/base/uct_md.h>
+#include <inttypes.h>
+#include <ucs/datastruct/list.h>
+#include <ucx_cxl/cxlpool.h>
+
+#define UCT_CXL_NAME       "cxl"
+#define UCT_CXL_MAX_POOLS  8
+#define UCT_CXL_RKEY_MAGIC 0x59454b4cu  /* "LKEY" */
+
+typedef enum {
+    UCT_CXL_COH_CFG_HW,
+    UCT_CXL_COH_CFG_SW,
+    UCT_CXL_COH_CFG_AUTO,
+    UCT_CXL_COH_CFG_LAST
+} uct_cxl_coh_cfg_t;
+
+/* One attached pool; shared by every MD of the process, refcounted. */
+typedef struct uct_cxl_pool {
+    ucs_list_link_t  list;
+    unsigned         refcount;
+    cxlpool_t       *cxlpool;
+    uint8_t         *base;
+    uint64_t         size;
+    uint64_t         heap_offset;
+    uint8_t          uuid[CXLPOOL_UUID_LEN];
+    cxl_coh_mode_t   coh;
+    char             path[256];
+    char             dev_name[UCT_DEVICE_NAME_MAX]; /* device shown to UCT */
+} uct_cxl_pool_t;
+
+typedef struct uct_cxl_md_config {
+    uct_md_config_t           super;
+    ucs_config_names_array_t  pools;
+    size_t                    pool_size;
+    int                       coherence;  /* uct_cxl_coh_cfg_t */
+    int                       numa_node;
+} uct_cxl_md_config_t;
+
+typedef struct uct_cxl_md {
+    uct_md_t         super;
+    unsigned         num_pools;
+    uct_cxl_pool_t  *pools[UCT_CXL_MAX_POOLS];
+} uct_cxl_md_t;
+
+/* Memory handle: a range inside one allocated extent of a pool. */
+typedef struct uct_cxl_memh {
+    uct_cxl_pool_t  *pool;
+    void            *address;
+    size_t           length;
+    uint64_t         offset;      /* of address, from the pool base */
+    uint32_t         ext_index;
+    uint32_t         ext_gen;
+    int              allocated;   /* from mem_alloc: free the extent too */
+} uct_cxl_memh_t;
+
+/*
+ * Packed remote key: pool identity, the range it grants, the owner's
+ * virtual address of that range, and the extent generation that makes it
+ * stale once the extent is freed.  The CRC catches corrupt or forged keys.
+ */
+typedef struct uct_cxl_packed_rkey {
+    uint32_t magic;
+    uint32_t crc;
+    uint8_t  uuid[CXLPOOL_UUID_LEN];
+    uint64_t offset;
+    uint64_t length;
+    uint64_t owner_va;
+    uint32_t ext_index;
+    uint32_t ext_gen;
+} UCS_S_PACKED uct_cxl_packed_rkey_t;
+
+/*
+ * Unpacked key: local address = remote address + delta, valid only inside
+ * [lo, hi).  Every operation checks the range, so no key can reach outside
+ * the extent it was made for.
+ */
+typedef struct uct_cxl_rkey {
+    intptr_t         delta;
+    uintptr_t        lo;
+    uintptr_t        hi;
+    uct_cxl_pool_t  *pool;
+} uct_cxl_rkey_t;
+
+extern uct_component_t uct_cxl_component;
+
+/* Local address for [remote_addr, +length) under rkey, NULL if outside. */
+static UCS_F_ALWAYS_INLINE void *
+uct_cxl_rkey_addr(uct_rkey_t rkey, uint64_t remote_addr, size_t length)
+{
+    const uct_cxl_rkey_t *key = (const uct_cxl_rkey_t*)rkey;
+    uintptr_t addr            = (uintptr_t)remote_addr + key->delta;
+
+    if (ucs_unlikely((addr < key->lo) || (length > key->hi - addr) ||
+                     (addr > key->hi))) {
+        return NULL;
+    }
+    return (void*)addr;
+}
+
+/* process-wide pool registry (cxl_pool.c) */
+ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,
+                              uct_cxl_pool_t **pool_p);
+void         uct_cxl_pool_put(uct_cxl_pool_t *pool);
+uct_cxl_pool_t *uct_cxl_pool_find_uuid(const uint8_t *uuid);
+uct_cxl_pool_t *uct_cxl_pool_find_addr(const void *addr, size_t length);
+ucs_status_t uct_cxl_pool_status(cxlpool_status_t status);
+
+#endif

@@ -1,0 +1,195 @@
+/*
+ * Process-wide registry of attached pools.
+ *
+ * Component-level rkey_unpack() has no MD argument, so the pools a process
+ * has attached are found here by UUID.  A pool stays attached while an MD
+ * or an unpacked key refers to it.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cxl_md.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
+#include <pthread.h>
+#include <string.h>
+
+static UCS_LIST_HEAD(uct_cxl_pools);
+static pthread_mutex_t uct_cxl_pools_lock = PTHREAD_MUTEX_INITIALIZER;
+
+ucs_status_t uct_cxl_pool_status(cxlpool_status_t status)
+{
+    switch (status) {
+    case CXLPOOL_OK:
+        return UCS_OK;
+    case CXLPOOL_ERR_NOENT:
+    case CXLPOOL_ERR_NOT_FOUND:
+        return UCS_ERR_NO_ELEM;
+    case CXLPOOL_ERR_PERM:
+        return UCS_ERR_UNREACHABLE;
+    case CXLPOOL_ERR_NO_SPACE:
+    case CXLPOOL_ERR_NO_SLOT:
+        return UCS_ERR_NO_MEMORY;
+    case CXLPOOL_ERR_EXISTS:
+        return UCS_ERR_ALREADY_EXISTS;
+    case CXLPOOL_ERR_UNSUPPORTED:
+        return UCS_ERR_UNSUPPORTED;
+    case CXLPOOL_ERR_IO:
+        return UCS_ERR_IO_ERROR;
+    case CXLPOOL_ERR_BUSY:
+        return UCS_ERR_BUSY;
+    default:
+        return UCS_ERR_INVALID_PARAM;
+    }
+}
+
+/* "/dev/shm/ucx-cxl-0.pool" -> "ucx-cxl-0", "/dev/dax0.0" -> "dax0.0" */
+static void uct_cxl_pool_dev_name(const char *path, char *name, size_t max)
+{
+    const char *base = strrchr(path, '/');
+    size_t len;
+
+    base = base ? base + 1 : path;
+    len  = strlen(base);
+    if ((len > 5) && !strcmp(base + len - 5, ".pool")) {
+        len -= 5;
+    }
+    if (len >= max) {
+        len = max - 1;
+    }
+    memcpy(name, base, len);
+    name[len] = '\0';
+}
+
+static cxl_coh_mode_t uct_cxl_pool_coh(const char *path,
+                                       const uct_cxl_md_config_t *cfg)
+{
+    cxlpool_info_t info;
+
+    switch (cfg->coherence) {
+    case UCT_CXL_COH_CFG_HW:
+        return CXL_COH_HW;
+    case UCT_CXL_COH_CFG_SW:
+        return CXL_COH_SW;
+    default:
+        /* auto: the mode the pool was created for */
+        return (cxlpool_probe(path, &info) == CXLPOOL_OK) ? info.coherence :
+               CXL_COH_HW;
+    }
+}
+
+ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,
+                              uct_cxl_pool_t **pool_p)
+{
+    char defpath[64];
+    cxlpool_params_t params;
+    cxlpool_status_t cstatus;
+    cxlpool_info_t info;
+    uct_cxl_pool_t *pool;
+    ucs_status_t status = UCS_OK;
+
+    cxlpool_default_path(defpath, sizeof(defpath));
+    if (path == NULL) {
+        path = defpath;
+    }
+
+    pthread_mutex_lock(&uct_cxl_pools_lock);
+    ucs_list_for_each(pool, &uct_cxl_pools, list) {
+        if (!strcmp(pool->path, path)) {
+            ++pool->refcount;
+            *pool_p = pool;
+            goto out;
+        }
+    }
+
+    pool = ucs_calloc(1, sizeof(*pool), "cxl_pool");
+    if (pool == NULL) {
+        status = UCS_ERR_NO_MEMORY;
+        goto out;
+    }
+
+    cxlpool_params_init(&params);
+    params.path      = path;
+    params.numa_node = cfg->numa_node;
+    params.coherence = uct_cxl_pool_coh(path, cfg);
+    if (!strcmp(path, defpath)) {
+        /* only the emulated default is created on first use */
+        params.flags = CXLPOOL_CREATE;
+        params.size  = cfg->pool_size;
+    }
+
+    cstatus = cxlpool_open(&params, &pool->cxlpool);
+    if (cstatus != CXLPOOL_OK) {
+        ucs_error("cxl: %s", cxlpool_last_error());
+        ucs_free(pool);
+        status = uct_cxl_pool_status(cstatus);
+        goto out;
+    }
+
+    cxlpool_info(pool->cxlpool, &info);
+    pool->refcount    = 1;
+    pool->base        = cxlpool_base(pool->cxlpool);
+    pool->size        = info.size;
+    pool->heap_offset = info.heap_offset;
+    pool->coh         = params.coherence;
+    memcpy(pool->uuid, info.uuid, sizeof(pool->uuid));
+    ucs_strncpy_zero(pool->path, path, sizeof(pool->path));
+    uct_cxl_pool_dev_name(path, pool->dev_name, sizeof(pool->dev_name));
+    ucs_list_add_tail(&uct_cxl_pools, &pool->list);
+    ucs_debug("cxl: attached pool %s (%s, %" PRIu64 " bytes, coherence %s)",
+              pool->path, pool->dev_name, pool->size,
+              cxl_coh_mode_name(pool->coh));
+    *pool_p = pool;
+
+out:
+    pthread_mutex_unlock(&uct_cxl_pools_lock);
+    return status;
+}
+
+void uct_cxl_pool_put(uct_cxl_pool_t *pool)
+{
+    pthread_mutex_lock(&uct_cxl_pools_lock);
+    if (--pool->refcount == 0) {
+        ucs_list_del(&pool->list);
+        cxlpool_close(pool->cxlpool);
+        ucs_free(pool);
+    }
+    pthread_mutex_unlock(&uct_cxl_pools_lock);
+}
+
+uct_cxl_pool_t *uct_cxl_pool_find_uuid(const uint8_t *uuid)
+{
+    uct_cxl_pool_t *pool, *found = NULL;
+
+    pthread_mutex_lock(&uct_cxl_pools_lock);
+    ucs_list_for_each(pool, &uct_cxl_pools, list) {
+        if (!memcmp(pool->uuid, uuid, sizeof(pool->uuid))) {
+            ++pool->refcount;
+            found = pool;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&uct_cxl_pools_lock);
+    return found;
+}
+
+uct_cxl_pool_t *uct_cxl_pool_find_addr(const void *addr, size_t length)
+{
+    uintptr_t a = (uintptr_t)addr;
+    uct_cxl_pool_t *pool, *found = NULL;
+
+    pthread_mutex_lock(&uct_cxl_pools_lock);
+    ucs_list_for_each(pool, &uct_cxl_pools, list) {
+        uintptr_t base = (uintptr_t)pool->base;
+        if ((a >= base) && (a - base <= pool->size) &&
+            (length <= pool->size - (a - base))) {
+            found = pool;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&uct_cxl_pools_lock);
+    return found;
+}

@@ -1,0 +1,3 @@
+/* UCX gtest uct/test_p2p_err.cc, instantiated for one transport only (see ucx_gtest_tl.h). */
+#include "ucx_gtest_tl.h"
+#include <uct/test_p2p_err.cc>
