@@ -244,12 +244,16 @@ cxlpool_status_t cxlpool_recover_locked(cxlpool_t *pool, uint32_t *extents,
             ((pool->token != 0) && (i == pool->slot))) {
             continue;
         }
-        /* extents first: a crash in between leaves only orphans, see below */
-        n_ext += cxlpool_reclaim_token_locked(pool,
-                                              cxlpool_token_make(i, att->gen));
+        /*
+         * Slot first, so that peers checking the owner stop using its
+         * memory before it can be reused; a crash in between leaves only
+         * orphans, which the scan below reclaims.
+         */
         att->state = CXLPOOL_ATT_FREE;
         cxl_coh_publish(pool->coh, att, sizeof(*att));
         ++n_att;
+        n_ext += cxlpool_reclaim_token_locked(pool,
+                                              cxlpool_token_make(i, att->gen));
     }
 
     /* orphans: extents whose owner slot is free or was reused */
@@ -270,6 +274,11 @@ cxlpool_status_t cxlpool_recover_locked(cxlpool_t *pool, uint32_t *extents,
         *attachments = n_att;
     }
     return CXLPOOL_OK;
+}
+
+int cxlpool_owner_alive(cxlpool_t *pool, uint64_t token)
+{
+    return cxlpool_token_alive(pool, token);
 }
 
 cxlpool_status_t cxlpool_recover(cxlpool_t *pool, uint32_t *extents,

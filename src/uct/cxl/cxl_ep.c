@@ -10,28 +10,114 @@
 
 #include "cxl_iface.h"
 
+#include <uct/base/uct_worker.h>
 #include <ucs/debug/log.h>
 #include <ucs/arch/cpu.h>
 #include <ucs/sys/math.h>
 #include <string.h>
 
+/*
+ * Claim a free channel of the peer's block.  The claim is the only
+ * read-modify-write of the protocol and happens once per connection; a new
+ * owner continues where the previous one stopped (head and seq of the
+ * producer line), so sequence numbers only move forward.
+ */
+static ucs_status_t uct_cxl_ep_claim(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface)
+{
+    uint64_t token = cxlpool_token(iface->pool->cxlpool);
+    uct_cxl_chan_ctl_t *chan;
+    uint64_t expected;
+    unsigned i;
+
+    for (i = 0; i < ep->peer->num_channels; ++i) {
+        chan     = uct_cxl_block_chan(ep->peer, i);
+        expected = 0;
+        cxl_coh_invalidate(iface->coh, chan, 2 * UCT_CXL_LINE);
+        if ((chan->owner != 0) &&
+            !cxlpool_owner_alive(iface->pool->cxlpool, chan->owner)) {
+            /* its owner died: take over at its last published record */
+            expected = chan->owner;
+        }
+        if (__atomic_compare_exchange_n(&chan->owner, &expected, token, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            break;
+        }
+    }
+
+    if (i == ep->peer->num_channels) {
+        ucs_error("cxl: all %u receive channels of interface 0x%" PRIx64
+                  " are in use; raise UCX_CXL_NUM_CHANNELS on the receiver",
+                  ep->peer->num_channels, ep->peer_id);
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    ep->chan        = chan;
+    ep->ring        = uct_cxl_chan_ring(chan);
+    ep->ring_mask   = ep->peer->ring_size - 1;
+    ep->head        = chan->head;
+    ep->seq         = chan->seq ? (uint32_t)chan->seq : 1;
+    ep->cached_tail = chan->tail;
+    cxl_coh_writeback(iface->coh, chan, UCT_CXL_LINE);
+    ucs_debug("cxl: ep %p claimed channel %u of iface 0x%" PRIx64
+              " (head %" PRIu64 " seq %u)", ep, i, ep->peer_id, ep->head,
+              ep->seq);
+    return UCS_OK;
+}
+
 static UCS_CLASS_INIT_FUNC(uct_cxl_ep_t, const uct_ep_params_t *params)
 {
     uct_cxl_iface_t *iface = ucs_derived_of(params->iface, uct_cxl_iface_t);
     const uct_cxl_iface_addr_t *addr;
+    uct_cxl_block_hdr_t *peer;
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
 
-    addr          = (const uct_cxl_iface_addr_t*)params->iface_addr;
-    self->peer_id = addr->id;
-    ucs_debug("cxl: ep %p on %s connected to iface 0x%" PRIx64, self,
-              iface->pool->dev_name, self->peer_id);
-    return UCS_OK;
+    addr            = (const uct_cxl_iface_addr_t*)params->iface_addr;
+    self->peer_id   = addr->id;
+    self->chan      = NULL;
+    self->failed    = 0;
+    self->err_cb_id = UCS_CALLBACKQ_ID_NULL;
+    ucs_arbiter_group_init(&self->arb_group);
+
+    /* the block must lie in our pool's heap and carry the peer's id */
+    if ((addr->block_offset < iface->pool->heap_offset) ||
+        (addr->block_offset > iface->pool->size - sizeof(*peer))) {
+        ucs_error("cxl: peer block offset 0x%" PRIx64 " is outside pool %s",
+                  addr->block_offset, iface->pool->path);
+        return UCS_ERR_INVALID_ADDR;
+    }
+    peer = (uct_cxl_block_hdr_t*)(iface->pool->base + addr->block_offset);
+    cxl_coh_invalidate(iface->coh, peer, sizeof(*peer));
+    if ((peer->magic != UCT_CXL_BLOCK_MAGIC) || (peer->iface_id != addr->id) ||
+        (peer->ring_size == 0) || (peer->ring_size & (peer->ring_size - 1)) ||
+        (addr->block_offset + sizeof(*peer) + (uint64_t)peer->num_channels *
+         peer->chan_stride > iface->pool->size)) {
+        ucs_diag("cxl: no open interface 0x%" PRIx64 " at offset 0x%" PRIx64
+                 " of pool %s", addr->id, addr->block_offset, iface->pool->path);
+        return UCS_ERR_UNREACHABLE;
+    }
+    self->peer = peer;
+    return uct_cxl_ep_claim(self, iface);
 }
 
 static UCS_CLASS_CLEANUP_FUNC(uct_cxl_ep_t)
 {
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(self);
+
+    uct_cxl_ep_pending_purge(&self->super.super, NULL, NULL);
+    if (self->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
+        ucs_callbackq_remove_safe(&iface->super.worker->super.progress_q,
+                                  self->err_cb_id);
+    }
+    if ((self->chan != NULL) && !self->failed) {
+        /* hand the channel back: the next owner continues at head/seq */
+        self->chan->head = self->head;
+        self->chan->seq  = self->seq;
+        cxl_coh_publish(iface->coh, self->chan, UCT_CXL_LINE);
+        __atomic_store_n(&self->chan->owner, 0, __ATOMIC_RELEASE);
+        cxl_coh_writeback(iface->coh, self->chan, UCT_CXL_LINE);
+    }
 }
 
 UCS_CLASS_DEFINE(uct_cxl_ep_t, uct_base_ep_t);
@@ -171,7 +257,17 @@ ucs_status_t uct_cxl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 ucs_status_t uct_cxl_ep_flush(uct_ep_h tl_ep, unsigned flags,
                               uct_completion_t *comp)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
+    uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        uct_cxl_ep_pending_purge(tl_ep, NULL, NULL);
+        return UCS_OK;
+    }
+    /* queued sends are not done yet */
+    if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
 
     /* operations completed when they returned; written-back lines must
      * reach memory before anything that follows the flush */

@@ -27,6 +27,24 @@ static ucs_config_field_t uct_cxl_iface_config_table[] = {
      "split traffic across transports.",
      ucs_offsetof(uct_cxl_iface_config_t, bandwidth), UCS_CONFIG_TYPE_BW},
 
+    {"SEG_SIZE", "8256",
+     "Largest active-message bcopy payload.",
+     ucs_offsetof(uct_cxl_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"RING_SIZE", "128k",
+     "Bytes of each receive channel (a power of two, at least 4 segments);\n"
+     "bounds how much one sender can have in flight to one interface.",
+     ucs_offsetof(uct_cxl_iface_config_t, ring_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"NUM_CHANNELS", "64",
+     "Receive channels per interface: how many endpoints can connect to it.\n"
+     "The receive block takes NUM_CHANNELS x (RING_SIZE + 128) bytes of pool.",
+     ucs_offsetof(uct_cxl_iface_config_t, num_channels), UCS_CONFIG_TYPE_UINT},
+
+    {"MAX_POLL", "16",
+     "Records delivered per channel and progress call.",
+     ucs_offsetof(uct_cxl_iface_config_t, max_poll), UCS_CONFIG_TYPE_UINT},
+
     {NULL}
 };
 
@@ -44,6 +62,11 @@ static ucs_status_t uct_cxl_iface_query(uct_iface_h tl_iface,
     attr->ep_addr_len     = 0;
     attr->max_conn_priv   = 0;
     attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                            UCT_IFACE_FLAG_AM_SHORT |
+                            UCT_IFACE_FLAG_AM_BCOPY |
+                            UCT_IFACE_FLAG_CB_SYNC |
+                            UCT_IFACE_FLAG_EP_CHECK |
+                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
                             UCT_IFACE_FLAG_PUT_SHORT |
                             UCT_IFACE_FLAG_PUT_BCOPY |
                             UCT_IFACE_FLAG_PUT_ZCOPY |
@@ -85,6 +108,15 @@ static ucs_status_t uct_cxl_iface_query(uct_iface_h tl_iface,
     attr->cap.get.align_mtu       = 1;
     attr->cap.get.max_iov         = UCT_CXL_MAX_IOV;
 
+    attr->cap.am.max_short        = UCT_CXL_AM_MAX_SHORT;
+    attr->cap.am.max_bcopy        = iface->seg_size;
+    attr->cap.am.min_zcopy        = 0;
+    attr->cap.am.max_zcopy        = 0;
+    attr->cap.am.opt_zcopy_align  = 1;
+    attr->cap.am.align_mtu        = 1;
+    attr->cap.am.max_hdr          = 0;
+    attr->cap.am.max_iov          = SIZE_MAX;
+
     attr->latency             = ucs_linear_func_make(80e-9, 0);
     attr->bandwidth.dedicated = iface->bandwidth;
     attr->bandwidth.shared    = 0;
@@ -108,7 +140,8 @@ static ucs_status_t uct_cxl_iface_get_address(uct_iface_h tl_iface,
 {
     uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
 
-    ((uct_cxl_iface_addr_t*)addr)->id = iface->id;
+    ((uct_cxl_iface_addr_t*)addr)->block_offset = iface->block_offset;
+    ((uct_cxl_iface_addr_t*)addr)->id           = iface->id;
     return UCS_OK;
 }
 
@@ -149,6 +182,9 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     uct_cxl_iface_config_t *config = ucs_derived_of(tl_config,
                                                     uct_cxl_iface_config_t);
     uct_cxl_md_t *md               = ucs_derived_of(tl_md, uct_cxl_md_t);
+    uint64_t stride, block_size;
+    cxlpool_status_t cstatus;
+    cxlpool_extent_t ext;
     unsigned i;
 
     UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
@@ -186,16 +222,74 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
         return UCS_ERR_NO_DEVICE;
     }
 
-    self->coh       = self->pool->coh;
-    self->bandwidth = config->bandwidth;
-    self->id        = ucs_generate_uuid((uintptr_t)self);
-    ucs_debug("cxl: iface %p id 0x%" PRIx64 " on pool %s (coherence %s)",
-              self, self->id, self->pool->path, cxl_coh_mode_name(self->coh));
+    if ((config->ring_size & (config->ring_size - 1)) ||
+        (config->ring_size < 4 * uct_cxl_rec_size(config->seg_size)) ||
+        (config->ring_size > (1ul << 30)) || (config->num_channels == 0) ||
+        (config->seg_size == 0) || (config->max_poll == 0)) {
+        ucs_error("cxl: UCX_CXL_RING_SIZE (%zu) must be a power of two of at "
+                  "least 4 x UCX_CXL_SEG_SIZE (%zu) and NUM_CHANNELS, MAX_POLL "
+                  "non-zero", config->ring_size, config->seg_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    self->coh        = self->pool->coh;
+    self->bandwidth  = config->bandwidth;
+    self->seg_size   = config->seg_size;
+    self->max_poll   = config->max_poll;
+    self->num_active = 0;
+    self->id         = ucs_generate_uuid((uintptr_t)self);
+
+    /* the receive block: header line, then the channels */
+    stride     = sizeof(uct_cxl_chan_ctl_t) + config->ring_size;
+    block_size = sizeof(uct_cxl_block_hdr_t) + config->num_channels * stride;
+    cstatus    = cxlpool_alloc(self->pool->cxlpool, block_size, 4096, NULL, 0,
+                               &ext);
+    if (cstatus != CXLPOOL_OK) {
+        ucs_error("cxl: cannot allocate a %" PRIu64 "-byte receive block: %s",
+                  block_size, cxlpool_last_error());
+        return uct_cxl_pool_status(cstatus);
+    }
+
+    self->rx = ucs_calloc(config->num_channels, sizeof(*self->rx), "cxl_rx");
+    if (self->rx == NULL) {
+        cxlpool_free(self->pool->cxlpool, ext.offset);
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < config->num_channels; ++i) {
+        self->rx[i].seq = 1;
+    }
+
+    /* a fresh block: zero it so that no stale sequence number matches */
+    self->block_offset = ext.offset;
+    self->block        = (uct_cxl_block_hdr_t*)(self->pool->base + ext.offset);
+    memset(self->block, 0, block_size);
+    self->block->iface_id     = self->id;
+    self->block->owner_token  = cxlpool_token(self->pool->cxlpool);
+    self->block->num_channels = config->num_channels;
+    self->block->ring_size    = (uint32_t)config->ring_size;
+    self->block->chan_stride  = stride;
+    cxl_coh_publish(self->coh, self->block, block_size);
+    self->block->magic = UCT_CXL_BLOCK_MAGIC;
+    cxl_coh_publish(self->coh, self->block, UCT_CXL_LINE);
+
+    ucs_arbiter_init(&self->arbiter);
+    ucs_debug("cxl: iface %p id 0x%" PRIx64 " on pool %s (coherence %s), "
+              "block 0x%" PRIx64 "+%" PRIu64, self, self->id, self->pool->path,
+              cxl_coh_mode_name(self->coh), self->block_offset, block_size);
     return UCS_OK;
 }
 
 static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
 {
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    ucs_arbiter_cleanup(&self->arbiter);
+
+    /* tell connected senders before the memory can be reused */
+    self->block->magic = UCT_CXL_BLOCK_CLOSED;
+    cxl_coh_publish(self->coh, self->block, UCT_CXL_LINE);
+    cxlpool_free(self->pool->cxlpool, self->block_offset);
+    ucs_free(self->rx);
 }
 
 UCS_CLASS_DEFINE(uct_cxl_iface_t, uct_base_iface_t);
@@ -217,21 +311,21 @@ static uct_iface_ops_t uct_cxl_iface_ops = {
     .ep_atomic32_post         = uct_cxl_ep_atomic32_post,
     .ep_atomic64_fetch        = uct_cxl_ep_atomic64_fetch,
     .ep_atomic32_fetch        = uct_cxl_ep_atomic32_fetch,
-    .ep_pending_add           = (uct_ep_pending_add_func_t)
-                                        ucs_empty_function_return_busy,
-    .ep_pending_purge         = (uct_ep_pending_purge_func_t)ucs_empty_function,
+    .ep_am_short              = uct_cxl_ep_am_short,
+    .ep_am_short_iov          = uct_cxl_ep_am_short_iov,
+    .ep_am_bcopy              = uct_cxl_ep_am_bcopy,
+    .ep_pending_add           = uct_cxl_ep_pending_add,
+    .ep_pending_purge         = uct_cxl_ep_pending_purge,
+    .ep_check                 = uct_cxl_ep_check,
     .ep_flush                 = uct_cxl_ep_flush,
     .ep_fence                 = uct_cxl_ep_fence,
     .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_cxl_ep_t),
     .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_cxl_ep_t),
     .iface_flush              = uct_cxl_iface_flush,
     .iface_fence              = uct_cxl_iface_fence,
-    .iface_progress_enable    = (uct_iface_progress_enable_func_t)
-                                        ucs_empty_function,
-    .iface_progress_disable   = (uct_iface_progress_disable_func_t)
-                                        ucs_empty_function,
-    .iface_progress           = (uct_iface_progress_func_t)
-                                        ucs_empty_function_return_zero,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_cxl_iface_progress,
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_cxl_iface_t),
     .iface_query              = uct_cxl_iface_query,
     .iface_get_device_address = uct_cxl_iface_get_device_address,

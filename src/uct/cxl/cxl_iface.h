@@ -5,20 +5,39 @@
 #define UCT_CXL_IFACE_H
 
 #include "cxl_md.h"
+#include "cxl_channel.h"
 
 #include <uct/base/uct_iface.h>
+#include <ucs/datastruct/arbiter.h>
 
-#define UCT_CXL_MAX_IOV 16
+#define UCT_CXL_MAX_IOV      16
+/* header + payload of am_short: a record of at most four cache lines */
+#define UCT_CXL_AM_MAX_SHORT (4 * UCT_CXL_LINE - UCT_CXL_REC_HDR)
 
 typedef struct uct_cxl_iface_config {
     uct_iface_config_t super;
-    double             bandwidth;  /* bytes/sec, for protocol selection */
+    double             bandwidth;    /* bytes/sec, for protocol selection */
+    size_t             seg_size;     /* max AM bcopy payload */
+    size_t             ring_size;    /* bytes per receive channel */
+    unsigned           num_channels; /* senders one interface can accept */
+    unsigned           max_poll;     /* records per progress call */
 } uct_cxl_iface_config_t;
 
-/* Interface address: unique id of the interface within its pool. */
+/*
+ * Interface address: where the receive block lives in the pool, and the
+ * interface id written in its header (guards against a reused block).
+ */
 typedef struct uct_cxl_iface_addr {
+    uint64_t block_offset;
     uint64_t id;
 } UCS_S_PACKED uct_cxl_iface_addr_t;
+
+/* Receiver-local state of one channel. */
+typedef struct {
+    uint64_t pos;          /* bytes consumed */
+    uint64_t published;    /* last value written to the consumer line */
+    uint32_t seq;          /* next expected record */
+} uct_cxl_rx_chan_t;
 
 /* Device address: the pool identity, the same length in every process. */
 typedef struct uct_cxl_device_addr {
@@ -26,16 +45,33 @@ typedef struct uct_cxl_device_addr {
 } UCS_S_PACKED uct_cxl_device_addr_t;
 
 typedef struct uct_cxl_iface {
-    uct_base_iface_t  super;
-    uct_cxl_pool_t   *pool;
-    cxl_coh_mode_t    coh;
-    uint64_t          id;
-    double            bandwidth;
+    uct_base_iface_t     super;
+    uct_cxl_pool_t      *pool;
+    cxl_coh_mode_t       coh;
+    uint64_t             id;
+    double               bandwidth;
+    size_t               seg_size;
+    unsigned             max_poll;
+    uct_cxl_block_hdr_t *block;      /* receive block in the pool */
+    uint64_t             block_offset;
+    unsigned             num_active; /* channels ever claimed: polled */
+    uct_cxl_rx_chan_t   *rx;
+    ucs_arbiter_t        arbiter;    /* endpoints with pending requests */
 } uct_cxl_iface_t;
 
 typedef struct uct_cxl_ep {
-    uct_base_ep_t     super;
-    uint64_t          peer_id;
+    uct_base_ep_t        super;
+    uint64_t             peer_id;
+    uct_cxl_block_hdr_t *peer;       /* receiver's block header */
+    uct_cxl_chan_ctl_t  *chan;       /* claimed channel (NULL: RMA only) */
+    uint8_t             *ring;
+    uint64_t             ring_mask;
+    uint64_t             head;
+    uint64_t             cached_tail;
+    uint32_t             seq;
+    int                  failed;
+    ucs_arbiter_group_t  arb_group;
+    int                  err_cb_id;
 } uct_cxl_ep_t;
 
 #define uct_cxl_ep_iface(_ep) \
@@ -64,6 +100,25 @@ ucs_status_t uct_cxl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 ucs_status_t uct_cxl_ep_flush(uct_ep_h tl_ep, unsigned flags,
                               uct_completion_t *comp);
 ucs_status_t uct_cxl_ep_fence(uct_ep_h tl_ep, unsigned flags);
+
+/* active messages (cxl_am.c) */
+ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                 const void *payload, unsigned length);
+ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
+                                     const uct_iov_t *iov, size_t iovcnt);
+ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                            uct_pack_callback_t pack_cb, void *arg,
+                            unsigned flags);
+int uct_cxl_ep_has_tx_resources(uct_cxl_ep_t *ep, uint64_t need);
+int uct_cxl_ep_peer_alive(uct_cxl_ep_t *ep);
+unsigned uct_cxl_iface_progress(uct_iface_h tl_iface);
+ucs_status_t uct_cxl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                    unsigned flags);
+void uct_cxl_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
+                              void *arg);
+ucs_status_t uct_cxl_ep_check(uct_ep_h tl_ep, unsigned flags,
+                              uct_completion_t *comp);
+void uct_cxl_ep_set_failed(uct_cxl_ep_t *ep);
 
 /* atomics (cxl_amo.c) */
 ucs_status_t uct_cxl_ep_atomic32_post(uct_ep_h tl_ep, unsigned opcode,

@@ -1,0 +1,380 @@
+/*
+ * Active messages over pool channels: send (short, short_iov, bcopy),
+ * receive (progress), pending queue, peer liveness.
+ *
+ * Send: reserve room in the claimed channel, write the payload, write it
+ * back, fence, store the sequence number, write back the header line.
+ * Receive: invalidate the header line at the read position, accept the
+ * record only if its sequence number is the expected one, invalidate and
+ * deliver the payload in place, publish the consumer position.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cxl_iface.h"
+
+#include <uct/base/uct_iov.inl>
+#include <uct/base/uct_worker.h>
+#include <ucs/arch/cpu.h>
+#include <ucs/debug/log.h>
+#include <string.h>
+
+/* The receiver's block still belongs to the interface we connected to. */
+int uct_cxl_ep_peer_alive(uct_cxl_ep_t *ep)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+
+    cxl_coh_invalidate(iface->coh, ep->peer, UCT_CXL_LINE);
+    return (ep->peer->magic == UCT_CXL_BLOCK_MAGIC) &&
+           (ep->peer->iface_id == ep->peer_id) &&
+           cxlpool_owner_alive(iface->pool->cxlpool, ep->peer->owner_token);
+}
+
+int uct_cxl_ep_has_tx_resources(uct_cxl_ep_t *ep, uint64_t need)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    uint64_t size          = ep->ring_mask + 1;
+
+    if (ep->head + need - ep->cached_tail <= size) {
+        return 1;
+    }
+    cxl_coh_invalidate(iface->coh, (const void*)&ep->chan->tail, UCT_CXL_LINE);
+    ep->cached_tail = ep->chan->tail;
+    return ep->head + need - ep->cached_tail <= size;
+}
+
+/* Room for a record of up to max_length payload bytes, plus the filler. */
+static UCS_F_ALWAYS_INLINE uint64_t uct_cxl_ep_need(uct_cxl_ep_t *ep,
+                                                    uint32_t max_length)
+{
+    uint64_t rec  = uct_cxl_rec_size(max_length);
+    uint64_t left = (ep->ring_mask + 1) - (ep->head & ep->ring_mask);
+
+    return (rec > left) ? rec + left : rec;
+}
+
+static UCS_F_ALWAYS_INLINE void uct_cxl_ep_publish(uct_cxl_ep_t *ep,
+                                                   cxl_coh_mode_t coh,
+                                                   uct_cxl_rec_t *rec,
+                                                   uint64_t size)
+{
+    /* body (and header fields) first, then the sequence number */
+    cxl_coh_publish(coh, rec, size);
+    __atomic_store_n(&rec->seq, ep->seq, __ATOMIC_RELEASE);
+    cxl_coh_writeback(coh, rec, UCT_CXL_LINE);
+    ep->head += size;
+    ep->seq++;
+    /* producer line: lets a later owner of the channel continue here */
+    ep->chan->head = ep->head;
+    ep->chan->seq  = ep->seq;
+}
+
+/* Reserve a record; writes a filler first if it would wrap. */
+static UCS_F_ALWAYS_INLINE uct_cxl_rec_t *
+uct_cxl_ep_reserve(uct_cxl_ep_t *ep, cxl_coh_mode_t coh, uint32_t max_length)
+{
+    uint64_t left = (ep->ring_mask + 1) - (ep->head & ep->ring_mask);
+    uct_cxl_rec_t *rec;
+
+    if (ucs_unlikely(uct_cxl_rec_size(max_length) > left)) {
+        rec         = (uct_cxl_rec_t*)(ep->ring + (ep->head & ep->ring_mask));
+        rec->am_id  = 0;
+        rec->flags  = UCT_CXL_REC_PAD;
+        rec->length = (uint32_t)(left - UCT_CXL_REC_HDR);
+        uct_cxl_ep_publish(ep, coh, rec, left);
+    }
+    return (uct_cxl_rec_t*)(ep->ring + (ep->head & ep->ring_mask));
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uint32_t max_length)
+{
+    if (ucs_unlikely(ep->failed || (ep->chan == NULL))) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    /* ordering with queued requests is the caller's (UCP's) business, as
+     * for every UCT transport: only a full channel refuses a send */
+    if (ucs_unlikely(!uct_cxl_ep_has_tx_resources(ep,
+                                                  uct_cxl_ep_need(ep, max_length)))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    /* never write into a block its owner gave up: it may be reused */
+    if (ucs_unlikely(ep->peer->magic != UCT_CXL_BLOCK_MAGIC) &&
+        !uct_cxl_ep_peer_alive(ep)) {
+        uct_cxl_ep_set_failed(ep);
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                 const void *payload, unsigned length)
+{
+    uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    uint32_t total         = sizeof(header) + length;
+    uct_cxl_rec_t *rec;
+    ucs_status_t status;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(total, 0, UCT_CXL_AM_MAX_SHORT, "am_short");
+    status = uct_cxl_ep_am_check(ep, total);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    rec         = uct_cxl_ep_reserve(ep, iface->coh, total);
+    rec->am_id  = id;
+    rec->flags  = 0;
+    rec->length = total;
+    memcpy(rec + 1, &header, sizeof(header));
+    memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, sizeof(header)), payload, length);
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
+                       total, "TX: AM_SHORT");
+    uct_cxl_ep_publish(ep, iface->coh, rec, uct_cxl_rec_size(total));
+    return UCS_OK;
+}
+
+ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
+                                     const uct_iov_t *iov, size_t iovcnt)
+{
+    uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    uint32_t total         = (uint32_t)uct_iov_total_length(iov, iovcnt);
+    ucs_iov_iter_t iov_iter;
+    uct_cxl_rec_t *rec;
+    ucs_status_t status;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(total, 0, UCT_CXL_AM_MAX_SHORT, "am_short_iov");
+    status = uct_cxl_ep_am_check(ep, total);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    rec         = uct_cxl_ep_reserve(ep, iface->coh, total);
+    rec->am_id  = id;
+    rec->flags  = 0;
+    rec->length = total;
+    ucs_iov_iter_init(&iov_iter);
+    uct_iov_to_buffer(iov, iovcnt, &iov_iter, rec + 1, SIZE_MAX);
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
+                       total, "TX: AM_SHORT_IOV");
+    uct_cxl_ep_publish(ep, iface->coh, rec, uct_cxl_rec_size(total));
+    return UCS_OK;
+}
+
+ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                            uct_pack_callback_t pack_cb, void *arg,
+                            unsigned flags)
+{
+    uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    uct_cxl_rec_t *rec;
+    ucs_status_t status;
+    size_t length;
+
+    UCT_CHECK_AM_ID(id);
+    status = uct_cxl_ep_am_check(ep, (uint32_t)iface->seg_size);
+    if (flags & UCT_SEND_FLAG_PEER_CHECK) {
+        uct_cxl_ep_check(tl_ep, 0, NULL);
+    }
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* room for a full segment is reserved; the record takes what is packed */
+    rec    = uct_cxl_ep_reserve(ep, iface->coh, (uint32_t)iface->seg_size);
+    length = pack_cb(rec + 1, arg);
+    UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
+    rec->am_id  = id;
+    rec->flags  = 0;
+    rec->length = (uint32_t)length;
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
+                       length, "TX: AM_BCOPY");
+    uct_cxl_ep_publish(ep, iface->coh, rec, uct_cxl_rec_size((uint32_t)length));
+    return length;
+}
+
+/* Deliver the records of one channel; returns how many were delivered. */
+static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
+                                        unsigned budget)
+{
+    uct_cxl_chan_ctl_t *chan = uct_cxl_block_chan(iface->block, index);
+    uct_cxl_rx_chan_t *rx    = &iface->rx[index];
+    uint64_t mask            = iface->block->ring_size - 1;
+    uint8_t *ring            = uct_cxl_chan_ring(chan);
+    unsigned count           = 0;
+    uct_cxl_rec_t *rec;
+    uint64_t size;
+
+    while (count < budget) {
+        rec = (uct_cxl_rec_t*)(ring + (rx->pos & mask));
+        cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
+        if (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != rx->seq) {
+            break;
+        }
+
+        size = uct_cxl_rec_size(rec->length);
+        if (ucs_unlikely((size > mask + 1 - (rx->pos & mask)) ||
+                         (rec->am_id >= UCT_AM_ID_MAX))) {
+            ucs_error("cxl: corrupt record in channel %u at %" PRIu64
+                      " (length %u, am_id %u); channel stopped", index,
+                      rx->pos, rec->length, rec->am_id);
+            rx->seq--; /* never matches again */
+            break;
+        }
+
+        if (!(rec->flags & UCT_CXL_REC_PAD)) {
+            cxl_coh_invalidate(iface->coh, rec, size);
+            uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV,
+                               rec->am_id, rec + 1, rec->length, "RX: AM");
+            /* delivered in place: the data is valid only inside the call */
+            uct_iface_invoke_am(&iface->super, rec->am_id, rec + 1,
+                                rec->length, 0);
+            ++count;
+        }
+        rx->pos += size;
+        rx->seq++;
+    }
+
+    if (rx->pos != rx->published) {
+        chan->tail    = rx->pos;
+        rx->published = rx->pos;
+        cxl_coh_writeback(iface->coh, (const void*)&chan->tail, UCT_CXL_LINE);
+    }
+    return count;
+}
+
+static ucs_arbiter_cb_result_t
+uct_cxl_ep_process_pending(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                           ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_cxl_ep_t *ep       = ucs_container_of(group, uct_cxl_ep_t, arb_group);
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
+    unsigned *count        = arg;
+    ucs_status_t status;
+
+    if (!uct_cxl_ep_has_tx_resources(ep, uct_cxl_ep_need(ep, iface->seg_size))) {
+        return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+    }
+
+    status = req->func(req);
+    if (status == UCS_OK) {
+        (*count)++;
+        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+    } else if (status == UCS_INPROGRESS) {
+        (*count)++;
+        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
+    }
+    return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
+}
+
+unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
+{
+    uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
+    unsigned count = 0, i;
+
+    /* a sender claims the lowest free channel: grow the polled range */
+    while ((iface->num_active < iface->block->num_channels) &&
+           (uct_cxl_block_chan(iface->block, iface->num_active)->owner != 0)) {
+        ++iface->num_active;
+    }
+
+    for (i = 0; i < iface->num_active; ++i) {
+        count += uct_cxl_iface_poll_chan(iface, i, iface->max_poll);
+    }
+
+    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
+        ucs_arbiter_dispatch(&iface->arbiter, 1, uct_cxl_ep_process_pending,
+                             &count);
+    }
+    return count;
+}
+
+ucs_status_t uct_cxl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                    unsigned flags)
+{
+    uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+
+    if ((ep->chan != NULL) && !ep->failed &&
+        ucs_arbiter_group_is_empty(&ep->arb_group) &&
+        uct_cxl_ep_has_tx_resources(ep, uct_cxl_ep_need(ep, iface->seg_size))) {
+        return UCS_ERR_BUSY;
+    }
+
+    UCS_STATIC_ASSERT(sizeof(uct_pending_req_priv_arb_t) <=
+                      UCT_PENDING_REQ_PRIV_LEN);
+    uct_pending_req_arb_group_push(&ep->arb_group, req);
+    ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+    return UCS_OK;
+}
+
+static ucs_arbiter_cb_result_t
+uct_cxl_ep_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                    ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_pending_req_t *req   = ucs_container_of(elem, uct_pending_req_t, priv);
+    uct_purge_cb_args_t *cba = arg;
+
+    if (cba->cb != NULL) {
+        cba->cb(req, cba->arg);
+    } else {
+        ucs_debug("cxl: ep %p: purged pending request %p",
+                  ucs_container_of(group, uct_cxl_ep_t, arb_group), req);
+    }
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+}
+
+void uct_cxl_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
+                              void *arg)
+{
+    uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    uct_purge_cb_args_t args = {cb, arg};
+
+    ucs_arbiter_group_purge(&iface->arbiter, &ep->arb_group,
+                            uct_cxl_ep_purge_cb, &args);
+}
+
+static unsigned uct_cxl_ep_err_progress(void *arg)
+{
+    uct_cxl_ep_t *ep       = arg;
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+
+    ep->err_cb_id = UCS_CALLBACKQ_ID_NULL;
+    uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
+                            UCS_ERR_ENDPOINT_TIMEOUT);
+    return 1;
+}
+
+/* Report the peer's failure once, from progress (never from inside a call). */
+void uct_cxl_ep_set_failed(uct_cxl_ep_t *ep)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+
+    if (ep->failed) {
+        return;
+    }
+    ep->failed = 1;
+    ucs_diag("cxl: ep %p: peer interface 0x%" PRIx64 " is gone", ep,
+             ep->peer_id);
+    ep->err_cb_id = ucs_callbackq_add_safe(&iface->super.worker->super.progress_q,
+                                           uct_cxl_ep_err_progress, ep,
+                                           UCS_CALLBACKQ_FLAG_ONESHOT);
+}
+
+ucs_status_t uct_cxl_ep_check(uct_ep_h tl_ep, unsigned flags,
+                              uct_completion_t *comp)
+{
+    uct_cxl_ep_t *ep = ucs_derived_of(tl_ep, uct_cxl_ep_t);
+
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    if (!ep->failed && !uct_cxl_ep_peer_alive(ep)) {
+        uct_cxl_ep_set_failed(ep);
+    }
+    return UCS_OK;
+}
