@@ -133,6 +133,7 @@ ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
                        total, "TX: AM_SHORT");
     uct_cxl_ep_publish(ep, iface->coh, rec, uct_cxl_rec_size(total));
+    uct_cxl_ep_signal(ep);
     return UCS_OK;
 }
 
@@ -162,6 +163,7 @@ ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
                        total, "TX: AM_SHORT_IOV");
     uct_cxl_ep_publish(ep, iface->coh, rec, uct_cxl_rec_size(total));
+    uct_cxl_ep_signal(ep);
     return UCS_OK;
 }
 
@@ -194,6 +196,7 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
                        length, "TX: AM_BCOPY");
     uct_cxl_ep_publish(ep, iface->coh, rec, uct_cxl_rec_size((uint32_t)length));
+    uct_cxl_ep_signal(ep);
     return length;
 }
 
@@ -276,6 +279,11 @@ unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
 {
     uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
     unsigned count = 0, i;
+
+    if (ucs_unlikely(iface->block->armed)) {
+        iface->block->armed = 0; /* awake: senders need not signal */
+        cxl_coh_writeback(iface->coh, iface->block, UCT_CXL_LINE);
+    }
 
     /* a sender claims the lowest free channel: grow the polled range */
     while ((iface->num_active < iface->block->num_channels) &&

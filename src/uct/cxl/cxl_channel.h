@@ -29,7 +29,9 @@ typedef struct {
     uint32_t          num_channels;
     uint32_t          ring_size;    /* bytes, power of two */
     uint64_t          chan_stride;
-    uint8_t           pad[24];
+    uint32_t          events;       /* senders must signal when armed */
+    volatile uint32_t armed;        /* receiver sleeps: signal it */
+    uint8_t           pad[16];
 } __attribute__((aligned(UCT_CXL_LINE))) uct_cxl_block_hdr_t;
 
 typedef struct {

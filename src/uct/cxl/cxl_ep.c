@@ -15,6 +15,7 @@
 #include <ucs/arch/cpu.h>
 #include <ucs/sys/math.h>
 #include <string.h>
+#include <unistd.h>
 
 /*
  * Claim a free channel of the peer's block.  The claim is the only
@@ -78,6 +79,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_ep_t, const uct_ep_params_t *params)
     self->chan      = NULL;
     self->failed    = 0;
     self->err_cb_id = UCS_CALLBACKQ_ID_NULL;
+    self->signal_fd = -1;
     ucs_arbiter_group_init(&self->arb_group);
 
     /* the block must lie in our pool's heap and carry the peer's id */
@@ -109,6 +111,9 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_ep_t)
     if (self->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
         ucs_callbackq_remove_safe(&iface->super.worker->super.progress_q,
                                   self->err_cb_id);
+    }
+    if (self->signal_fd >= 0) {
+        close(self->signal_fd);
     }
     if ((self->chan != NULL) && !self->failed) {
         /* hand the channel back: the next owner continues at head/seq */

@@ -45,6 +45,14 @@ static ucs_config_field_t uct_cxl_iface_config_table[] = {
      "Records delivered per channel and progress call.",
      ucs_offsetof(uct_cxl_iface_config_t, max_poll), UCS_CONFIG_TYPE_UINT},
 
+    {"EVENTS", "try",
+     "Wake-up events (UCT_IFACE_FLAG_EVENT_RECV/EVENT_FD), so that UCP can\n"
+     "sleep instead of polling. Only a peer on the same host can signal:\n"
+     " try - on pools that can not span hosts (the emulated pool);\n"
+     " yes - on any pool: asserts that every peer runs on this host;\n"
+     " no  - never; UCP then polls this interface.",
+     ucs_offsetof(uct_cxl_iface_config_t, events), UCS_CONFIG_TYPE_TERNARY},
+
     {NULL}
 };
 
@@ -117,6 +125,12 @@ static ucs_status_t uct_cxl_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_hdr          = 0;
     attr->cap.am.max_iov          = SIZE_MAX;
 
+    if (iface->event_fd >= 0) {
+        attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                                UCT_IFACE_FLAG_EVENT_RECV |
+                                UCT_IFACE_FLAG_EVENT_FD;
+    }
+
     attr->latency             = ucs_linear_func_make(80e-9, 0);
     attr->bandwidth.dedicated = iface->bandwidth;
     attr->bandwidth.shared    = 0;
@@ -184,6 +198,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     uct_cxl_md_t *md               = ucs_derived_of(tl_md, uct_cxl_md_t);
     uint64_t stride, block_size;
     cxlpool_status_t cstatus;
+    ucs_status_t status;
     cxlpool_extent_t ext;
     unsigned i;
 
@@ -268,6 +283,14 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->block->num_channels = config->num_channels;
     self->block->ring_size    = (uint32_t)config->ring_size;
     self->block->chan_stride  = stride;
+
+    status = uct_cxl_iface_event_init(self, config->events);
+    if (status != UCS_OK) {
+        cxlpool_free(self->pool->cxlpool, ext.offset);
+        ucs_free(self->rx);
+        return status;
+    }
+    self->block->events = (self->event_fd >= 0);
     cxl_coh_publish(self->coh, self->block, block_size);
     self->block->magic = UCT_CXL_BLOCK_MAGIC;
     cxl_coh_publish(self->coh, self->block, UCT_CXL_LINE);
@@ -289,6 +312,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
     self->block->magic = UCT_CXL_BLOCK_CLOSED;
     cxl_coh_publish(self->coh, self->block, UCT_CXL_LINE);
     cxlpool_free(self->pool->cxlpool, self->block_offset);
+    uct_cxl_iface_event_cleanup(self);
     ucs_free(self->rx);
 }
 
@@ -326,6 +350,8 @@ static uct_iface_ops_t uct_cxl_iface_ops = {
     .iface_progress_enable    = uct_base_iface_progress_enable,
     .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_cxl_iface_progress,
+    .iface_event_fd_get       = uct_cxl_iface_event_fd_get,
+    .iface_event_arm          = uct_cxl_iface_event_arm,
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_cxl_iface_t),
     .iface_query              = uct_cxl_iface_query,
     .iface_get_device_address = uct_cxl_iface_get_device_address,

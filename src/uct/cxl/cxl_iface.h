@@ -21,6 +21,7 @@ typedef struct uct_cxl_iface_config {
     size_t             ring_size;    /* bytes per receive channel */
     unsigned           num_channels; /* senders one interface can accept */
     unsigned           max_poll;     /* records per progress call */
+    int                events;       /* ucs_ternary_auto_value_t-like: yes/no/try */
 } uct_cxl_iface_config_t;
 
 /*
@@ -57,6 +58,9 @@ typedef struct uct_cxl_iface {
     unsigned             num_active; /* channels ever claimed: polled */
     uct_cxl_rx_chan_t   *rx;
     ucs_arbiter_t        arbiter;    /* endpoints with pending requests */
+    int                  event_fd;   /* read end of the wake-up FIFO, or -1 */
+    int                  event_wfd;  /* own writer: no EOF while senders come and go */
+    char                 event_path[64];
 } uct_cxl_iface_t;
 
 typedef struct uct_cxl_ep {
@@ -72,6 +76,7 @@ typedef struct uct_cxl_ep {
     int                  failed;
     ucs_arbiter_group_t  arb_group;
     int                  err_cb_id;
+    int                  signal_fd;  /* peer's wake-up FIFO; -1 not open, -2 none */
 } uct_cxl_ep_t;
 
 #define uct_cxl_ep_iface(_ep) \
@@ -119,6 +124,21 @@ void uct_cxl_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
 ucs_status_t uct_cxl_ep_check(uct_ep_h tl_ep, unsigned flags,
                               uct_completion_t *comp);
 void uct_cxl_ep_set_failed(uct_cxl_ep_t *ep);
+
+/* wake-up (cxl_event.c) */
+ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode);
+void uct_cxl_iface_event_cleanup(uct_cxl_iface_t *iface);
+ucs_status_t uct_cxl_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p);
+ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events);
+void uct_cxl_ep_signal_slow(uct_cxl_ep_t *ep);
+
+/* A receiver that sleeps wants a signal after each record it may miss. */
+static UCS_F_ALWAYS_INLINE void uct_cxl_ep_signal(uct_cxl_ep_t *ep)
+{
+    if (ucs_unlikely(ep->peer->events)) {
+        uct_cxl_ep_signal_slow(ep);
+    }
+}
 
 /* atomics (cxl_amo.c) */
 ucs_status_t uct_cxl_ep_atomic32_post(uct_ep_h tl_ep, unsigned opcode,

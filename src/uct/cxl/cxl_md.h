@@ -31,6 +31,7 @@ typedef struct uct_cxl_pool {
     uint64_t         heap_offset;
     uint8_t          uuid[CXLPOOL_UUID_LEN];
     cxl_coh_mode_t   coh;
+    cxlpool_backend_t backend;
     char             path[256];
     char             dev_name[UCT_DEVICE_NAME_MAX]; /* device shown to UCT */
 } uct_cxl_pool_t;

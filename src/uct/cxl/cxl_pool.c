@@ -135,6 +135,7 @@ ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,
     pool->size        = info.size;
     pool->heap_offset = info.heap_offset;
     pool->coh         = params.coherence;
+    pool->backend     = info.backend;
     memcpy(pool->uuid, info.uuid, sizeof(pool->uuid));
     ucs_strncpy_zero(pool->path, path, sizeof(pool->path));
     uct_cxl_pool_dev_name(path, pool->dev_name, sizeof(pool->dev_name));

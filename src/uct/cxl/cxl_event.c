@@ -1,0 +1,177 @@
+/*
+ * Wake-up of a sleeping receiver (UCT events).
+ *
+ * Only a peer on the same host can signal, so events are enabled only for
+ * pools that cannot span hosts (the emulated pool under /dev/shm), unless
+ * UCX_CXL_EVENTS=y says all peers share a host.  The signal is a byte
+ * written to a FIFO in /dev/shm named after the interface id: FIFOs work
+ * across network and IPC namespaces, unlike the abstract UNIX sockets of
+ * UCX's mm transports.
+ *
+ * Arm/signal is Dekker-style: the receiver stores armed = 1, full fence,
+ * then looks for records; a sender stores a record's sequence number, full
+ * fence, then reads armed.  One of the two always sees the other.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cxl_iface.h"
+
+#include <ucs/debug/log.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void uct_cxl_event_path(uint64_t iface_id, char *buf, size_t len)
+{
+    snprintf(buf, len, "/dev/shm/ucx-cxl-ev-%016" PRIx64, iface_id);
+}
+
+ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode)
+{
+    int enable = (mode == UCS_YES) ||
+                 ((mode == UCS_TRY) &&
+                  (iface->pool->backend == CXLPOOL_BACKEND_EMULATED));
+
+    iface->event_fd  = -1;
+    iface->event_wfd = -1;
+    if (!enable) {
+        return UCS_OK;
+    }
+
+    uct_cxl_event_path(iface->id, iface->event_path, sizeof(iface->event_path));
+    if (mkfifo(iface->event_path, 0660) < 0) {
+        ucs_error("cxl: mkfifo(%s) failed: %m", iface->event_path);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    iface->event_fd = open(iface->event_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (iface->event_fd >= 0) {
+        iface->event_wfd = open(iface->event_path,
+                                O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    }
+    if ((iface->event_fd < 0) || (iface->event_wfd < 0)) {
+        ucs_error("cxl: cannot open wake-up FIFO %s: %m", iface->event_path);
+        uct_cxl_iface_event_cleanup(iface);
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+void uct_cxl_iface_event_cleanup(uct_cxl_iface_t *iface)
+{
+    if (iface->event_fd >= 0) {
+        close(iface->event_fd);
+    }
+    if (iface->event_wfd >= 0) {
+        close(iface->event_wfd);
+    }
+    if ((iface->event_fd >= 0) || (iface->event_wfd >= 0)) {
+        unlink(iface->event_path);
+    }
+    iface->event_fd = iface->event_wfd = -1;
+}
+
+ucs_status_t uct_cxl_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
+{
+    uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
+
+    if (iface->event_fd < 0) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    *fd_p = iface->event_fd;
+    return UCS_OK;
+}
+
+/* Is any record (or a new sender) waiting? */
+static int uct_cxl_iface_has_rx(uct_cxl_iface_t *iface)
+{
+    uct_cxl_block_hdr_t *block = iface->block;
+    uint64_t mask              = block->ring_size - 1;
+    uct_cxl_chan_ctl_t *chan;
+    uct_cxl_rec_t *rec;
+    unsigned i;
+
+    for (i = 0; i < iface->num_active; ++i) {
+        chan = uct_cxl_block_chan(block, i);
+        rec  = (uct_cxl_rec_t*)(uct_cxl_chan_ring(chan) + (iface->rx[i].pos & mask));
+        cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
+        if (rec->seq == iface->rx[i].seq) {
+            return 1;
+        }
+    }
+    return (iface->num_active < block->num_channels) &&
+           (uct_cxl_block_chan(block, iface->num_active)->owner != 0);
+}
+
+ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events)
+{
+    uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
+    char buf[64];
+    ssize_t ret;
+    int signaled = 0;
+
+    if ((events & UCT_EVENT_SEND_COMP) &&
+        !ucs_arbiter_is_empty(&iface->arbiter)) {
+        return UCS_ERR_BUSY; /* queued sends: can not sleep */
+    }
+    if (!(events & UCT_EVENT_RECV)) {
+        return UCS_OK;
+    }
+    if (iface->event_fd < 0) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    while ((ret = read(iface->event_fd, buf, sizeof(buf))) > 0) {
+        signaled = 1;
+    }
+    if ((ret < 0) && (errno != EAGAIN) && (errno != EINTR)) {
+        ucs_error("cxl: read(%s) failed: %m", iface->event_path);
+        return UCS_ERR_IO_ERROR;
+    }
+    if (signaled) {
+        return UCS_ERR_BUSY;
+    }
+
+    iface->block->armed = 1;
+    cxl_coh_writeback(iface->coh, iface->block, UCT_CXL_LINE);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (uct_cxl_iface_has_rx(iface)) {
+        iface->block->armed = 0;
+        return UCS_ERR_BUSY;
+    }
+    return UCS_OK;
+}
+
+void uct_cxl_ep_signal_slow(uct_cxl_ep_t *ep)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    char path[64];
+    char byte = 0;
+
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    cxl_coh_invalidate(iface->coh, ep->peer, UCT_CXL_LINE);
+    if (!ep->peer->armed) {
+        return;
+    }
+
+    if (ep->signal_fd == -1) {
+        uct_cxl_event_path(ep->peer_id, path, sizeof(path));
+        ep->signal_fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (ep->signal_fd < 0) {
+            /* the peer asked for signals it can not get: it would sleep
+             * forever, so say so loudly */
+            ucs_error("cxl: cannot signal peer interface 0x%" PRIx64 " via %s: "
+                      "%m; is it on another host? (set UCX_CXL_EVENTS=n there)",
+                      ep->peer_id, path);
+            ep->signal_fd = -2;
+        }
+    }
+    if ((ep->signal_fd >= 0) && (write(ep->signal_fd, &byte, 1) < 0) &&
+        (errno != EAGAIN)) {
+        ucs_diag("cxl: signalling peer 0x%" PRIx64 " failed: %m", ep->peer_id);
+    }
+}
