@@ -275,6 +275,15 @@ uct_cxl_ep_process_pending(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
 }
 
+void uct_cxl_iface_update_active(uct_cxl_iface_t *iface)
+{
+    uct_cxl_block_claim_t *claims = uct_cxl_block_claims(iface->block);
+
+    cxl_coh_invalidate(iface->coh, claims, UCT_CXL_LINE);
+    iface->num_active = ucs_min(claims->num_claimed,
+                                iface->block->num_channels);
+}
+
 unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
 {
     uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
@@ -285,10 +294,12 @@ unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
         cxl_coh_writeback(iface->coh, iface->block, UCT_CXL_LINE);
     }
 
-    /* a sender claims the lowest free channel: grow the polled range */
-    while ((iface->num_active < iface->block->num_channels) &&
-           (uct_cxl_block_chan(iface->block, iface->num_active)->owner != 0)) {
-        ++iface->num_active;
+    /* senders raise num_claimed when they claim: grow the polled range */
+    cxl_coh_invalidate(iface->coh, uct_cxl_block_claims(iface->block),
+                       UCT_CXL_LINE);
+    if (ucs_unlikely(uct_cxl_block_claims(iface->block)->num_claimed !=
+                     iface->num_active)) {
+        uct_cxl_iface_update_active(iface);
     }
 
     for (i = 0; i < iface->num_active; ++i) {

@@ -34,6 +34,16 @@ typedef struct {
     uint8_t           pad[16];
 } __attribute__((aligned(UCT_CXL_LINE))) uct_cxl_block_hdr_t;
 
+/*
+ * Claim line, after the header: how many channels were ever claimed
+ * (highest index + 1).  Senders raise it with a CAS-max when they claim,
+ * i.e. once per connection; the receiver polls channels below it.
+ */
+typedef struct {
+    volatile uint32_t num_claimed;
+    uint8_t           pad[60];
+} __attribute__((aligned(UCT_CXL_LINE))) uct_cxl_block_claim_t;
+
 typedef struct {
     /* producer line: the claiming sender only */
     volatile uint64_t owner;        /* 0 free, else sender's pool token */
@@ -65,10 +75,17 @@ static inline uint64_t uct_cxl_rec_size(uint32_t length)
            ~(uint64_t)(UCT_CXL_LINE - 1);
 }
 
+static inline uct_cxl_block_claim_t *
+uct_cxl_block_claims(uct_cxl_block_hdr_t *hdr)
+{
+    return (uct_cxl_block_claim_t*)(hdr + 1);
+}
+
 static inline uct_cxl_chan_ctl_t *
 uct_cxl_block_chan(uct_cxl_block_hdr_t *hdr, unsigned index)
 {
     return (uct_cxl_chan_ctl_t*)((uint8_t*)hdr + sizeof(*hdr) +
+                                 sizeof(uct_cxl_block_claim_t) +
                                  (uint64_t)index * hdr->chan_stride);
 }
 

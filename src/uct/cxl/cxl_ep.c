@@ -25,8 +25,10 @@
  */
 static ucs_status_t uct_cxl_ep_claim(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface)
 {
-    uint64_t token = cxlpool_token(iface->pool->cxlpool);
-    uct_cxl_chan_ctl_t *chan;
+    uint64_t token               = cxlpool_token(iface->pool->cxlpool);
+    uct_cxl_block_claim_t *claims = uct_cxl_block_claims(ep->peer);
+    uct_cxl_chan_ctl_t *chan     = NULL;
+    uint32_t claimed;
     uint64_t expected;
     unsigned i;
 
@@ -51,6 +53,14 @@ static ucs_status_t uct_cxl_ep_claim(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface)
                   ep->peer->num_channels, ep->peer_id);
         return UCS_ERR_NO_RESOURCE;
     }
+
+    /* make the receiver poll up to this channel (CAS-max, claim time only) */
+    claimed = claims->num_claimed;
+    while ((claimed < i + 1) &&
+           !__atomic_compare_exchange_n(&claims->num_claimed, &claimed, i + 1,
+                                        0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    }
+    cxl_coh_writeback(iface->coh, claims, UCT_CXL_LINE);
 
     ep->chan        = chan;
     ep->ring        = uct_cxl_chan_ring(chan);

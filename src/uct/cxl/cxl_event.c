@@ -8,6 +8,10 @@
  * across network and IPC namespaces, unlike the abstract UNIX sockets of
  * UCX's mm transports.
  *
+ * The receiver holds an flock on its FIFO for as long as it lives; a FIFO
+ * nobody holds locked belongs to a process that died, and the next
+ * interface that opens removes it (flock works across all namespaces).
+ *
  * Arm/signal is Dekker-style: the receiver stores armed = 1, full fence,
  * then looks for records; a sender stores a record's sequence number, full
  * fence, then reads armed.  One of the two always sees the other.
@@ -21,17 +25,57 @@
 #include <ucs/debug/log.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define UCT_CXL_EVENT_DIR    "/dev/shm"
+#define UCT_CXL_EVENT_PREFIX "ucx-cxl-ev-"
+
 static void uct_cxl_event_path(uint64_t iface_id, char *buf, size_t len)
 {
-    snprintf(buf, len, "/dev/shm/ucx-cxl-ev-%016" PRIx64, iface_id);
+    snprintf(buf, len, UCT_CXL_EVENT_DIR "/" UCT_CXL_EVENT_PREFIX "%016" PRIx64,
+             iface_id);
+}
+
+/* Remove FIFOs of dead interfaces: nobody holds their lock. */
+static void uct_cxl_event_remove_stale(void)
+{
+    char path[300];
+    struct dirent *de;
+    DIR *dir;
+    int fd;
+
+    dir = opendir(UCT_CXL_EVENT_DIR);
+    if (dir == NULL) {
+        return;
+    }
+    while ((de = readdir(dir)) != NULL) {
+        if (strncmp(de->d_name, UCT_CXL_EVENT_PREFIX,
+                    strlen(UCT_CXL_EVENT_PREFIX)) ||
+            (strchr(de->d_name, '.') != NULL)) { /* ".tmp": being created */
+            continue;
+        }
+        snprintf(path, sizeof(path), UCT_CXL_EVENT_DIR "/%s", de->d_name);
+        fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) {
+            continue;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            ucs_debug("cxl: removing stale wake-up FIFO %s", path);
+            unlink(path);
+        }
+        close(fd);
+    }
+    closedir(dir);
 }
 
 ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode)
 {
+    char tmp[80];
     int enable = (mode == UCS_YES) ||
                  ((mode == UCS_TRY) &&
                   (iface->pool->backend == CXLPOOL_BACKEND_EMULATED));
@@ -42,19 +86,25 @@ ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode)
         return UCS_OK;
     }
 
+    uct_cxl_event_remove_stale();
+
+    /* create under a temporary name, lock, then publish: never unlocked */
     uct_cxl_event_path(iface->id, iface->event_path, sizeof(iface->event_path));
-    if (mkfifo(iface->event_path, 0660) < 0) {
-        ucs_error("cxl: mkfifo(%s) failed: %m", iface->event_path);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", iface->event_path);
+    if (mkfifo(tmp, 0660) < 0) {
+        ucs_error("cxl: mkfifo(%s) failed: %m", tmp);
         return UCS_ERR_IO_ERROR;
     }
 
-    iface->event_fd = open(iface->event_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    iface->event_fd = open(tmp, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (iface->event_fd >= 0) {
-        iface->event_wfd = open(iface->event_path,
-                                O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        iface->event_wfd = open(tmp, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     }
-    if ((iface->event_fd < 0) || (iface->event_wfd < 0)) {
-        ucs_error("cxl: cannot open wake-up FIFO %s: %m", iface->event_path);
+    if ((iface->event_fd < 0) || (iface->event_wfd < 0) ||
+        (flock(iface->event_fd, LOCK_EX | LOCK_NB) < 0) ||
+        (rename(tmp, iface->event_path) < 0)) {
+        ucs_error("cxl: cannot set up wake-up FIFO %s: %m", iface->event_path);
+        unlink(tmp);
         uct_cxl_iface_event_cleanup(iface);
         return UCS_ERR_IO_ERROR;
     }
@@ -95,6 +145,7 @@ static int uct_cxl_iface_has_rx(uct_cxl_iface_t *iface)
     uct_cxl_rec_t *rec;
     unsigned i;
 
+    uct_cxl_iface_update_active(iface);
     for (i = 0; i < iface->num_active; ++i) {
         chan = uct_cxl_block_chan(block, i);
         rec  = (uct_cxl_rec_t*)(uct_cxl_chan_ring(chan) + (iface->rx[i].pos & mask));
@@ -103,8 +154,7 @@ static int uct_cxl_iface_has_rx(uct_cxl_iface_t *iface)
             return 1;
         }
     }
-    return (iface->num_active < block->num_channels) &&
-           (uct_cxl_block_chan(block, iface->num_active)->owner != 0);
+    return 0;
 }
 
 ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events)

@@ -256,7 +256,8 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
 
     /* the receive block: header line, then the channels */
     stride     = sizeof(uct_cxl_chan_ctl_t) + config->ring_size;
-    block_size = sizeof(uct_cxl_block_hdr_t) + config->num_channels * stride;
+    block_size = sizeof(uct_cxl_block_hdr_t) + sizeof(uct_cxl_block_claim_t) +
+                 config->num_channels * stride;
     cstatus    = cxlpool_alloc(self->pool->cxlpool, block_size, 4096, NULL, 0,
                                &ext);
     if (cstatus != CXLPOOL_OK) {

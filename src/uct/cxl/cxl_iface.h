@@ -117,6 +117,7 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
 int uct_cxl_ep_has_tx_resources(uct_cxl_ep_t *ep, uint64_t need);
 int uct_cxl_ep_peer_alive(uct_cxl_ep_t *ep);
 unsigned uct_cxl_iface_progress(uct_iface_h tl_iface);
+void uct_cxl_iface_update_active(uct_cxl_iface_t *iface);
 ucs_status_t uct_cxl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                     unsigned flags);
 void uct_cxl_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,

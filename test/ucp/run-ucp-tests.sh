@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+#
+# Runs ucp_cxl_test over the "cxl" transport through UCP:
+#   1. loopback                 one process, an endpoint to its own worker
+#   2. server + client          two processes, worker addresses over TCP
+#   3. peer-failure             the program forks a server, kills it with
+#                               SIGKILL, expects the error handler; then
+#                               'cxlpool check' must see the dead attachment,
+#                               'check --repair' reclaim it, 'check' pass
+#
+# Every program run gets UCX_TLS=cxl (nothing else), the module preloaded and
+# its own pool file, created and destroyed here, and runs under a watchdog
+# (timeout 120).  Other settings, documented:
+#   UCX_ALLOC_PRIO=md:cxl,huge,thp,mmap,heap  ucp_mem_map(ALLOCATE) memory
+#                                             comes from the pool (checked
+#                                             against /proc/self/maps)
+#   UCX_KEEPALIVE_INTERVAL=1s                 peer-failure only: how soon UCP
+#                                             checks the peer (default 20s)
+#
+# Environment:
+#   CXLPOOL_BIN      cxlpool                (default: ../../build/cxlpool)
+#   CXL_UCT_MODULE   libuct_cxl.so          (default: .libs/libuct_cxl.so next to
+#                    CXLPOOL_BIN when that is set, else
+#                    ../../build/.libs/libuct_cxl.so); a module that links
+#                    libasan gets the ASan runtime preloaded before it
+#   UCP_CXL_TEST_EXTRA=1  also run 'ucp_cxl_test channel-gap' (a known
+#                    transport bug: a receive channel handed back before the
+#                    receiver polled it hides every later one)
+#   UCP_CXL_TEST     the test program       (default: test/ucp/ucp_cxl_test under
+#                    the current directory (make check), next to this script,
+#                    or ../../build/test/ucp/; else it is compiled into a
+#                    temporary directory with gcc ... -lucp -lucs)
+#
+# Prints every program's output, then "ucp-tests: N passed, N failed": the
+# sum of the programs' "ucp: N passed, N failed" lines plus this script's own
+# checks (pool state, exit codes).  Exit status 0 only when nothing failed.
+
+set -u
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$SCRIPT_DIR/../.." && pwd)
+CXL=${CXLPOOL_BIN:-$TOP/build/cxlpool}
+if [ -n "${CXL_UCT_MODULE:-}" ]; then
+    MODULE=$CXL_UCT_MODULE
+elif [ -n "${CXLPOOL_BIN:-}" ] &&
+     [ -f "$(dirname "$CXLPOOL_BIN")/.libs/libuct_cxl.so" ]; then
+    MODULE=$(dirname "$CXLPOOL_BIN")/.libs/libuct_cxl.so   # same build tree
+else
+    MODULE=$TOP/build/.libs/libuct_cxl.so
+fi
+WATCHDOG=120
+ALLOC_PRIO=md:cxl,huge,thp,mmap,heap
+KEEPALIVE=1s
+
+if [ ! -x "$CXL" ]; then
+    echo "run-ucp-tests.sh: cxlpool '$CXL' not found or not executable (build first)" >&2
+    exit 99
+fi
+if [ ! -f "$MODULE" ]; then
+    echo "run-ucp-tests.sh: transport module '$MODULE' not found (build first)" >&2
+    exit 99
+fi
+MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")
+
+# A module built with --enable-sanitizers needs the ASan runtime loaded
+# before it ("ASan runtime does not come first in initial library list").
+PRELOAD=$MODULE
+ASAN_RT=$(ldd "$MODULE" 2>/dev/null | awk '/libasan\.so/ {print $3; exit}')
+if [ -n "$ASAN_RT" ]; then
+    PRELOAD=$ASAN_RT:$MODULE
+fi
+
+SCR=$(mktemp -d "${TMPDIR:-/tmp}/ucp-cxl-test.XXXXXX") || exit 99
+POOLPFX=/dev/shm/ucpt-$$
+BG_PIDS=()
+
+cleanup() {
+    local pid
+    # TERM first: timeout(1) passes it on to the program
+    for pid in "${BG_PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null
+    done
+    sleep 0.2
+    for pid in "${BG_PIDS[@]}"; do
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    done
+    rm -f "$POOLPFX"-*.pool
+    rm -rf "$SCR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- the program ----
+PROG=${UCP_CXL_TEST:-}
+if [ -z "$PROG" ]; then
+    for cand in "$PWD/test/ucp/ucp_cxl_test" "$SCRIPT_DIR/ucp_cxl_test" \
+                "$TOP/build/test/ucp/ucp_cxl_test"; do
+        if [ -x "$cand" ]; then
+            PROG=$cand
+            break
+        fi
+    done
+fi
+if [ -z "$PROG" ]; then
+    PROG=$SCR/ucp_cxl_test
+    if ! gcc -Wall -Wextra -Werror -o "$PROG" "$SCRIPT_DIR/ucp_cxl_test.c" \
+            -lucp -lucs; then
+        echo "run-ucp-tests.sh: cannot build $SCRIPT_DIR/ucp_cxl_test.c" >&2
+        exit 99
+    fi
+fi
+if [ ! -x "$PROG" ]; then
+    echo "run-ucp-tests.sh: test program '$PROG' not found" >&2
+    exit 99
+fi
+
+PASS=0
+FAIL=0
+
+# ---- results of this script's own checks ----
+ok()   { PASS=$((PASS + 1)); echo "ok $1"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; }
+
+# count OUTFILE RC NAME: add the program's summary line to the totals
+count() {
+    local out=$1 rc=$2 name=$3 line p f
+    line=$(grep -E '^ucp: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
+    if [ -z "$line" ]; then
+        fail "$name" "no 'ucp: N passed, N failed' line (exit status $rc$( \
+              [ "$rc" = 124 ] && echo ', killed by the watchdog'))"
+        return
+    fi
+    p=$(sed -E 's/^ucp: ([0-9]+) passed, ([0-9]+) failed$/\1/' <<<"$line")
+    f=$(sed -E 's/^ucp: ([0-9]+) passed, ([0-9]+) failed$/\2/' <<<"$line")
+    PASS=$((PASS + p))
+    FAIL=$((FAIL + f))
+    if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+        fail "$name" "exit status $rc although no check failed"
+    fi
+}
+
+show() {
+    echo "--- $1 ---"
+    cat "$2"
+    echo "--- end of $1 ---"
+}
+
+# make_pool NAME: prints the path of a fresh 256 MiB pool
+make_pool() {
+    local pool=$POOLPFX-$1.pool
+    rm -f "$pool"
+    if ! "$CXL" create "$pool" --size 256M >"$SCR/create.out" 2>&1; then
+        fail "pool create $1" "$(cat "$SCR/create.out")"
+        return 1
+    fi
+    echo "$pool"
+}
+
+# pool_clean NAME POOL: nothing left in the pool after clean exits
+pool_clean() {
+    local name=$1 pool=$2 out=$SCR/check.out rc
+    "$CXL" check "$pool" >"$out" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then
+        ok "$name: cxlpool check clean"
+    else
+        fail "$name: cxlpool check clean" "exit $rc: $(tr '\n' ' ' <"$out")"
+    fi
+    "$CXL" info "$pool" >"$out" 2>&1
+    if grep -qE '^used +0 bytes in 0 of' "$out" &&
+       grep -qE '^attachments +0 of' "$out"; then
+        ok "$name: no extents or attachments left"
+    else
+        fail "$name: no extents or attachments left" \
+             "$(grep -E '^(used|attachments)' "$out" | tr '\n' ' ')"
+    fi
+}
+
+destroy_pool() {
+    "$CXL" destroy "$1" >/dev/null 2>&1 || "$CXL" destroy "$1" --force \
+        >/dev/null 2>&1 || rm -f "$1"
+}
+
+# launch POOL ARGS...: the program under the watchdog, with UCX_TLS=cxl,
+# the module preloaded and its pool; EXTRA_ENV adds settings
+EXTRA_ENV=()
+launch() {
+    local pool=$1
+    shift
+    env "LD_PRELOAD=$PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}" \
+        UCX_TLS=cxl \
+        "UCX_CXL_POOL=$pool" \
+        "UCX_ALLOC_PRIO=$ALLOC_PRIO" \
+        ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"} \
+        timeout -k 5 "$WATCHDOG" "$PROG" "$@"
+}
+
+echo "# program: $PROG"
+echo "# module:  $MODULE"
+echo "# preload: $PRELOAD"
+echo "# cxlpool: $CXL"
+
+# ---- 1. loopback ----
+if POOL=$(make_pool lb); then
+    launch "$POOL" loopback >"$SCR/lb.out" 2>&1
+    rc=$?
+    show "loopback" "$SCR/lb.out"
+    count "$SCR/lb.out" $rc "loopback"
+    pool_clean "loopback" "$POOL"
+    destroy_pool "$POOL"
+fi
+
+# ---- 2. server + client over TCP on 127.0.0.1 ----
+if POOL=$(make_pool cs); then
+    launch "$POOL" server 0 >"$SCR/srv.out" 2>&1 &
+    SRV=$!
+    BG_PIDS+=("$SRV")
+    PORT=
+    for _ in $(seq 1 200); do
+        PORT=$(sed -n 's/^# listening on port \([0-9][0-9]*\)$/\1/p' "$SCR/srv.out")
+        [ -n "$PORT" ] && break
+        kill -0 "$SRV" 2>/dev/null || break
+        sleep 0.05
+    done
+    if [ -z "$PORT" ]; then
+        fail "client/server" "the server did not report its port"
+        kill -TERM "$SRV" 2>/dev/null
+        wait "$SRV" 2>/dev/null
+        show "server" "$SCR/srv.out"
+        count "$SCR/srv.out" 1 "server"
+    else
+        launch "$POOL" client 127.0.0.1 "$PORT" >"$SCR/cli.out" 2>&1
+        crc=$?
+        wait "$SRV"
+        src=$?
+        show "server" "$SCR/srv.out"
+        show "client" "$SCR/cli.out"
+        count "$SCR/srv.out" $src "server"
+        count "$SCR/cli.out" $crc "client"
+    fi
+    BG_PIDS=()
+    pool_clean "client/server" "$POOL"
+    destroy_pool "$POOL"
+fi
+
+# ---- 3. peer failure, then recovery of the dead peer's pool state ----
+if POOL=$(make_pool pf); then
+    EXTRA_ENV=("UCX_KEEPALIVE_INTERVAL=$KEEPALIVE")
+    launch "$POOL" peer-failure >"$SCR/pf.out" 2>&1
+    rc=$?
+    EXTRA_ENV=()
+    show "peer-failure" "$SCR/pf.out"
+    count "$SCR/pf.out" $rc "peer-failure"
+
+    out=$SCR/check.out
+    "$CXL" check "$POOL" >"$out" 2>&1
+    rc=$?
+    show "cxlpool check (after the kill)" "$out"
+    dead=$(sed -n 's/.* \([0-9][0-9]*\) dead attachment(s).*/\1/p' "$out")
+    dext=$(sed -n 's/.* \([0-9][0-9]*\) extent(s) ([0-9]* bytes) held by dead owners.*/\1/p' "$out")
+    if [ "$rc" = 1 ] && [ "${dead:-0}" -ge 1 ] && [ "${dext:-0}" -ge 1 ]; then
+        ok "peer-failure: check reports the dead attachment ($dead) and its extents ($dext)"
+    else
+        fail "peer-failure: check reports the dead attachment" \
+             "exit $rc (expected 1), ${dead:-?} dead attachment(s), ${dext:-?} dead extent(s)"
+    fi
+
+    "$CXL" check --repair "$POOL" >"$out" 2>&1
+    rc=$?
+    show "cxlpool check --repair" "$out"
+    if [ "$rc" = 0 ] && grep -q 'reclaimed' "$out"; then
+        ok "peer-failure: check --repair reclaims"
+    else
+        fail "peer-failure: check --repair reclaims" "exit $rc: $(tr '\n' ' ' <"$out")"
+    fi
+
+    "$CXL" check "$POOL" >"$out" 2>&1
+    rc=$?
+    show "cxlpool check (after the repair)" "$out"
+    if [ "$rc" = 0 ] && grep -q ' 0 dead attachment(s)' "$out"; then
+        ok "peer-failure: check clean after the repair"
+    else
+        fail "peer-failure: check clean after the repair" "exit $rc: $(tr '\n' ' ' <"$out")"
+    fi
+    pool_clean "peer-failure (repaired)" "$POOL"
+    destroy_pool "$POOL"
+fi
+
+# ---- 4. optional: known transport bug, off by default ----
+if [ "${UCP_CXL_TEST_EXTRA:-0}" = 1 ] && POOL=$(make_pool cg); then
+    launch "$POOL" channel-gap >"$SCR/cg.out" 2>&1
+    rc=$?
+    show "channel-gap" "$SCR/cg.out"
+    count "$SCR/cg.out" $rc "channel-gap"
+    destroy_pool "$POOL"
+fi
+
+echo "ucp-tests: $PASS passed, $FAIL failed"
+[ "$FAIL" = 0 ]
