@@ -129,7 +129,9 @@ ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     rec->flags  = 0;
     rec->length = total;
     memcpy(rec + 1, &header, sizeof(header));
-    memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, sizeof(header)), payload, length);
+    if (length > 0) { /* payload may be NULL then */
+        memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, sizeof(header)), payload, length);
+    }
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
                        total, "TX: AM_SHORT");
     uct_cxl_ep_publish(ep, iface->coh, rec, uct_cxl_rec_size(total));

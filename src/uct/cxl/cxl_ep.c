@@ -279,8 +279,12 @@ ucs_status_t uct_cxl_ep_flush(uct_ep_h tl_ep, unsigned flags,
         uct_cxl_ep_pending_purge(tl_ep, NULL, NULL);
         return UCS_OK;
     }
-    /* queued sends are not done yet */
-    if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+    /*
+     * Queued requests are not issued operations, and UCP's own flush may be
+     * one of them: refuse only while the channel is also out of room.
+     */
+    if (!ucs_arbiter_group_is_empty(&ep->arb_group) && (ep->chan != NULL) &&
+        !uct_cxl_ep_has_tx_resources(ep, uct_cxl_rec_size(iface->seg_size))) {
         return UCS_ERR_NO_RESOURCE;
     }
 

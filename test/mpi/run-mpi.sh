@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+#
+# run-mpi.sh - build test/mpi/mpi_cxl_test.c with mpicc and run it on 4 ranks
+# of Open MPI (pml ucx, osc ucx) with UCX_TLS=cxl: all MPI traffic over the
+# ucx-cxl transport, one-sided window memory in a private CXL pool.
+#
+#   test/mpi/run-mpi.sh [BUILDDIR]
+#
+#   BUILDDIR   build directory holding .libs/libuct_cxl.so and cxlpool
+#              (default: $CXL_BUILDDIR, else build-release/ or build/ at the
+#              top of the source tree);
+#              the test program goes to BUILDDIR/test/mpi/mpi_cxl_test
+#
+# Environment:
+#   MPI_NP=4                ranks
+#   MPI_CXL_TIMEOUT=120     per-check watchdog of the program (seconds)
+#   MPI_CXL_SW_RMA=1        0: skip the MPI_Win_create (software RMA) checks
+#                           checks of the program
+#   RUN_MPI_TIMEOUT=1800    limit of the whole mpirun (seconds)
+#   RUN_MPI_TUNE=1          1: MCA parameters from --tune contrib/openmpi-cxl.conf
+#                           0: the same parameters as --mca options
+#   RUN_MPI_NEGATIVE=1      0: skip the negative control
+#
+# The run is made with UCX_LOG_LEVEL=info (UCX_LOG_FILE: per-rank files, of
+# which warnings and errors are shown), which makes UCX 1.13 log each
+# endpoint configuration ("ep_cfg[N]: tag(cxl/...)"); the script checks that
+# every lane is on cxl.  A negative control then runs the same job without
+# LD_PRELOAD of the module: it must fail to start (no usable transports).
+# Its outcome is reported but does not change the exit status.
+#
+# Exit status: the test program's (mpirun's); 1 also when a lane not on cxl
+# was seen; 99 when something needed is missing or the build fails.
+set -uo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$SCRIPT_DIR/../.." && pwd)
+if [ $# -ge 1 ]; then
+    BUILD=$1
+elif [ -n "${CXL_BUILDDIR:-}" ]; then
+    BUILD=$CXL_BUILDDIR
+elif [ -d "$TOP/build-release" ]; then
+    BUILD=$TOP/build-release
+else
+    BUILD=$TOP/build
+fi
+case "$BUILD" in
+    -h|--help) sed -n '3,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
+BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || {
+    echo "run-mpi.sh: build directory '${1:-}' not found" >&2; exit 99; }
+
+NP=${MPI_NP:-4}
+MODULE=$BUILD/.libs/libuct_cxl.so
+CXLPOOL=$BUILD/cxlpool
+CONF=$TOP/contrib/openmpi-cxl.conf
+SRC=$SCRIPT_DIR/mpi_cxl_test.c
+OUTDIR=$BUILD/test/mpi
+BIN=$OUTDIR/mpi_cxl_test
+POOL=/dev/shm/ucx-cxl-mpitest-$$.pool
+ALLOC_PRIO=md:cxl,huge,thp,mmap,heap
+
+for tool in mpicc mpirun; do
+    command -v "$tool" >/dev/null 2>&1 || {
+        echo "run-mpi.sh: $tool not found (apt-get install openmpi-bin libopenmpi-dev)" >&2
+        exit 99; }
+done
+for f in "$MODULE" "$CXLPOOL" "$SRC" "$CONF"; do
+    [ -e "$f" ] || { echo "run-mpi.sh: $f not found (build first)" >&2; exit 99; }
+done
+
+SCR=$(mktemp -d "${TMPDIR:-/tmp}/run-mpi.XXXXXX") || exit 99
+cleanup() {
+    if [ -e "$POOL" ]; then
+        "$CXLPOOL" destroy "$POOL" >/dev/null 2>&1 ||
+            "$CXLPOOL" destroy "$POOL" --force >/dev/null 2>&1 || rm -f "$POOL"
+    fi
+    rm -rf "$SCR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- build -------------------------------------------------------------
+mkdir -p "$OUTDIR" || exit 99
+echo "run-mpi.sh: mpicc -O2 -g -Wall -Wextra -Werror -o $BIN $SRC"
+if ! mpicc -O2 -g -Wall -Wextra -Werror -o "$BIN" "$SRC"; then
+    echo "run-mpi.sh: build failed" >&2
+    exit 99
+fi
+
+# --- private pool -------------------------------------------------------
+if ! "$CXLPOOL" create "$POOL" --size 1G; then
+    echo "run-mpi.sh: could not create the pool $POOL" >&2
+    exit 99
+fi
+
+# --- the run -------------------------------------------------------------
+MCA=(--mca pml ucx --mca osc ucx --mca opal_common_ucx_tls any
+     --mca opal_common_ucx_devices any)
+if [ "${RUN_MPI_TUNE:-1}" = 1 ]; then
+    MCA=(--tune "$CONF")
+fi
+ENVS=(-x "UCX_TLS=cxl" -x "UCX_ALLOC_PRIO=$ALLOC_PRIO" -x "UCX_CXL_POOL=$POOL")
+[ -n "${MPI_CXL_TIMEOUT:-}" ] && ENVS+=(-x "MPI_CXL_TIMEOUT=$MPI_CXL_TIMEOUT")
+[ -n "${MPI_CXL_SW_RMA:-}" ] && ENVS+=(-x "MPI_CXL_SW_RMA=$MPI_CXL_SW_RMA")
+BASE=(mpirun -np "$NP" --allow-run-as-root --oversubscribe "${MCA[@]}")
+# UCX logs to stdout by default: send it to per-rank files (%p: pid)
+UCXLOG=$SCR/ucx.%p.log
+CMD=("${BASE[@]}" -x "LD_PRELOAD=$MODULE" "${ENVS[@]}" -x UCX_LOG_LEVEL=info
+     -x "UCX_LOG_FILE=$UCXLOG" "$BIN")
+
+echo "run-mpi.sh: mpirun line:"
+echo "  $(printf '%q ' "${CMD[@]}")"
+[ "${RUN_MPI_TUNE:-1}" = 1 ] && {
+    echo "run-mpi.sh: parameters from $CONF:"
+    grep -E '^[a-z_]+ *=' "$CONF" | sed 's/^/    /'
+}
+
+t0=$(date +%s.%N)
+timeout --kill-after=15 "${RUN_MPI_TIMEOUT:-1800}" "${CMD[@]}"
+rc=$?
+t1=$(date +%s.%N)
+
+# UCX's warnings and errors (its log went to files)
+cat "$SCR"/ucx.*.log 2>/dev/null | grep -E 'UCX +(WARN|ERROR|FATAL)' | sed 's/^/ucx: /'
+[ $rc -eq 124 ] && echo "run-mpi.sh: mpirun killed after ${RUN_MPI_TIMEOUT:-1800} s"
+
+# --- did UCX really use cxl? ------------------------------------------------
+lanes=$(cat "$SCR"/ucx.*.log 2>/dev/null | grep -o 'ep_cfg\[[0-9]*\]: .*' |
+        sort | uniq -c)
+lane_rc=0
+if [ -z "$lanes" ]; then
+    if [ $rc -ne 0 ]; then
+        echo "run-mpi.sh: lanes: no ep_cfg line logged (killed ranks lose their buffered UCX log)"
+    else
+        echo "run-mpi.sh: lanes: UCX logged no ep_cfg line (UCX_LOG_LEVEL=info); relying on UCX_TLS=cxl"
+    fi
+else
+    echo "run-mpi.sh: lanes (ep_cfg lines of all ranks, UCX_LOG_LEVEL=info):"
+    echo "$lanes" | sed 's/^/    /'
+    other=$(echo "$lanes" | grep -o '([^)]*)' | tr -d '()' | tr ' ' '\n' |
+            grep '/' | cut -d/ -f1 | sort -u | grep -v -x cxl)
+    if [ -n "$other" ]; then
+        echo "run-mpi.sh: lanes: FAIL: transports other than cxl in use: $other"
+        lane_rc=1
+    else
+        echo "run-mpi.sh: lanes: every lane (tag for pml ucx, rma/amo for osc ucx) is on cxl"
+    fi
+fi
+echo "run-mpi.sh: pool after the job:"
+"$CXLPOOL" info "$POOL" 2>&1 | grep -E '^(used|attachments) ' | sed 's/^/    /'
+
+# --- negative control: no module, no transport --------------------------
+if [ "${RUN_MPI_NEGATIVE:-1}" = 1 ]; then
+    NEG=("${BASE[@]}" "${ENVS[@]}" "$BIN")
+    echo "run-mpi.sh: negative control (no LD_PRELOAD):"
+    echo "  $(printf '%q ' "${NEG[@]}")"
+    timeout --kill-after=10 120 "${NEG[@]}" >"$SCR/neg.out" 2>&1
+    nrc=$?
+    why=$(grep -m1 -o 'no usable transports[^"]*' "$SCR/neg.out")
+    if [ $nrc -ne 0 ]; then
+        echo "run-mpi.sh: negative control: failed to start as expected (rc $nrc): ${why:-$(grep -m1 -i error "$SCR/neg.out")}"
+    else
+        echo "run-mpi.sh: negative control: WARNING: the job ran without the cxl module (rc 0)"
+    fi
+fi
+
+awk -v a="$t0" -v b="$t1" -v rc="$rc" 'BEGIN { printf "run-mpi.sh: mpirun took %.2f s (rc %d)\n", b - a, rc }'
+if [ $rc -eq 0 ] && [ $lane_rc -ne 0 ]; then
+    rc=1
+fi
+exit $rc
