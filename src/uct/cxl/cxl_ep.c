@@ -125,7 +125,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_ep_t)
     if (self->signal_fd >= 0) {
         close(self->signal_fd);
     }
-    if ((self->chan != NULL) && !self->failed) {
+    if ((self->chan != NULL) && !self->failed && uct_cxl_ep_peer_alive(self)) {
         /* hand the channel back: the next owner continues at head/seq */
         self->chan->head = self->head;
         self->chan->seq  = self->seq;
@@ -168,15 +168,33 @@ ssize_t uct_cxl_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
 {
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
     const uct_cxl_rkey_t *key = (const uct_cxl_rkey_t*)rkey;
+    size_t length, room;
     void *dst;
-    size_t length;
 
-    /* the length is known only after packing: check the start, then the end */
-    UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, 0, "put_bcopy");
-    length = pack_cb(dst, arg);
-    if (ucs_unlikely(length > key->hi - (uintptr_t)dst)) {
-        ucs_fatal("cxl: put_bcopy packed %zu bytes past the end of its remote "
-                  "key", length);
+    /*
+     * The length is known only after packing.  With room for the largest
+     * put_bcopy, pack in place; nearer to the end of the key, pack into a
+     * bounce buffer and copy only what fits, so nothing lands past the key.
+     */
+    UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, 1, "put_bcopy");
+    room = key->hi - (uintptr_t)dst;
+    if (ucs_likely(room >= UCT_CXL_PUT_MAX_BCOPY)) {
+        length = pack_cb(dst, arg);
+    } else {
+        if (iface->bounce == NULL) {
+            iface->bounce = ucs_malloc(UCT_CXL_PUT_MAX_BCOPY, "cxl_bounce");
+            if (iface->bounce == NULL) {
+                return UCS_ERR_NO_MEMORY;
+            }
+        }
+        length = pack_cb(iface->bounce, arg);
+        if (length > room) {
+            ucs_error("cxl: put_bcopy of %zu bytes at 0x%" PRIx64 " passes the "
+                      "end of its remote key (%zu bytes left)", length,
+                      remote_addr, room);
+            return UCS_ERR_INVALID_ADDR;
+        }
+        memcpy(dst, iface->bounce, length);
     }
     cxl_coh_writeback(iface->coh, dst, length);
     return length;
@@ -190,7 +208,7 @@ static void uct_cxl_iov_copy(const uct_iov_t *iov, size_t iovcnt, void *pool_ptr
     size_t i, j;
 
     for (i = 0; i < iovcnt; ++i) {
-        for (j = 0; j < ucs_max(iov[i].count, 1u); ++j) {
+        for (j = 0; j < iov[i].count; ++j) {
             uint8_t *buf = (uint8_t*)iov[i].buffer + j * iov[i].stride;
             if (to_pool) {
                 memcpy(p, buf, iov[i].length);
@@ -207,7 +225,7 @@ static size_t uct_cxl_iov_length(const uct_iov_t *iov, size_t iovcnt)
     size_t i, total = 0;
 
     for (i = 0; i < iovcnt; ++i) {
-        total += iov[i].length * ucs_max(iov[i].count, 1u);
+        total += iov[i].length * iov[i].count;
     }
     return total;
 }

@@ -101,7 +101,7 @@ static ucs_status_t uct_cxl_iface_query(uct_iface_h tl_iface,
     }
 
     attr->cap.put.max_short       = UINT_MAX;
-    attr->cap.put.max_bcopy       = SIZE_MAX;
+    attr->cap.put.max_bcopy       = UCT_CXL_PUT_MAX_BCOPY;
     attr->cap.put.min_zcopy       = 0;
     attr->cap.put.max_zcopy       = SIZE_MAX;
     attr->cap.put.opt_zcopy_align = 1;
@@ -252,6 +252,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->seg_size   = config->seg_size;
     self->max_poll   = config->max_poll;
     self->num_active = 0;
+    self->bounce     = NULL;
     self->id         = ucs_generate_uuid((uintptr_t)self);
 
     /* the receive block: header line, then the channels */
@@ -314,6 +315,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
     cxl_coh_publish(self->coh, self->block, UCT_CXL_LINE);
     cxlpool_free(self->pool->cxlpool, self->block_offset);
     uct_cxl_iface_event_cleanup(self);
+    ucs_free(self->bounce);
     ucs_free(self->rx);
 }
 

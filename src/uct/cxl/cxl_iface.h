@@ -11,6 +11,8 @@
 #include <ucs/datastruct/arbiter.h>
 
 #define UCT_CXL_MAX_IOV      16
+/* put_bcopy packs in place when the key has this much room, else bounces */
+#define UCT_CXL_PUT_MAX_BCOPY (256 * 1024)
 /* header + payload of am_short: a record of at most four cache lines */
 #define UCT_CXL_AM_MAX_SHORT (4 * UCT_CXL_LINE - UCT_CXL_REC_HDR)
 
@@ -57,6 +59,7 @@ typedef struct uct_cxl_iface {
     uint64_t             block_offset;
     unsigned             num_active; /* channels ever claimed: polled */
     uct_cxl_rx_chan_t   *rx;
+    void                *bounce;     /* UCT_CXL_PUT_MAX_BCOPY, lazily */
     ucs_arbiter_t        arbiter;    /* endpoints with pending requests */
     int                  event_fd;   /* read end of the wake-up FIFO, or -1 */
     int                  event_wfd;  /* own writer: no EOF while senders come and go */

@@ -162,12 +162,19 @@ static ucs_status_t uct_cxl_mem_free(uct_md_h tl_md, uct_mem_h tl_memh)
 static ucs_status_t uct_cxl_mem_reg(uct_md_h tl_md, void *address, size_t length,
                                     unsigned flags, uct_mem_h *memh_p)
 {
+    uct_cxl_md_t *md     = ucs_derived_of(tl_md, uct_cxl_md_t);
     uct_cxl_pool_t *pool = uct_cxl_pool_find_addr(address, length);
     cxlpool_extent_t ext;
     uct_cxl_memh_t *memh;
     uint64_t offset;
+    unsigned i;
 
-    if (pool == NULL) {
+    for (i = 0; (pool != NULL) && (i < md->num_pools); ++i) {
+        if (md->pools[i] == pool) {
+            break;
+        }
+    }
+    if ((pool == NULL) || (i == md->num_pools)) {
         ucs_debug("cxl: %p+%zu is not pool memory; only memory allocated from "
                   "a pool can be reached by peers", address, length);
         return UCS_ERR_UNSUPPORTED;
@@ -304,7 +311,7 @@ err_put:
 static ucs_status_t uct_cxl_rkey_ptr(uct_component_t *component, uct_rkey_t rkey,
                                      void *handle, uint64_t raddr, void **laddr_p)
 {
-    void *addr = uct_cxl_rkey_addr(rkey, raddr, 0);
+    void *addr = uct_cxl_rkey_addr(rkey, raddr, 1); /* a byte at raddr */
 
     if (addr == NULL) {
         return UCS_ERR_INVALID_ADDR;
@@ -376,7 +383,7 @@ static ucs_status_t uct_cxl_md_open(uct_component_t *component,
                                                        uct_cxl_md_config_t);
     uct_cxl_devdax_scan_t scan = {.count = 0};
     const char *list[UCT_CXL_MAX_POOLS];
-    unsigned i, count = 0;
+    unsigned i, j, count = 0;
     uct_cxl_md_t *md;
     ucs_status_t status;
 
@@ -423,6 +430,15 @@ static ucs_status_t uct_cxl_md_open(uct_component_t *component,
             return status;
         }
         ++md->num_pools;
+        for (j = 0; j + 1 < md->num_pools; ++j) {
+            if (!strcmp(md->pools[j]->dev_name, md->pools[i]->dev_name)) {
+                ucs_error("cxl: pools %s and %s would both be device '%s'; "
+                          "rename one of them", md->pools[j]->path,
+                          md->pools[i]->path, md->pools[i]->dev_name);
+                uct_cxl_md_close(&md->super);
+                return UCS_ERR_INVALID_PARAM;
+            }
+        }
     }
 
     *md_p = &md->super;

@@ -99,6 +99,13 @@ ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,
     pthread_mutex_lock(&uct_cxl_pools_lock);
     ucs_list_for_each(pool, &uct_cxl_pools, list) {
         if (!strcmp(pool->path, path)) {
+            if ((cfg->coherence != UCT_CXL_COH_CFG_AUTO) &&
+                (pool->coh != (cxl_coh_mode_t)cfg->coherence)) {
+                ucs_warn("cxl: pool %s is already attached in this process "
+                         "with coherence %s; UCX_CXL_COHERENCE=%s is ignored",
+                         pool->path, cxl_coh_mode_name(pool->coh),
+                         cxl_coh_mode_name((cxl_coh_mode_t)cfg->coherence));
+            }
             ++pool->refcount;
             *pool_p = pool;
             goto out;
