@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 #
-# run-demo.sh - the main job of ucx-cxl on any Linux box.
+# run-demo.sh - the main job of ucx-cxl, on any Linux box.
 #
 # Installs what is needed (contrib/setup-deps.sh), builds, then:
 #   1. creates (or attaches) the per-user default emulated pool
-#      /dev/shm/ucx-cxl-UID.pool (size: UCX_CXL_POOL_SIZE, default 1G),
-#   2. starts four processes that attach it at the same time, each placing
-#      a named extent in it, and shows the pool as they hold them,
-#   3. kills one of them with SIGKILL and shows that `cxlpool check
-#      --repair` reclaims exactly what it held.
-# The default pool is left in place for later runs; remove it with
+#      /dev/shm/ucx-cxl-UID.pool (size: UCX_CXL_POOL_SIZE, default 1G)
+#      and shows it;
+#   2. runs UCX's ucx_perftest between two processes over UCX_TLS=cxl and,
+#      in the same run, the same tests over UCX_TLS=posix, and prints the
+#      numbers side by side with the ratio cxl/posix;
+#   3. runs the Open MPI test program (pml ucx + osc ucx, 4 ranks) with
+#      UCX_TLS=cxl: point-to-point, collectives, one-sided on pool memory;
+#   4. kills a process that holds pool memory with SIGKILL and shows that
+#      `cxlpool check --repair` reclaims exactly what it held.
+# The default pool is left in place; remove it with
 # `build-release/cxlpool destroy`.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 case "${1:-}" in
-    -h|--help) sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     "") ;;
     *) echo "run-demo.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
@@ -25,43 +29,94 @@ dir=$("$top/contrib/build.sh" release)
 make -C "$dir" -j"$(nproc)" test/helpers/cxlpool_holder >/dev/null
 cxlpool="$dir/cxlpool"
 holder="$dir/test/helpers/cxlpool_holder"
+module="$dir/.libs/libuct_cxl.so"
 pool="/dev/shm/ucx-cxl-$(id -u).pool"
+dev=$(basename "$pool" .pool)
 
 echo
 echo "== 1. the default emulated pool"
 if [ -e "$pool" ]; then
-    echo "\$ cxlpool info  (already exists: attaching, never reformatting)"
+    echo "\$ cxlpool info   (it exists: attached, never reformatted)"
 else
     echo "\$ cxlpool create --size ${UCX_CXL_POOL_SIZE:-1G}"
     "$cxlpool" create --size "${UCX_CXL_POOL_SIZE:-1G}"
 fi
 "$cxlpool" info
+echo
+echo "\$ LD_PRELOAD=libuct_cxl.so ucx_info -d   (the cxl part)"
+LD_PRELOAD=$module ucx_info -d | sed -n '/Memory domain: cxl/,/iface address/p' |
+    grep -E 'Memory domain|Component|Transport|Device|allocate|put_zcopy|am_short|am_bcopy|atomic_fadd|device address'
+
+# ---- 2. two processes, cxl next to posix ----
+port=$((20000 + RANDOM % 20000))
+# perf TL uct|ucp TEST [ARGS...]: prints "<typical latency us> <bandwidth MB/s>"
+perf() {
+    local tl=$1 layer=$2 test=$3; shift 3
+    local env=(env LD_PRELOAD="$module" UCX_CXL_POOL="$pool")
+    local args=(-t "$test" "$@")
+    local out srv
+    if [ "$layer" = uct ]; then
+        if [ "$tl" = cxl ]; then args+=(-x cxl -d "$dev"); else args+=(-x "$tl" -d memory); fi
+    else
+        env+=(UCX_TLS="$tl")
+    fi
+    port=$((port + 1))
+    "${env[@]}" timeout 60 ucx_perftest -p "$port" -c 0 "${args[@]}" >/dev/null 2>&1 &
+    srv=$!
+    sleep 0.5
+    out=$("${env[@]}" timeout 60 ucx_perftest 127.0.0.1 -p "$port" -c 1 "${args[@]}" \
+          2>/dev/null | awk '/^Final:/ {print $3, $7}')
+    wait "$srv" || true
+    echo "${out:-fail fail}"
+}
+
+# row LABEL COLUMN(1 latency, 2 bandwidth) UNIT LAYER TEST [ARGS...]
+row() {
+    local label=$1 col=$2 unit=$3 layer=$4; shift 4
+    local c p
+    c=$(perf cxl "$layer" "$@" | cut -d' ' -f"$col")
+    p=$(perf posix "$layer" "$@" | cut -d' ' -f"$col")
+    printf '%-36s %10s %-5s %10s %-5s %8s\n' "$label" "$c" "$unit" "$p" "$unit" \
+        "$(awk -v a="$c" -v b="$p" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }')"
+}
 
 echo
-echo "== 2. four processes attach the pool at once, each holding a named extent"
-pids=()
+echo "== 2. two processes: UCX over cxl next to posix (ucx_perftest, one run each)"
+printf '%-36s %16s %16s %8s\n' "figure" "cxl" "posix" "cxl/posix"
+row "UCT am_lat 8 B short (median)"      1 us    uct am_lat -D short -n 50000
+row "UCT put_lat 8 B (median)"           1 us    uct put_lat -n 50000
+row "UCT put_bw 1 MiB bcopy"             2 MB/s  uct put_bw -D bcopy -s 1048576 -n 2000
+row "UCT fadd 64-bit (median)"           1 us    uct fadd -n 50000
+row "UCP tag_lat 8 B (median)"           1 us    ucp tag_lat -n 20000
+row "UCP tag_bw 64 KiB"                  2 MB/s  ucp tag_bw -s 65536 -n 2000
+row "UCP ucp_put_bw 64 KiB"              2 MB/s  ucp ucp_put_bw -s 65536 -n 2000
+echo "(the full side-by-side matrix with repetitions: perftest/run-bench.sh)"
+
+echo
+echo "== 3. Open MPI, 4 ranks, pml ucx + osc ucx, UCX_TLS=cxl only"
+RUN_MPI_NEGATIVE=0 bash "$top/test/mpi/run-mpi.sh" "$dir" 2>&1 |
+    grep -E '^(mpirun|run-mpi.sh: (lanes|mpirun took)|INFO: rank 0: window|FAIL|mpi: [0-9]+ passed)'
+
+echo
+echo "== 4. kill -9 a process holding pool memory; check finds it, --repair reclaims it"
 tmp=$(mktemp -d)
+pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
-for i in 0 1 2 3; do
-    "$holder" "$pool" -H -n 2 -s 1M -N "demo-rank$i" >"$tmp/h$i" 2>&1 &
+for i in 0 1; do
+    "$holder" "$pool" -H -n 2 -s 1M -N "demo-holder$i" >"$tmp/h$i" 2>&1 &
     pids+=($!)
 done
-for i in 0 1 2 3; do
+for i in 0 1; do
     for _ in $(seq 100); do grep -q '^ready' "$tmp/h$i" && break; sleep 0.05; done
     grep -q '^ready' "$tmp/h$i" || { cat "$tmp/h$i"; exit 1; }
 done
-"$cxlpool" info
-
-echo
-echo "== 3. kill -9 one process; check finds its extents, --repair reclaims them"
-kill -9 "${pids[0]}"
-wait "${pids[0]}" 2>/dev/null || true
-"$cxlpool" check || true
+{ kill -9 "${pids[0]}"; wait "${pids[0]}"; } 2>/dev/null || true
+"$cxlpool" check 2>&1 || true
 "$cxlpool" check --repair
-kill "${pids[@]:1}" 2>/dev/null || true
+kill "${pids[1]}" 2>/dev/null || true
 wait 2>/dev/null || true
 pids=()
 "$cxlpool" check --repair >/dev/null
 echo
 echo "== the pool after everyone left"
-"$cxlpool" info
+"$cxlpool" info | grep -E '^(pool|used|free|attachments)'

@@ -12,7 +12,7 @@
 
 #define UCT_CXL_MAX_IOV      16
 /* put_bcopy packs in place when the key has this much room, else bounces */
-#define UCT_CXL_PUT_MAX_BCOPY (256 * 1024)
+#define UCT_CXL_PUT_MAX_BCOPY (4ul * 1024 * 1024)
 /* header + payload of am_short: a record of at most four cache lines */
 #define UCT_CXL_AM_MAX_SHORT (4 * UCT_CXL_LINE - UCT_CXL_REC_HDR)
 
