@@ -108,6 +108,21 @@ uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uint32_t max_length)
     return UCS_OK;
 }
 
+/* Fill in a record whose payload is written, publish it, wake the peer. */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_ep_am_commit(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
+                     uct_cxl_rec_t *rec, uint8_t id, uint32_t length,
+                     const char *title)
+{
+    rec->am_id  = id;
+    rec->flags  = 0;
+    rec->length = length;
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
+                       length, "TX: %s", title);
+    uct_cxl_ep_publish(ep, iface->coh, rec, uct_cxl_rec_size(length));
+    uct_cxl_ep_signal(ep);
+}
+
 ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
                                  const void *payload, unsigned length)
 {
@@ -124,18 +139,12 @@ ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
         return status;
     }
 
-    rec         = uct_cxl_ep_reserve(ep, iface->coh, total);
-    rec->am_id  = id;
-    rec->flags  = 0;
-    rec->length = total;
+    rec = uct_cxl_ep_reserve(ep, iface->coh, total);
     memcpy(rec + 1, &header, sizeof(header));
     if (length > 0) { /* payload may be NULL then */
         memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, sizeof(header)), payload, length);
     }
-    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
-                       total, "TX: AM_SHORT");
-    uct_cxl_ep_publish(ep, iface->coh, rec, uct_cxl_rec_size(total));
-    uct_cxl_ep_signal(ep);
+    uct_cxl_ep_am_commit(ep, iface, rec, id, total, "AM_SHORT");
     return UCS_OK;
 }
 
@@ -156,16 +165,10 @@ ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
         return status;
     }
 
-    rec         = uct_cxl_ep_reserve(ep, iface->coh, total);
-    rec->am_id  = id;
-    rec->flags  = 0;
-    rec->length = total;
+    rec = uct_cxl_ep_reserve(ep, iface->coh, total);
     ucs_iov_iter_init(&iov_iter);
     uct_iov_to_buffer(iov, iovcnt, &iov_iter, rec + 1, SIZE_MAX);
-    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
-                       total, "TX: AM_SHORT_IOV");
-    uct_cxl_ep_publish(ep, iface->coh, rec, uct_cxl_rec_size(total));
-    uct_cxl_ep_signal(ep);
+    uct_cxl_ep_am_commit(ep, iface, rec, id, total, "AM_SHORT_IOV");
     return UCS_OK;
 }
 
@@ -192,13 +195,7 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     rec    = uct_cxl_ep_reserve(ep, iface->coh, (uint32_t)iface->seg_size);
     length = pack_cb(rec + 1, arg);
     UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
-    rec->am_id  = id;
-    rec->flags  = 0;
-    rec->length = (uint32_t)length;
-    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
-                       length, "TX: AM_BCOPY");
-    uct_cxl_ep_publish(ep, iface->coh, rec, uct_cxl_rec_size((uint32_t)length));
-    uct_cxl_ep_signal(ep);
+    uct_cxl_ep_am_commit(ep, iface, rec, id, (uint32_t)length, "AM_BCOPY");
     return length;
 }
 

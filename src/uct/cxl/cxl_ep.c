@@ -10,6 +10,7 @@
 
 #include "cxl_iface.h"
 
+#include <uct/base/uct_iov.inl>
 #include <uct/base/uct_worker.h>
 #include <ucs/debug/log.h>
 #include <ucs/arch/cpu.h>
@@ -220,22 +221,12 @@ static void uct_cxl_iov_copy(const uct_iov_t *iov, size_t iovcnt, void *pool_ptr
     }
 }
 
-static size_t uct_cxl_iov_length(const uct_iov_t *iov, size_t iovcnt)
-{
-    size_t i, total = 0;
-
-    for (i = 0; i < iovcnt; ++i) {
-        total += iov[i].length * iov[i].count;
-    }
-    return total;
-}
-
 ucs_status_t uct_cxl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                   size_t iovcnt, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp)
 {
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
-    size_t length          = uct_cxl_iov_length(iov, iovcnt);
+    size_t length          = uct_iov_total_length(iov, iovcnt);
     void *dst;
 
     UCT_CHECK_PARAM(iovcnt <= UCT_CXL_MAX_IOV, "iovcnt %zu > %d", iovcnt,
@@ -276,7 +267,7 @@ ucs_status_t uct_cxl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                   uct_rkey_t rkey, uct_completion_t *comp)
 {
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
-    size_t length          = uct_cxl_iov_length(iov, iovcnt);
+    size_t length          = uct_iov_total_length(iov, iovcnt);
     void *src;
 
     UCT_CHECK_PARAM(iovcnt <= UCT_CXL_MAX_IOV, "iovcnt %zu > %d", iovcnt,
