@@ -3,10 +3,13 @@
  *
  * Memory is allocated from the pool (UCT_MD_FLAG_ALLOC), so UCP places
  * buffers there with UCX_ALLOC_PRIO=md:cxl or ucp_mem_map(ALLOCATE).
- * Registration is not advertised: memory outside the pool can not be
- * reached by a peer on another host, and advertising UCT_MD_FLAG_REG would
- * make UCP try (and fail) to register every user buffer.  mem_reg still
- * works for ranges inside an allocated extent, for UCT users.
+ * Registration accepts any host memory: a range inside an allocated extent
+ * gets a key that peers can use; anything else gets a local-only handle
+ * (our copies need no pinning) whose key unpacks to UCS_ERR_UNREACHABLE,
+ * which makes UCP reach that memory through active messages instead.  So
+ * UCP can register every buffer, and uses zero-copy RMA exactly where the
+ * remote side lives in the pool (e.g. one-copy rendezvous from a
+ * pool-resident buffer).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -78,13 +81,20 @@ static ucs_status_t uct_cxl_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
     uct_cxl_md_t *md = ucs_derived_of(tl_md, uct_cxl_md_t);
     unsigned i;
 
-    attr->cap.flags            = UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_NEED_RKEY |
-                                 UCT_MD_FLAG_RKEY_PTR;
-    attr->cap.reg_mem_types    = 0;
+    /*
+     * uct_rkey_ptr() works on every cxl key, but UCT_MD_FLAG_RKEY_PTR is
+     * not advertised: UCP 1.13 then picks its rkey_ptr rendezvous, which
+     * aborts ("failed to find a lane") when the sender's buffer is outside
+     * the pool and its key is unreachable.  get_zcopy gives the same single
+     * copy from pool-resident buffers.
+     */
+    attr->cap.flags            = UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_REG |
+                                 UCT_MD_FLAG_NEED_RKEY;
+    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.detect_mem_types = 0;
-    attr->cap.max_reg          = 0;
+    attr->cap.max_reg          = SIZE_MAX;
     attr->cap.max_alloc        = 0;
     for (i = 0; i < md->num_pools; ++i) {
         attr->cap.max_alloc = ucs_max(attr->cap.max_alloc,
@@ -166,39 +176,33 @@ static ucs_status_t uct_cxl_mem_reg(uct_md_h tl_md, void *address, size_t length
     uct_cxl_pool_t *pool = uct_cxl_pool_find_addr(address, length);
     cxlpool_extent_t ext;
     uct_cxl_memh_t *memh;
-    uint64_t offset;
     unsigned i;
+
+    memh = ucs_calloc(1, sizeof(*memh), "cxl_memh");
+    if (memh == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    memh->address = address;
+    memh->length  = length;
 
     for (i = 0; (pool != NULL) && (i < md->num_pools); ++i) {
         if (md->pools[i] == pool) {
             break;
         }
     }
-    if ((pool == NULL) || (i == md->num_pools)) {
-        ucs_debug("cxl: %p+%zu is not pool memory; only memory allocated from "
-                  "a pool can be reached by peers", address, length);
-        return UCS_ERR_UNSUPPORTED;
+    if ((pool != NULL) && (i < md->num_pools) &&
+        (cxlpool_extent_find(pool->cxlpool, (uint8_t*)address - pool->base,
+                             length, &ext) == CXLPOOL_OK)) {
+        memh->pool      = pool;
+        memh->offset    = (uint8_t*)address - pool->base;
+        memh->ext_index = ext.index;
+        memh->ext_gen   = ext.gen;
+    } else {
+        ucs_trace("cxl: %p+%zu is not inside one pool allocation: local-only "
+                  "registration, peers reach it through active messages",
+                  address, length);
     }
-
-    offset = (uint8_t*)address - pool->base;
-    if (cxlpool_extent_find(pool->cxlpool, offset, length, &ext) != CXLPOOL_OK) {
-        ucs_debug("cxl: %s", cxlpool_last_error());
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    memh = ucs_malloc(sizeof(*memh), "cxl_memh");
-    if (memh == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    memh->pool      = pool;
-    memh->address   = address;
-    memh->length    = length;
-    memh->offset    = offset;
-    memh->ext_index = ext.index;
-    memh->ext_gen   = ext.gen;
-    memh->allocated = 0;
-    *memh_p         = memh;
+    *memh_p = memh;
     return UCS_OK;
 }
 
@@ -233,13 +237,17 @@ static ucs_status_t uct_cxl_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
     uct_cxl_packed_rkey_t packed;
 
     memset(&packed, 0, sizeof(packed));
-    packed.magic     = UCT_CXL_RKEY_MAGIC;
-    packed.offset    = memh->offset;
     packed.length    = memh->length;
     packed.owner_va  = (uintptr_t)memh->address;
-    packed.ext_index = memh->ext_index;
-    packed.ext_gen   = memh->ext_gen;
-    memcpy(packed.uuid, memh->pool->uuid, sizeof(packed.uuid));
+    if (memh->pool == NULL) {
+        packed.magic = UCT_CXL_RKEY_MAGIC_LOCAL;
+    } else {
+        packed.magic     = UCT_CXL_RKEY_MAGIC;
+        packed.offset    = memh->offset;
+        packed.ext_index = memh->ext_index;
+        packed.ext_gen   = memh->ext_gen;
+        memcpy(packed.uuid, memh->pool->uuid, sizeof(packed.uuid));
+    }
     packed.crc = uct_cxl_rkey_crc(&packed);
     memcpy(key, &packed, sizeof(packed));
     return UCS_OK;
@@ -256,6 +264,11 @@ static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
     ucs_status_t status;
 
     memcpy(&packed, buffer, sizeof(packed));
+    if ((packed.magic == UCT_CXL_RKEY_MAGIC_LOCAL) &&
+        (uct_cxl_rkey_crc(&packed) == packed.crc)) {
+        ucs_trace("cxl: remote key of memory outside the pool: unreachable");
+        return UCS_ERR_UNREACHABLE;
+    }
     if ((packed.magic != UCT_CXL_RKEY_MAGIC) ||
         (uct_cxl_rkey_crc(&packed) != packed.crc)) {
         ucs_diag("cxl: rejecting remote key: bad magic or checksum "

@@ -12,7 +12,8 @@
 
 #define UCT_CXL_NAME       "cxl"
 #define UCT_CXL_MAX_POOLS  8
-#define UCT_CXL_RKEY_MAGIC 0x59454b4cu  /* "LKEY" */
+#define UCT_CXL_RKEY_MAGIC       0x59454b4cu  /* "LKEY" */
+#define UCT_CXL_RKEY_MAGIC_LOCAL 0x4c434f4cu  /* "LOCL": not in a pool extent */
 
 typedef enum {
     UCT_CXL_COH_CFG_HW,
@@ -50,7 +51,11 @@ typedef struct uct_cxl_md {
     uct_cxl_pool_t  *pools[UCT_CXL_MAX_POOLS];
 } uct_cxl_md_t;
 
-/* Memory handle: a range inside one allocated extent of a pool. */
+/*
+ * Memory handle: a range inside one allocated extent of a pool, or (pool
+ * NULL) any other memory: usable locally, and its key tells peers that
+ * they cannot reach it.
+ */
 typedef struct uct_cxl_memh {
     uct_cxl_pool_t  *pool;
     void            *address;

@@ -94,10 +94,13 @@ TEST_F(cxl_md, md_attributes)
     EXPECT_STREQ("cxl", a.component_name);
     EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_ALLOC);
     EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_NEED_RKEY);
-    EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_RKEY_PTR);
-    EXPECT_FALSE(a.cap.flags & UCT_MD_FLAG_REG)
-            << "registration must not be advertised: UCP would register every "
-               "user buffer";
+    /* uct_rkey_ptr works (tested below), but the flag would send UCP 1.13
+     * into its rkey_ptr rendezvous, which aborts on an unreachable key */
+    EXPECT_FALSE(a.cap.flags & UCT_MD_FLAG_RKEY_PTR);
+    EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_REG)
+            << "any host memory registers (pool memory remotely reachable, "
+               "the rest local-only)";
+    EXPECT_TRUE(a.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
     EXPECT_TRUE(a.cap.alloc_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
     EXPECT_TRUE(a.cap.access_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
     EXPECT_EQ(sizeof(packed_rkey), a.rkey_packed_size);
@@ -429,39 +432,61 @@ TEST_F(cxl_reg, sub_range_of_pool_memory)
                                      UCT_MD_MEM_ACCESS_ALL, &wmemh));
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_stack.md, wmemh));
 
-    /* past the end of the extent: not one allocation */
-    EXPECT_NE(UCS_OK, uct_md_mem_reg(m_stack.md, base + mem.length - 64, 128,
+    /* past the end of the extent: not one allocation, so local-only */
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_stack.md, base + mem.length - 64, 128,
                                      UCT_MD_MEM_ACCESS_ALL, &wmemh));
+    ASSERT_EQ(UCS_OK, m_stack.pack(wmemh, &wbuf));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, key.unpack(m_stack.component, wbuf.data()))
+            << "a range spanning past its extent must not become a remote key";
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_stack.md, wmemh));
 
     ASSERT_EQ(UCS_OK, uct_mem_free(&mem));
 }
 
-TEST_F(cxl_reg, foreign_memory_unsupported)
+/*
+ * Memory outside the pool registers (UCP registers every buffer it sends
+ * with zero copy), but its key tells the peer it cannot reach it, so UCP
+ * falls back to active messages for that memory.
+ */
+TEST_F(cxl_reg, foreign_memory_is_local_only)
 {
     void *heap = malloc(64 * KiB);
     uint8_t on_stack[4096];
+    std::vector<uint8_t> buf;
     uct_mem_h memh;
+    rkey key;
 
     ASSERT_TRUE(heap != nullptr);
-    EXPECT_EQ(UCS_ERR_UNSUPPORTED, uct_md_mem_reg(m_stack.md, heap, 64 * KiB,
-                                                  UCT_MD_MEM_ACCESS_ALL, &memh));
-    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
-              uct_md_mem_reg(m_stack.md, on_stack, sizeof(on_stack),
-                             UCT_MD_MEM_ACCESS_ALL, &memh));
+    for (auto r : {std::make_pair(heap, (size_t)64 * KiB),
+                   std::make_pair((void*)on_stack, sizeof(on_stack))}) {
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_stack.md, r.first, r.second,
+                                         UCT_MD_MEM_ACCESS_ALL, &memh));
+        ASSERT_EQ(UCS_OK, m_stack.pack(memh, &buf));
+        EXPECT_EQ(UCS_ERR_UNREACHABLE, key.unpack(m_stack.component, buf.data()));
+        /* the local-only key is still protected: a flipped byte is forged */
+        buf[20] ^= 1;
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, key.unpack(m_stack.component, buf.data()));
+        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_stack.md, memh));
+    }
     free(heap);
 }
 
-TEST_F(cxl_reg, freed_pool_memory_fails)
+TEST_F(cxl_reg, freed_pool_memory_is_local_only)
 {
     uct_allocated_memory_t mem;
+    std::vector<uint8_t> buf;
     uct_mem_h memh;
+    rkey key;
 
     ASSERT_EQ(UCS_OK, m_stack.alloc(64 * KiB, &mem)) << m_stack.error;
     void *addr = mem.address;
     ASSERT_EQ(UCS_OK, uct_mem_free(&mem));
-    EXPECT_NE(UCS_OK, uct_md_mem_reg(m_stack.md, addr, 4096,
-                                     UCT_MD_MEM_ACCESS_ALL, &memh))
-            << "pool memory that no extent holds can not be registered";
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_stack.md, addr, 4096,
+                                     UCT_MD_MEM_ACCESS_ALL, &memh));
+    ASSERT_EQ(UCS_OK, m_stack.pack(memh, &buf));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, key.unpack(m_stack.component, buf.data()))
+            << "pool memory that no extent holds must not become a remote key";
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_stack.md, memh));
 }
 
 /* ------------------------------------------------------------------ */
