@@ -93,8 +93,11 @@ uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uint32_t max_length)
     if (ucs_unlikely(ep->failed || (ep->chan == NULL))) {
         return UCS_ERR_CONNECTION_RESET;
     }
-    /* ordering with queued requests is the caller's (UCP's) business, as
-     * for every UCT transport: only a full channel refuses a send */
+    /* no overtaking: with requests queued, only their dispatch may send */
+    if (ucs_unlikely(!ucs_arbiter_group_is_empty(&ep->arb_group) &&
+                     !ep->in_pending)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
     if (ucs_unlikely(!uct_cxl_ep_has_tx_resources(ep,
                                                   uct_cxl_ep_need(ep, max_length)))) {
         return UCS_ERR_NO_RESOURCE;
@@ -263,7 +266,9 @@ uct_cxl_ep_process_pending(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
     }
 
-    status = req->func(req);
+    ep->in_pending = 1;
+    status         = req->func(req);
+    ep->in_pending = 0;
     if (status == UCS_OK) {
         (*count)++;
         return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;

@@ -81,6 +81,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_ep_t, const uct_ep_params_t *params)
     uct_cxl_iface_t *iface = ucs_derived_of(params->iface, uct_cxl_iface_t);
     const uct_cxl_iface_addr_t *addr;
     uct_cxl_block_hdr_t *peer;
+    ucs_status_t status;
 
     UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
     UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
@@ -91,6 +92,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_ep_t, const uct_ep_params_t *params)
     self->failed    = 0;
     self->err_cb_id = UCS_CALLBACKQ_ID_NULL;
     self->signal_fd = -1;
+    self->in_pending = 0;
     ucs_arbiter_group_init(&self->arb_group);
 
     /* the block must lie in our pool's heap and carry the peer's id */
@@ -111,13 +113,19 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_ep_t, const uct_ep_params_t *params)
         return UCS_ERR_UNREACHABLE;
     }
     self->peer = peer;
-    return uct_cxl_ep_claim(self, iface);
+    status     = uct_cxl_ep_claim(self, iface);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ucs_list_add_tail(&iface->ep_list, &self->list);
+    return UCS_OK;
 }
 
 static UCS_CLASS_CLEANUP_FUNC(uct_cxl_ep_t)
 {
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(self);
 
+    ucs_list_del(&self->list);
     uct_cxl_ep_pending_purge(&self->super.super, NULL, NULL);
     if (self->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
         ucs_callbackq_remove_safe(&iface->super.worker->super.progress_q,
@@ -158,6 +166,9 @@ ucs_status_t uct_cxl_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
     void *dst;
 
+    if (length == 0) {
+        return UCS_OK; /* UCT allows an invalid key here */
+    }
     UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, length, "put_short");
     memcpy(dst, buffer, length);
     cxl_coh_writeback(iface->coh, dst, length);
@@ -177,8 +188,13 @@ ssize_t uct_cxl_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
      * put_bcopy, pack in place; nearer to the end of the key, pack into a
      * bounce buffer and copy only what fits, so nothing lands past the key.
      */
-    UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, 1, "put_bcopy");
-    room = key->hi - (uintptr_t)dst;
+    if (rkey == UCT_INVALID_RKEY) {
+        dst  = NULL; /* UCT's zero-length put: only an empty pack is fine */
+        room = 0;
+    } else {
+        UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, 1, "put_bcopy");
+        room = key->hi - (uintptr_t)dst;
+    }
     if (ucs_likely(room >= UCT_CXL_PUT_MAX_BCOPY)) {
         length = pack_cb(dst, arg);
     } else {
@@ -189,6 +205,9 @@ ssize_t uct_cxl_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
             }
         }
         length = pack_cb(iface->bounce, arg);
+        if (length == 0) {
+            return 0;
+        }
         if (length > room) {
             ucs_error("cxl: put_bcopy of %zu bytes at 0x%" PRIx64 " passes the "
                       "end of its remote key (%zu bytes left)", length,
@@ -231,6 +250,9 @@ ucs_status_t uct_cxl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 
     UCT_CHECK_PARAM(iovcnt <= UCT_CXL_MAX_IOV, "iovcnt %zu > %d", iovcnt,
                     UCT_CXL_MAX_IOV);
+    if (length == 0) {
+        return UCS_OK;
+    }
     UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, length, "put_zcopy");
     uct_cxl_iov_copy(iov, iovcnt, dst, 1);
     cxl_coh_writeback(iface->coh, dst, length);
@@ -243,6 +265,9 @@ ucs_status_t uct_cxl_ep_get_short(uct_ep_h tl_ep, void *buffer, unsigned length,
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
     void *src;
 
+    if (length == 0) {
+        return UCS_OK;
+    }
     UCT_CXL_RKEY_ADDR(src, rkey, remote_addr, length, "get_short");
     cxl_coh_invalidate(iface->coh, src, length);
     memcpy(buffer, src, length);
@@ -256,6 +281,10 @@ ucs_status_t uct_cxl_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_c
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
     void *src;
 
+    if (length == 0) {
+        unpack_cb(arg, NULL, 0);
+        return UCS_OK;
+    }
     UCT_CXL_RKEY_ADDR(src, rkey, remote_addr, length, "get_bcopy");
     cxl_coh_invalidate(iface->coh, src, length);
     unpack_cb(arg, src, length);
@@ -272,6 +301,9 @@ ucs_status_t uct_cxl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 
     UCT_CHECK_PARAM(iovcnt <= UCT_CXL_MAX_IOV, "iovcnt %zu > %d", iovcnt,
                     UCT_CXL_MAX_IOV);
+    if (length == 0) {
+        return UCS_OK;
+    }
     UCT_CXL_RKEY_ADDR(src, rkey, remote_addr, length, "get_zcopy");
     cxl_coh_invalidate(iface->coh, src, length);
     uct_cxl_iov_copy(iov, iovcnt, src, 0);
@@ -289,12 +321,14 @@ ucs_status_t uct_cxl_ep_flush(uct_ep_h tl_ep, unsigned flags,
         return UCS_OK;
     }
     /*
-     * Queued requests are not issued operations, and UCP's own flush may be
-     * one of them: refuse only while the channel is also out of room.
+     * Queued requests go first; UCP's own flush request may be one of them,
+     * and is let through when the dispatch runs it.
      */
-    if (!ucs_arbiter_group_is_empty(&ep->arb_group) && (ep->chan != NULL) &&
-        !uct_cxl_ep_has_tx_resources(ep, uct_cxl_rec_size(iface->seg_size))) {
+    if (!ucs_arbiter_group_is_empty(&ep->arb_group) && !ep->in_pending) {
         return UCS_ERR_NO_RESOURCE;
+    }
+    if ((ep->chan != NULL) && !ep->failed && !uct_cxl_ep_peer_alive(ep)) {
+        uct_cxl_ep_set_failed(ep);
     }
 
     /* operations completed when they returned; written-back lines must

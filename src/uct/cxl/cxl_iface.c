@@ -31,12 +31,12 @@ static ucs_config_field_t uct_cxl_iface_config_table[] = {
      "Largest active-message bcopy payload.",
      ucs_offsetof(uct_cxl_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"RING_SIZE", "128k",
+    {"RING_SIZE", "64k",
      "Bytes of each receive channel (a power of two, at least 4 segments);\n"
      "bounds how much one sender can have in flight to one interface.",
      ucs_offsetof(uct_cxl_iface_config_t, ring_size), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"NUM_CHANNELS", "64",
+    {"NUM_CHANNELS", "128",
      "Receive channels per interface: how many endpoints can connect to it.\n"
      "The receive block takes NUM_CHANNELS x (RING_SIZE + 128) bytes of pool.",
      ucs_offsetof(uct_cxl_iface_config_t, num_channels), UCS_CONFIG_TYPE_UINT},
@@ -174,10 +174,22 @@ static ucs_status_t uct_cxl_iface_flush(uct_iface_h tl_iface, unsigned flags,
                                         uct_completion_t *comp)
 {
     uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
+    ucs_status_t status    = UCS_OK;
+    uct_cxl_ep_t *ep;
+
+    /* a peer found gone is reported before the flush completes */
+    ucs_list_for_each(ep, &iface->ep_list, list) {
+        if ((ep->chan != NULL) && !ep->failed && !uct_cxl_ep_peer_alive(ep)) {
+            uct_cxl_ep_set_failed(ep);
+        }
+        if (ep->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
+            status = UCS_INPROGRESS;
+        }
+    }
 
     cxl_coh_fence(iface->coh);
     ucs_memory_cpu_store_fence();
-    return UCS_OK;
+    return status;
 }
 
 static ucs_status_t uct_cxl_iface_fence(uct_iface_h tl_iface, unsigned flags)
@@ -198,6 +210,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     uct_cxl_md_t *md               = ucs_derived_of(tl_md, uct_cxl_md_t);
     uint64_t stride, block_size;
     cxlpool_status_t cstatus;
+    size_t am_align, am_align_offset;
     ucs_status_t status;
     cxlpool_extent_t ext;
     unsigned i;
@@ -245,6 +258,19 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
                   "least 4 x UCX_CXL_SEG_SIZE (%zu) and NUM_CHANNELS, MAX_POLL "
                   "non-zero", config->ring_size, config->seg_size);
         return UCS_ERR_INVALID_PARAM;
+    }
+
+    /* payloads start 16 bytes into a line-aligned record; only validate */
+    if ((params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT) &&
+        !ucs_is_pow2(params->am_alignment)) {
+        ucs_error("cxl: AM alignment %zu is not a power of two",
+                  params->am_alignment);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    status = uct_iface_param_am_alignment(params, config->seg_size, 0, 0,
+                                          &am_align, &am_align_offset);
+    if (status != UCS_OK) {
+        return status;
     }
 
     self->coh        = self->pool->coh;
@@ -298,6 +324,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     cxl_coh_publish(self->coh, self->block, UCT_CXL_LINE);
 
     ucs_arbiter_init(&self->arbiter);
+    ucs_list_head_init(&self->ep_list);
     ucs_debug("cxl: iface %p id 0x%" PRIx64 " on pool %s (coherence %s), "
               "block 0x%" PRIx64 "+%" PRIu64, self, self->id, self->pool->path,
               cxl_coh_mode_name(self->coh), self->block_offset, block_size);

@@ -61,6 +61,7 @@ typedef struct uct_cxl_iface {
     uct_cxl_rx_chan_t   *rx;
     void                *bounce;     /* UCT_CXL_PUT_MAX_BCOPY, lazily */
     ucs_arbiter_t        arbiter;    /* endpoints with pending requests */
+    ucs_list_link_t      ep_list;    /* all endpoints, for iface_flush */
     int                  event_fd;   /* read end of the wake-up FIFO, or -1 */
     int                  event_wfd;  /* own writer: no EOF while senders come and go */
     char                 event_path[64];
@@ -68,6 +69,7 @@ typedef struct uct_cxl_iface {
 
 typedef struct uct_cxl_ep {
     uct_base_ep_t        super;
+    ucs_list_link_t      list;       /* in iface->ep_list */
     uint64_t             peer_id;
     uct_cxl_block_hdr_t *peer;       /* receiver's block header */
     uct_cxl_chan_ctl_t  *chan;       /* claimed channel (NULL: RMA only) */
@@ -80,6 +82,7 @@ typedef struct uct_cxl_ep {
     ucs_arbiter_group_t  arb_group;
     int                  err_cb_id;
     int                  signal_fd;  /* peer's wake-up FIFO; -1 not open, -2 none */
+    int                  in_pending; /* running one of its queued requests */
 } uct_cxl_ep_t;
 
 #define uct_cxl_ep_iface(_ep) \

@@ -3,13 +3,17 @@
  *
  * Memory is allocated from the pool (UCT_MD_FLAG_ALLOC), so UCP places
  * buffers there with UCX_ALLOC_PRIO=md:cxl or ucp_mem_map(ALLOCATE).
- * Registration accepts any host memory: a range inside an allocated extent
- * gets a key that peers can use; anything else gets a local-only handle
- * (our copies need no pinning) whose key unpacks to UCS_ERR_UNREACHABLE,
- * which makes UCP reach that memory through active messages instead.  So
- * UCP can register every buffer, and uses zero-copy RMA exactly where the
- * remote side lives in the pool (e.g. one-copy rendezvous from a
- * pool-resident buffer).
+ *
+ * Registration has two modes (UCX_CXL_REG_ANY):
+ *  n (default): UCT_MD_FLAG_REG is not advertised; mem_reg works only for
+ *     ranges inside one pool allocation.  Every key a peer gets is usable,
+ *     as UCT's conformance suite requires, and rkey_ptr is advertised.
+ *  y: any host memory registers; memory outside the pool gets a local-only
+ *     handle whose key unpacks to UCS_ERR_UNREACHABLE, so UCP reaches it
+ *     with active messages and uses zero copy exactly where the remote side
+ *     lives in the pool (one-copy rendezvous from pool-resident buffers).
+ *     RKEY_PTR is then not advertised: UCP 1.13's rkey_ptr rendezvous
+ *     aborts on an unreachable key instead of falling back.
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -57,6 +61,15 @@ static ucs_config_field_t uct_cxl_md_config_table[] = {
      ucs_offsetof(uct_cxl_md_config_t, coherence),
      UCS_CONFIG_TYPE_ENUM(uct_cxl_coh_names)},
 
+    {"REG_ANY", "n",
+     "Register any host memory, not only pool allocations. Memory outside\n"
+     "the pool gets a key that peers can not use (UCP then falls back to\n"
+     "active messages for it), so UCP can use zero-copy protocols wherever\n"
+     "the remote buffer is in the pool, e.g. one-copy rendezvous from\n"
+     "pool-resident buffers. Off by default: UCT users expect every\n"
+     "registered buffer to be remotely accessible.",
+     ucs_offsetof(uct_cxl_md_config_t, reg_any), UCS_CONFIG_TYPE_BOOL},
+
     {"NUMA_NODE", "-1",
      "Bind the pool memory to this NUMA node (to stand in for a CPU-less CXL\n"
      "memory node); -1: no binding.",
@@ -81,20 +94,18 @@ static ucs_status_t uct_cxl_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
     uct_cxl_md_t *md = ucs_derived_of(tl_md, uct_cxl_md_t);
     unsigned i;
 
-    /*
-     * uct_rkey_ptr() works on every cxl key, but UCT_MD_FLAG_RKEY_PTR is
-     * not advertised: UCP 1.13 then picks its rkey_ptr rendezvous, which
-     * aborts ("failed to find a lane") when the sender's buffer is outside
-     * the pool and its key is unreachable.  get_zcopy gives the same single
-     * copy from pool-resident buffers.
-     */
-    attr->cap.flags            = UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_REG |
-                                 UCT_MD_FLAG_NEED_RKEY;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.flags = UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_NEED_RKEY;
+    if (md->reg_any) {
+        attr->cap.flags        |= UCT_MD_FLAG_REG;
+        attr->cap.reg_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    } else {
+        attr->cap.flags        |= UCT_MD_FLAG_RKEY_PTR;
+        attr->cap.reg_mem_types = 0;
+    }
     attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.detect_mem_types = 0;
-    attr->cap.max_reg          = SIZE_MAX;
+    attr->cap.max_reg          = md->reg_any ? SIZE_MAX : 0;
     attr->cap.max_alloc        = 0;
     for (i = 0; i < md->num_pools; ++i) {
         attr->cap.max_alloc = ucs_max(attr->cap.max_alloc,
@@ -197,6 +208,12 @@ static ucs_status_t uct_cxl_mem_reg(uct_md_h tl_md, void *address, size_t length
         memh->offset    = (uint8_t*)address - pool->base;
         memh->ext_index = ext.index;
         memh->ext_gen   = ext.gen;
+    } else if (!md->reg_any) {
+        ucs_debug("cxl: %p+%zu is not inside one pool allocation; only pool "
+                  "memory can be reached by peers (UCX_CXL_REG_ANY=y "
+                  "registers it for local use)", address, length);
+        ucs_free(memh);
+        return UCS_ERR_UNSUPPORTED;
     } else {
         ucs_trace("cxl: %p+%zu is not inside one pool allocation: local-only "
                   "registration, peers reach it through active messages",
@@ -412,6 +429,7 @@ static ucs_status_t uct_cxl_md_open(uct_component_t *component,
     }
     md->super.ops       = &uct_cxl_md_ops;
     md->super.component = &uct_cxl_component;
+    md->reg_any         = config->reg_any;
 
     if ((config->pools.count == 1) && !strcmp(config->pools.names[0], "auto")) {
         /* devdax devices with a pool first, else the emulated default */

@@ -43,10 +43,12 @@ typedef struct uct_cxl_md_config {
     size_t                    pool_size;
     int                       coherence;  /* uct_cxl_coh_cfg_t */
     int                       numa_node;
+    int                       reg_any;
 } uct_cxl_md_config_t;
 
 typedef struct uct_cxl_md {
     uct_md_t         super;
+    int              reg_any;   /* register memory outside the pool too */
     unsigned         num_pools;
     uct_cxl_pool_t  *pools[UCT_CXL_MAX_POOLS];
 } uct_cxl_md_t;
@@ -101,8 +103,12 @@ static UCS_F_ALWAYS_INLINE void *
 uct_cxl_rkey_addr(uct_rkey_t rkey, uint64_t remote_addr, size_t length)
 {
     const uct_cxl_rkey_t *key = (const uct_cxl_rkey_t*)rkey;
-    uintptr_t addr            = (uintptr_t)remote_addr + key->delta;
+    uintptr_t addr;
 
+    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (rkey == 0))) {
+        return NULL;
+    }
+    addr = (uintptr_t)remote_addr + key->delta;
     if (ucs_unlikely((addr < key->lo) || (length > key->hi - addr) ||
                      (addr > key->hi))) {
         return NULL;
