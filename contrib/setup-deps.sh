@@ -57,6 +57,7 @@ DEB_PACKAGES=(
     dpkg-dev xz-utils jq util-linux
     libibverbs-dev librdmacm-dev
     valgrind openmpi-bin libopenmpi-dev
+    gnuplot-nox
 )
 
 UCX_BIN_PKG=libucx0                       # the package whose version we match

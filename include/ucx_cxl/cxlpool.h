@@ -180,6 +180,13 @@ cxlpool_status_t cxlpool_foreach_extent(cxlpool_t *pool, cxlpool_extent_cb_t cb,
 cxlpool_status_t cxlpool_foreach_attach(cxlpool_t *pool, cxlpool_attach_cb_t cb,
                                         void *arg);
 
+/*
+ * Whether the attachment named by token (as stored in extents and in
+ * transport structures) is alive: same host by pid, other hosts by lease.
+ * Token 0 (the pool itself) is always alive.
+ */
+int              cxlpool_owner_alive(cxlpool_t *pool, uint64_t token);
+
 /* Refresh the own lease (also done by the heartbeat thread). */
 void             cxlpool_heartbeat(cxlpool_t *pool);
 

@@ -5,7 +5,7 @@
 #
 # Usage:
 #   run-ucx-gtest.sh MODULE_SO|- [--part 1|2|all] [--all] [--filter F] [--list]
-#                    [--tl NAME] [--md-component NAME] [--builddir DIR]
+#                    [--keep-going] [--tl NAME] [--md-component NAME] [--builddir DIR]
 #                    [--jobs N] [--timeout SEC] [--log FILE] [-- ARGS...]
 #
 #   MODULE_SO       the transport module to LD_PRELOAD (e.g.
@@ -18,6 +18,10 @@
 #                   "uct_flush_test.*" or "*flush*" work); negative patterns
 #                   ("-...") are passed as they are.
 #   --list          only list the selected tests (--gtest_list_tests).
+#   --keep-going    when a test crashes (signal, abort, --timeout), run the
+#                   tests that did not run yet again (up to 50 attempts); the
+#                   crashed tests count as failed.  Useful while a module is
+#                   young.  Without it the run stops at the first crash.
 #   --tl NAME       transport name to instantiate the suites for (default cxl).
 #                   Each transport gets its own set of wrapper objects.
 #   --md-component NAME
@@ -39,7 +43,9 @@
 #      flags changed are recompiled.  Links them, via UCX's libtool exactly
 #      like the in-tree gtest, with the already-built common/ and uct/ gtest
 #      objects, libgtest and the build-tree libucs/libuct/libucp/libucm.
-#   3. Runs the binary with LD_PRELOAD=MODULE_SO, UCX_HANDLE_ERRORS=bt and
+#   3. Runs the binary with LD_PRELOAD=MODULE_SO (preceded by the ASan
+#      runtime when the module is ASan-instrumented; ASAN_OPTIONS defaults to
+#      detect_leaks=0), UCX_HANDLE_ERRORS=bt and
 #      UCX_LOG_LEVEL=warn (both overridable from the environment) and
 #      LD_LIBRARY_PATH = build-tree .libs dirs first, so the module's
 #      DT_NEEDED libucs/libuct.so.0 bind to the SAME copy as the binary's.
@@ -97,6 +103,8 @@ TIMEOUT=0
 RUNLOG=""
 EXTRA=()
 HAVE_MODULE_ARG=0
+KEEP_GOING=0
+MAX_ATTEMPTS=50
 
 while (($#)); do
     case $1 in
@@ -106,6 +114,7 @@ while (($#)); do
         --filter) (($# >= 2)) || bad_usage "--filter needs a value"; FILTER=$2; shift ;;
         --filter=*) FILTER=${1#*=} ;;
         --list) LIST=1 ;;
+        --keep-going) KEEP_GOING=1 ;;
         --tl) (($# >= 2)) || bad_usage "--tl needs a value"; TL=$2; shift ;;
         --tl=*) TL=${1#*=} ;;
         --md-component) (($# >= 2)) || bad_usage "--md-component needs a value"; MD_COMPONENT=$2; shift ;;
@@ -155,7 +164,7 @@ RUNLOG=${RUNLOG:-$TLDIR/last-run-part$PART.log}
 START_TS=$SECONDS
 
 # --- 1. UCX gtest build (cached) -----------------------------------------------
-build_out=$("$HERE/build-ucx-gtest.sh" --print-env) || die "build-ucx-gtest.sh failed"
+build_out=$(bash "$HERE/build-ucx-gtest.sh" --print-env) || die "build-ucx-gtest.sh failed"
 UCX_SRC_DIR=$(sed -n 's/^UCX_SRC_DIR=//p' <<<"$build_out")
 G=$(sed -n 's/^UCX_GTEST_BUILD_DIR=//p' <<<"$build_out")
 [[ -n $UCX_SRC_DIR && -n $G && -d $G/test/gtest ]] || die "unexpected output of build-ucx-gtest.sh: $build_out"
@@ -304,14 +313,28 @@ RUN_ENV=(
     "UCX_HANDLE_ERRORS=${UCX_HANDLE_ERRORS:-bt}"
     "UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-warn}"
 )
-[[ -n $MODULE ]] && RUN_ENV+=("LD_PRELOAD=$MODULE${LD_PRELOAD:+:$LD_PRELOAD}")
+PRELOAD=$MODULE
+if [[ -n $MODULE ]]; then
+    # A module built with -fsanitize=address (e.g. a build-sanitizers tree)
+    # needs the ASan runtime first in the process; the gtest binary is not
+    # instrumented, so preload the runtime the module was linked with.
+    asan_lib=$(readelf -d "$MODULE" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(libasan\.so[^]]*\)\].*/\1/p' | head -n1)
+    if [[ -n $asan_lib ]]; then
+        asan_path=$(ldconfig -p | awk -v n="$asan_lib" '$1 == n { print $NF; exit }')
+        [[ -n $asan_path ]] || asan_path=$(gcc -print-file-name="$asan_lib" 2>/dev/null || true)
+        [[ -f $asan_path ]] || die "module needs $asan_lib, which was not found"
+        PRELOAD="$asan_path:$MODULE"
+        RUN_ENV+=("ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}")
+        msg "module is ASan-instrumented: preloading $asan_path first"
+    fi
+    RUN_ENV+=("LD_PRELOAD=$PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}")
+fi
 
 # One copy of each UCX library in the process?  Registration of the tests
 # (which enumerates components, loading UCX modules) is enough to see it.
 dbgdir=$(mktemp -d "$TLDIR/ld-debug.XXXXXX")
 env "${RUN_ENV[@]}" LD_DEBUG=libs LD_DEBUG_OUTPUT="$dbgdir/ld" \
-    "$BIN" --gtest_list_tests --gtest_filter="$GTEST_FILTER" >"$dbgdir/list.out" 2>&1 ||
-    { cat "$dbgdir/list.out" >&2; rm -rf "$dbgdir"; die "the test binary failed to start/list (see above)"; }
+    "$BIN" --gtest_list_tests --gtest_filter="$GTEST_FILTER" >"$dbgdir/list.out" 2>&1 && list_rc=0 || list_rc=$?
 ucx_objs=$(cat "$dbgdir"/ld* 2>/dev/null | sed -n 's/.*calling init: //p' |
            grep -E '/lib(ucs|uct|ucp|ucm)\.so' | sort -u | while read -r p; do readlink -f "$p"; done | sort -u)
 dups=$(sed 's#.*/##' <<<"$ucx_objs" | sed 's/\.so.*//' | sort | uniq -d)
@@ -319,6 +342,11 @@ if [[ -n $dups ]]; then
     printf '%s\n' "$ucx_objs" >&2
     rm -rf "$dbgdir"
     die "more than one copy of $(tr '\n' ' ' <<<"$dups")in the process (list above)"
+fi
+if ((list_rc != 0)); then
+    cat "$dbgdir/list.out" >&2
+    rm -rf "$dbgdir"
+    die "the test binary failed to start/list tests (exit status $list_rc, output above)"
 fi
 [[ -z $MODULE ]] || grep -q -F -- "$MODULE" <(cat "$dbgdir"/ld* | sed -n 's/.*calling init: //p' | while read -r p; do readlink -f "$p"; done) ||
     { rm -rf "$dbgdir"; die "LD_PRELOAD of $MODULE did not load it"; }
@@ -338,12 +366,41 @@ msg "env: ${RUN_ENV[*]}"
 msg "log: $RUNLOG"
 runner=()
 ((TIMEOUT > 0)) && runner=(timeout --kill-after=30 "$TIMEOUT")
+: >"$RUNLOG"
+EXCLUDED=()   # --keep-going: tests that ran in an earlier attempt
+attempt=0
+any_crash=0
 t0=$SECONDS
-set +e
-env "${RUN_ENV[@]}" "${runner[@]}" "$BIN" --gtest_color=no --gtest_filter="$GTEST_FILTER" \
-    ${EXTRA[@]+"${EXTRA[@]}"} 2>&1 | tee "$RUNLOG"
-rc=${PIPESTATUS[0]}
-set -e
+while :; do
+    attempt=$((attempt + 1))
+    filt=$GTEST_FILTER
+    if ((${#EXCLUDED[@]})); then
+        excl=$(IFS=:; printf '%s' "${EXCLUDED[*]}")
+        [[ $filt == *-* ]] && filt+=":$excl" || filt+="-$excl"
+    fi
+    printf '##### ucx-gtest attempt %d\n' "$attempt" >>"$RUNLOG"
+    set +e
+    env "${RUN_ENV[@]}" ${runner[@]+"${runner[@]}"} "$BIN" --gtest_color=no --gtest_filter="$filt" \
+        ${EXTRA[@]+"${EXTRA[@]}"} 2>&1 | tee -a "$RUNLOG"
+    rc=${PIPESTATUS[0]}
+    set -e
+    this_log=$(awk -v n="$attempt" '/^##### ucx-gtest attempt /{a++} a == n' "$RUNLOG")
+    # Did this attempt end inside a test (crash, abort, timeout)?
+    crashed_test=$(awk '
+        /^\[ RUN      \] / { cur = $4; next }
+        /^\[       OK \] / { cur = ""; next }
+        /^\[  (FAILED|SKIPPED) \] / { n = $4; sub(/,$/, "", n); if (n == cur) cur = "" }
+        END { print cur }' <<<"$this_log")
+    [[ -n $crashed_test ]] && any_crash=1
+    ((KEEP_GOING)) && [[ -n $crashed_test ]] || break
+    if ((attempt >= MAX_ATTEMPTS)); then
+        msg "keep-going: giving up after $attempt attempts"
+        break
+    fi
+    mapfile -t _ran < <(awk '/^\[ RUN      \] /{print $4}' <<<"$this_log")
+    EXCLUDED+=("${_ran[@]}")
+    msg "keep-going: $crashed_test did not finish (exit status $rc); running the remaining tests again without the ${#EXCLUDED[@]} that already ran"
+done
 run_s=$((SECONDS - t0))
 
 # --- 4. summary --------------------------------------------------------------
@@ -354,7 +411,13 @@ summary=$(awk '
         if (n > 40) out = out "      ... (" n - 40 " more lines in the log)\n"
         return out
     }
-    /^\[ RUN      \] / { cur = $4; buf = ""; skip = 0; reason = ""; next }
+    function crash() {
+        nf++; crashed = crashed " " cur
+        fl = fl "  " cur "   <-- did not finish (crash, abort or timeout)\n" flush_msg(cur, buf)
+        cur = ""
+    }
+    /^##### ucx-gtest attempt / { if (cur != "") crash(); att = $4; next }
+    /^\[ RUN      \] / { if (cur != "") crash(); cur = $4; buf = ""; skip = 0; reason = ""; next }
     /^\[ +SKIP +\]/ && cur != "" {
         skip = 1; r = $0; sub(/^\[ +SKIP +\] */, "", r); reason = r; next
     }
@@ -372,14 +435,16 @@ summary=$(awk '
         nf++; fl = fl "  " cur "\n" flush_msg(cur, buf); cur = ""; next
     }
     /^\[==========\] .* ran\./ || /^\[  PASSED  \] [0-9]+ test/ || /^\[  FAILED  \] [0-9]+ test/ ||
-    /^\[  SKIPPED \] [0-9]+ test/ || /^ *[0-9]+ FAILED TESTS?$/ || /YOU HAVE [0-9]+ DISABLED/ { totals = totals "  " $0 "\n"; next }
+    /^\[  SKIPPED \] [0-9]+ test/ || /^ *[0-9]+ FAILED TESTS?$/ || /YOU HAVE [0-9]+ DISABLED/ {
+        totals = totals "  " (att > 1 ? "(attempt " att ") " : "") $0 "\n"; next
+    }
     cur != "" { buf = buf $0 "\n" }
     END {
-        if (cur != "") { nf++; crashed = cur; fl = fl "  " cur "   <-- did not finish (crash or kill)\n" flush_msg(cur, buf) }
+        if (cur != "") crash()
         printf "gtest result counts:\n%s", (totals == "" ? "  (none - gtest did not finish)\n" : totals)
         printf "FAILED tests (%d):\n%s", nf, (fl == "" ? "  none\n" : fl)
         printf "SKIPPED tests (%d), with reason:\n%s", ns, (sk == "" ? "  none\n" : sk)
-        printf "COUNTS %d %d %d %s\n", np, nf, ns, (crashed == "" ? "-" : crashed)
+        printf "COUNTS %d %d %d %s\n", np, nf, ns, (crashed == "" ? "-" : substr(crashed, 2))
     }' "$RUNLOG")
 read -r _ n_pass n_fail n_skip crashed < <(grep '^COUNTS ' <<<"$summary")
 
@@ -387,16 +452,20 @@ echo
 echo "===================== ucx-gtest summary ====================="
 echo "transport: $TL   part: $PART   module: ${MODULE:-none}"
 echo "binary: $BIN"
-echo "filter: $GTEST_FILTER   exit status: $rc"
+echo "filter: $GTEST_FILTER   exit status: $rc$( ((attempt > 1)) && echo " (attempt $attempt of $attempt)")"
 echo "time: ${run_s} s running tests, $((SECONDS - START_TS)) s in total (build + run)"
 echo "log: $RUNLOG"
 grep -v '^COUNTS ' <<<"$summary"
 if [[ $crashed != - ]]; then
-    echo "NOTE: the run ended inside $crashed (exit status $rc); tests after it did not run."
+    if ((KEEP_GOING)); then
+        echo "NOTE: did not finish (crash/abort/timeout): $crashed; $attempt attempt(s), each crashed test excluded from the next."
+    else
+        echo "NOTE: the run ended inside $crashed (exit status $rc); tests after it did not run (use --keep-going)."
+    fi
 fi
 echo "ucx-gtest: $n_pass passed, $n_fail failed, $n_skip skipped"
 
-if ((rc != 0 || n_fail > 0)); then
+if ((rc != 0 || n_fail > 0 || any_crash)); then
     exit 1
 fi
 if ((n_pass + n_skip == 0)); then

@@ -94,13 +94,9 @@ TEST_F(cxl_md, md_attributes)
     EXPECT_STREQ("cxl", a.component_name);
     EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_ALLOC);
     EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_NEED_RKEY);
-    /* uct_rkey_ptr works (tested below), but the flag would send UCP 1.13
-     * into its rkey_ptr rendezvous, which aborts on an unreachable key */
-    EXPECT_FALSE(a.cap.flags & UCT_MD_FLAG_RKEY_PTR);
-    EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_REG)
-            << "any host memory registers (pool memory remotely reachable, "
-               "the rest local-only)";
-    EXPECT_TRUE(a.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
+    EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_RKEY_PTR);
+    /* default: every registrable buffer is remotely reachable */
+    EXPECT_FALSE(a.cap.flags & UCT_MD_FLAG_REG);
     EXPECT_TRUE(a.cap.alloc_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
     EXPECT_TRUE(a.cap.access_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
     EXPECT_EQ(sizeof(packed_rkey), a.rkey_packed_size);
@@ -385,7 +381,21 @@ protected:
     void TearDown() override
     {
         m_stack.close();
+        unsetenv("UCX_CXL_REG_ANY");
         cxl_test::TearDown();
+    }
+
+    /* reopen the MD with UCX_CXL_REG_ANY=y */
+    void reg_any()
+    {
+        m_stack.close();
+        setenv("UCX_CXL_REG_ANY", "y", 1);
+        ASSERT_EQ(UCS_OK, m_stack.open_md()) << m_stack.error;
+        EXPECT_TRUE(m_stack.md_attr.cap.flags & UCT_MD_FLAG_REG);
+        EXPECT_TRUE(m_stack.md_attr.cap.reg_mem_types &
+                    UCS_BIT(UCS_MEMORY_TYPE_HOST));
+        EXPECT_FALSE(m_stack.md_attr.cap.flags & UCT_MD_FLAG_RKEY_PTR)
+                << "UCP 1.13's rkey_ptr rendezvous aborts on unreachable keys";
     }
 
     stack m_stack;
@@ -432,13 +442,10 @@ TEST_F(cxl_reg, sub_range_of_pool_memory)
                                      UCT_MD_MEM_ACCESS_ALL, &wmemh));
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_stack.md, wmemh));
 
-    /* past the end of the extent: not one allocation, so local-only */
-    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_stack.md, base + mem.length - 64, 128,
-                                     UCT_MD_MEM_ACCESS_ALL, &wmemh));
-    ASSERT_EQ(UCS_OK, m_stack.pack(wmemh, &wbuf));
-    EXPECT_EQ(UCS_ERR_UNREACHABLE, key.unpack(m_stack.component, wbuf.data()))
-            << "a range spanning past its extent must not become a remote key";
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_stack.md, wmemh));
+    /* past the end of the extent: not one allocation */
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED,
+              uct_md_mem_reg(m_stack.md, base + mem.length - 64, 128,
+                             UCT_MD_MEM_ACCESS_ALL, &wmemh));
 
     ASSERT_EQ(UCS_OK, uct_mem_free(&mem));
 }
@@ -448,6 +455,17 @@ TEST_F(cxl_reg, sub_range_of_pool_memory)
  * with zero copy), but its key tells the peer it cannot reach it, so UCP
  * falls back to active messages for that memory.
  */
+TEST_F(cxl_reg, foreign_memory_unsupported_by_default)
+{
+    void *heap = malloc(64 * KiB);
+    uct_mem_h memh;
+
+    ASSERT_TRUE(heap != nullptr);
+    EXPECT_EQ(UCS_ERR_UNSUPPORTED, uct_md_mem_reg(m_stack.md, heap, 64 * KiB,
+                                                  UCT_MD_MEM_ACCESS_ALL, &memh));
+    free(heap);
+}
+
 TEST_F(cxl_reg, foreign_memory_is_local_only)
 {
     void *heap = malloc(64 * KiB);
@@ -456,6 +474,7 @@ TEST_F(cxl_reg, foreign_memory_is_local_only)
     uct_mem_h memh;
     rkey key;
 
+    ASSERT_NO_FATAL_FAILURE(reg_any());
     ASSERT_TRUE(heap != nullptr);
     for (auto r : {std::make_pair(heap, (size_t)64 * KiB),
                    std::make_pair((void*)on_stack, sizeof(on_stack))}) {
@@ -478,6 +497,7 @@ TEST_F(cxl_reg, freed_pool_memory_is_local_only)
     uct_mem_h memh;
     rkey key;
 
+    ASSERT_NO_FATAL_FAILURE(reg_any());
     ASSERT_EQ(UCS_OK, m_stack.alloc(64 * KiB, &mem)) << m_stack.error;
     void *addr = mem.address;
     ASSERT_EQ(UCS_OK, uct_mem_free(&mem));
