@@ -8,16 +8,23 @@
 # and the tests that drive the real binaries.  It ends with one line
 # "N passed, N failed" and exits non-zero when anything failed.
 #
+# The release pass also runs UCX 1.13.1's own UCT test suite against the
+# transport (make check-ucx-gtest; the first run builds UCX's gtest outside
+# the tree, cached in /var/cache/ucx-cxl: 15-25 minutes once).
+#
 # Options: --no-sanitizers   skip the ASan/UBSan pass
+#          --no-ucx-gtest    skip UCX's UCT suite
 #          --help            this text
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 variants=(release sanitizers)
+ucx_gtest=1
 for arg in "$@"; do
     case "$arg" in
         --no-sanitizers) variants=(release) ;;
-        -h|--help) sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --no-ucx-gtest) ucx_gtest=0 ;;
+        -h|--help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run-tests.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -27,16 +34,16 @@ done
 passed=0
 failed=0
 
-# Count one test program's results from its log: gtest summary lines, the
-# "name: N passed, N failed" line of script tests, else the harness verdict.
+# Count one test program's results from its log: the "name: N passed, N
+# failed" line of script tests, else gtest's summary, else the verdict.
 count_log() {
     local log=$1 trs=${1%.log}.trs verdict p f
     verdict=$(sed -n 's/^:test-result: //p' "$trs" 2>/dev/null | head -1)
-    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$log" | tail -1)
-    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\{0,1\}, listed below.*/\1/p' "$log" | tail -1)
+    p=$(sed -n 's/^[a-z0-9_-]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$log" | tail -1)
+    f=$(sed -n 's/^[a-z0-9_-]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$log" | tail -1)
     if [ -z "$p" ]; then
-        p=$(sed -n 's/^[a-z0-9_-]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\1/p' "$log" | tail -1)
-        f=$(sed -n 's/^[a-z0-9_-]*: \([0-9]*\) passed, \([0-9]*\) failed.*/\2/p' "$log" | tail -1)
+        p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$log" | tail -1)
+        f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\{0,1\}, listed below.*/\1/p' "$log" | tail -1)
     fi
     p=${p:-0}
     f=${f:-0}
@@ -71,6 +78,16 @@ for variant in "${variants[@]}"; do
             tail -40 "${log%.trs}.log"
         done
         [ "$failed" -gt 0 ] || failed=1
+    fi
+    if [ "$variant" = release ] && [ "$ucx_gtest" = 1 ]; then
+        echo "=== UCX 1.13.1 UCT suite against cxl (test/ucx-gtest/SKIPS.md) ==="
+        make -C "$dir" check-ucx-gtest >"$dir/ucx-gtest.log" 2>&1
+        rc=$?
+        grep -E '^(ucx-gtest:|\[  FAILED  \] cxl/)' "$dir/ucx-gtest.log" | sort -u
+        echo ":test-result: $([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
+            >"$dir/ucx-gtest.trs"
+        count_log "$dir/ucx-gtest.log"
+        [ $rc -eq 0 ] || tail -30 "$dir/ucx-gtest.log"
     fi
 done
 
