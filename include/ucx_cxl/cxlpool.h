@@ -45,7 +45,9 @@ typedef enum {
 } cxlpool_status_t;
 
 typedef enum {
-    CXLPOOL_BACKEND_EMULATED = 0, /* shared file under /dev/shm or hugetlbfs */
+    CXLPOOL_BACKEND_EMULATED = 0, /* shared file under /dev/shm, or on a
+                                     hugetlbfs mount (/dev/hugepages/...):
+                                     huge pages are asked for by the path */
     CXLPOOL_BACKEND_FILE,         /* any file, e.g. on a DAX filesystem */
     CXLPOOL_BACKEND_DEVDAX        /* /dev/daxX.Y character device */
 } cxlpool_backend_t;
@@ -55,7 +57,6 @@ enum {
     CXLPOOL_CREATE       = 1u << 0, /* format if the pool does not exist */
     CXLPOOL_EXCL         = 1u << 1, /* with CREATE: fail if it exists */
     CXLPOOL_GROUP        = 1u << 2, /* create 0660 instead of 0600 */
-    CXLPOOL_HUGETLB      = 1u << 3, /* emulated pool on hugetlbfs */
     CXLPOOL_NO_ATTACH    = 1u << 4, /* map only, take no attachment slot */
     CXLPOOL_NO_HEARTBEAT = 1u << 5, /* no lease thread (short-lived tools) */
     CXLPOOL_FORCE        = 1u << 6, /* format a devdax device that holds a pool */
