@@ -1,0 +1,331 @@
+/*
+ * limits.c - machine limits for perftest/run-bench.sh.
+ *
+ * Prints CSV lines on stdout (no header):
+ *
+ *   memcpy,<size>,<MB/s>,<GB/s>          one line per --sizes entry
+ *   cacheline_rt,64,<ns per round trip>     median of single round trips
+ *   cacheline_oneway,64,<ns one way>        (that / 2)
+ *   cacheline_rt_avg,64,<ns per round trip> median of chunk averages
+ *
+ * memcpy: one thread pinned to --cpu-a copies a SIZE buffer into another
+ * SIZE buffer repeatedly for about --ms milliseconds (after one untimed
+ * copy, so the pages exist).  Small sizes therefore run in cache, 64 MiB
+ * does not.  MB/s is 2^20 bytes per second (the unit ucx_perftest prints),
+ * GB/s is 10^9 bytes per second.  The value reported is the median of
+ * --trials timed trials (short trials, so that on a busy machine the
+ * median is still a trial that ran undisturbed).
+ *
+ * cache-line round trip: two threads pinned to --cpu-a and --cpu-b
+ * ping-pong a counter in one 64-byte cache line (A stores an odd value,
+ * B waits for it and stores the next even value, A waits for that).  Every
+ * round trip is timed with the TSC (calibrated against CLOCK_MONOTONIC over
+ * the run); the median single round trip is reported, like ucx_perftest's
+ * "typical" latency, so a preempted round trip does not move it.  The
+ * median over --chunks chunks of the chunk's average round trip is printed
+ * as well.
+ *
+ * This program measures and prints; it never judges the numbers.
+ *
+ * Usage: limits [--sizes 8192,65536,...] [--ms N] [--trials N]
+ *               [--chunk N] [--chunks N] [--cpu-a N] [--cpu-b N]
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_SIZES  32
+#define MAX_TRIALS 1001
+#define LINE       64
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int pin_to(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, n, sizeof(*v), cmp_double);
+    return (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Keep the compiler from dropping the copies. */
+static volatile uint8_t sink;
+
+static double memcpy_mbs(uint8_t *dst, uint8_t *src, size_t size, double ms)
+{
+    double t0, t;
+    size_t reps = 0;
+
+    t0 = now_sec();
+    do {
+        /* check the clock every few copies only */
+        for (int k = 0; k < 4; ++k) {
+            memcpy(dst, src, size);
+            src[reps % size] ^= 1;
+            ++reps;
+        }
+        t = now_sec() - t0;
+    } while (t * 1e3 < ms);
+    sink = dst[reps % size];
+    return (double)size * reps / t / (1024.0 * 1024.0);
+}
+
+/* ---- cache-line ping-pong ---- */
+
+struct pingpong {
+    _Alignas(LINE) volatile uint64_t flag;
+    char pad[LINE - sizeof(uint64_t)];
+};
+
+static struct pingpong pp;
+static long pp_iters;   /* round trips per chunk */
+static int  pp_trials;  /* timed chunks */
+static int  pp_cpu_b;
+static int  pp_pin_err;
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void *pong_thread(void *arg)
+{
+    uint64_t v = 1;
+    long total = pp_iters * (pp_trials + 1);
+
+    (void)arg;
+    if (pin_to(pp_cpu_b) != 0) {
+        pp_pin_err = 1;
+    }
+    for (long i = 0; i < total; ++i, v += 2) {
+        while (__atomic_load_n(&pp.flag, __ATOMIC_ACQUIRE) != v) {
+            cpu_relax();
+        }
+        __atomic_store_n(&pp.flag, v + 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static inline uint64_t ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+#endif
+}
+
+/* `iters` round trips; each one's duration in ticks goes to rt[] if set */
+static void ping_chunk(uint64_t *v, long iters, uint64_t *rt)
+{
+    uint64_t t_prev = ticks(), t;
+
+    for (long i = 0; i < iters; ++i, *v += 2) {
+        __atomic_store_n(&pp.flag, *v, __ATOMIC_RELEASE);
+        while (__atomic_load_n(&pp.flag, __ATOMIC_ACQUIRE) != *v + 1) {
+            cpu_relax();
+        }
+        t = ticks();
+        if (rt != NULL) {
+            rt[i] = t - t_prev;
+        }
+        t_prev = t;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
+    return (x > y) - (x < y);
+}
+
+static int parse_sizes(const char *s, size_t *sizes)
+{
+    int n = 0;
+    char *end;
+
+    while (*s && n < MAX_SIZES) {
+        unsigned long long v = strtoull(s, &end, 0);
+        if (end == s) {
+            return -1;
+        }
+        if (*end == 'k' || *end == 'K') { v <<= 10; ++end; }
+        else if (*end == 'm' || *end == 'M') { v <<= 20; ++end; }
+        else if (*end == 'g' || *end == 'G') { v <<= 30; ++end; }
+        if (v == 0) {
+            return -1;
+        }
+        sizes[n++] = v;
+        s = end;
+        if (*s == ',') {
+            ++s;
+        } else if (*s) {
+            return -1;
+        }
+    }
+    return n;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: limits [--sizes LIST] [--ms N] [--trials N] [--chunk N]\n"
+            "              [--chunks N] [--cpu-a N] [--cpu-b N]\n"
+            "  --sizes   memcpy sizes, comma-separated, K/M/G suffixes\n"
+            "            (default 8K,64K,1M,4M,64M)\n"
+            "  --ms      milliseconds per memcpy trial (default 10; at least\n"
+            "            one copy per trial)\n"
+            "  --trials  memcpy trials per size; median printed (default 15)\n"
+            "  --chunk   round trips per ping-pong chunk (default 2000)\n"
+            "  --chunks  timed ping-pong chunks; median printed (default 101)\n"
+            "  --cpu-a, --cpu-b  the two cores (default 0 and 1)\n");
+}
+
+int main(int argc, char **argv)
+{
+    size_t sizes[MAX_SIZES];
+    int nsizes = parse_sizes("8K,64K,1M,4M,64M", sizes);
+    static double vals[MAX_TRIALS];
+    double ms = 10;
+    long iters = 2000;
+    int trials = 15, chunks = 101, cpu_a = 0, cpu_b = 1;
+    pthread_t th;
+
+    for (int i = 1; i < argc; ++i) {
+        const char *a = argv[i], *v = (i + 1 < argc) ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage();
+            return 0;
+        }
+        if (v == NULL) {
+            usage();
+            return 2;
+        }
+        if (!strcmp(a, "--sizes")) {
+            nsizes = parse_sizes(v, sizes);
+        } else if (!strcmp(a, "--ms")) {
+            ms = atof(v);
+        } else if (!strcmp(a, "--chunk")) {
+            iters = atol(v);
+        } else if (!strcmp(a, "--chunks")) {
+            chunks = atoi(v);
+        } else if (!strcmp(a, "--trials")) {
+            trials = atoi(v);
+        } else if (!strcmp(a, "--cpu-a")) {
+            cpu_a = atoi(v);
+        } else if (!strcmp(a, "--cpu-b")) {
+            cpu_b = atoi(v);
+        } else {
+            usage();
+            return 2;
+        }
+        ++i;
+    }
+    if (nsizes <= 0 || ms <= 0 || iters <= 0 || trials <= 0 ||
+        trials > MAX_TRIALS || chunks <= 0 || chunks > MAX_TRIALS) {
+        usage();
+        return 2;
+    }
+
+    if (pin_to(cpu_a) != 0) {
+        fprintf(stderr, "limits: cannot pin to cpu %d\n", cpu_a);
+        return 1;
+    }
+
+    for (int s = 0; s < nsizes; ++s) {
+        uint8_t *src, *dst;
+        double mbs;
+
+        if (posix_memalign((void**)&src, 2u << 20, sizes[s]) ||
+            posix_memalign((void**)&dst, 2u << 20, sizes[s])) {
+            fprintf(stderr, "limits: out of memory for %zu bytes\n", sizes[s]);
+            return 1;
+        }
+        memset(src, 0x5a, sizes[s]);
+        memset(dst, 0xa5, sizes[s]);
+        memcpy(dst, src, sizes[s]); /* untimed warm-up */
+        for (int t = 0; t < trials; ++t) {
+            vals[t] = memcpy_mbs(dst, src, sizes[s], ms);
+        }
+        free(src);
+        free(dst);
+        mbs = median(vals, trials);
+        printf("memcpy,%zu,%.1f,%.3f\n", sizes[s], mbs,
+               mbs * 1024.0 * 1024.0 / 1e9);
+        fflush(stdout);
+    }
+
+    /* ping-pong: one untimed warm-up chunk, then `chunks` timed chunks */
+    pp.flag   = 0;
+    pp_iters  = iters;
+    pp_trials = chunks;
+    pp_cpu_b  = cpu_b;
+    if (pthread_create(&th, NULL, pong_thread, NULL) != 0) {
+        fprintf(stderr, "limits: pthread_create: %s\n", strerror(errno));
+        return 1;
+    }
+    {
+        uint64_t *rt = malloc(sizeof(*rt) * iters * chunks);
+        uint64_t v = 1, tk0, tk1;
+        double t0, t1, ns_per_tick, rt_p50, rt_avg;
+
+        if (rt == NULL) {
+            fprintf(stderr, "limits: out of memory\n");
+            return 1;
+        }
+        ping_chunk(&v, iters, NULL);
+        t0  = now_sec();
+        tk0 = ticks();
+        for (int t = 0; t < chunks; ++t) {
+            double c0 = now_sec();
+            ping_chunk(&v, iters, rt + (size_t)t * iters);
+            vals[t] = (now_sec() - c0) * 1e9 / iters;
+        }
+        tk1 = ticks();
+        t1  = now_sec();
+        pthread_join(th, NULL);
+        if (pp_pin_err) {
+            fprintf(stderr, "limits: cannot pin the second thread to cpu %d\n",
+                    cpu_b);
+            return 1;
+        }
+        ns_per_tick = (t1 - t0) * 1e9 / (double)(tk1 - tk0);
+        qsort(rt, (size_t)iters * chunks, sizeof(*rt), cmp_u64);
+        rt_p50 = rt[(size_t)iters * chunks / 2] * ns_per_tick;
+        rt_avg = median(vals, chunks);
+        free(rt);
+        /* p50 of single round trips: what ucx_perftest calls "typical" */
+        printf("cacheline_rt,64,%.2f\n", rt_p50);
+        printf("cacheline_oneway,64,%.2f\n", rt_p50 / 2);
+        /* median over chunks of the chunk's average round trip */
+        printf("cacheline_rt_avg,64,%.2f\n", rt_avg);
+    }
+    return 0;
+}

@@ -1,0 +1,890 @@
+#!/usr/bin/python3
+"""report.py OUTDIR - turn perftest/run-bench.sh samples into results.csv,
+report.md and gnuplot inputs (plots/plots.gp + plots/*.dat).
+
+Input: OUTDIR/raw/samples.csv (figure,layer,transport,variant,unit,better,
+rep,value,status,note), OUTDIR/meta.env, OUTDIR/logs/ucp-lanes-*.txt.
+Standard library only (Debian's /usr/bin/python3); plots are gnuplot's job.
+It reports numbers and comparisons; it asserts nothing about timings.
+"""
+import csv
+import math
+import os
+import re
+import statistics
+import sys
+from collections import OrderedDict
+
+OUT = sys.argv[1]
+RAW = os.path.join(OUT, "raw")
+LOGS = os.path.join(OUT, "logs")
+PLOTS = os.path.join(OUT, "plots")
+
+meta = {}
+with open(os.path.join(OUT, "meta.env")) as f:
+    for line in f:
+        if "=" in line:
+            k, v = line.rstrip("\n").split("=", 1)
+            meta[k] = v
+REPS = int(meta.get("reps", "5"))
+
+
+def cxl_md_registers():
+    """Does the cxl MD advertise registration (ucx_info -d of this run)?"""
+    try:
+        text = open(os.path.join(OUT, "logs", "ucx_info-d.txt")).read()
+    except OSError:
+        return False
+    m = re.search(r"# Memory domain: cxl\n(.*?)(?:\n#\s*\n|# Memory domain:|\Z)", text, re.S)
+    return bool(m and re.search(r"^#\s+register:", m.group(1), re.M))
+
+
+CXL_MD_REG = cxl_md_registers()
+
+# --------------------------------------------------------------------------
+# Aggregate
+# --------------------------------------------------------------------------
+# key: (layer, figure, transport, variant, unit)
+series = OrderedDict()
+# (layer, figure) in definition order (raw/figures.txt), then in the order
+# they were measured
+fig_order = OrderedDict()
+na_order = OrderedDict()
+try:
+    with open(os.path.join(RAW, "figures.txt")) as f:
+        for line in f:
+            if "|" in line:
+                ly, fg = line.rstrip("\n").split("|", 1)
+                fig_order.setdefault((ly, fg), None)
+except OSError:
+    pass
+with open(os.path.join(RAW, "samples.csv"), newline="") as f:
+    for row in csv.reader(f):
+        if len(row) < 10:
+            continue
+        fig, layer, tl, var, unit, better, rep, val, status, note = row[:10]
+        key = (layer, fig, tl, var, unit)
+        s = series.setdefault(key, {"better": better, "reps": {}, "na": None,
+                                    "notes": []})
+        if status == "na":
+            na_order.setdefault((layer, fig), None)
+        else:
+            fig_order.setdefault((layer, fig), None)
+        if status == "na":
+            s["na"] = note
+        elif status == "ok":
+            try:
+                s["reps"][int(rep)] = float(val)
+            except ValueError:
+                s["reps"][int(rep)] = None
+                s["notes"].append("unparsable value %r" % val)
+        else:
+            s["reps"][int(rep)] = None
+            if note and note not in s["notes"]:
+                s["notes"].append(note)
+
+for k in na_order:
+    fig_order.setdefault(k, None)
+
+for s in series.values():
+    vals = [v for v in s["reps"].values() if v is not None]
+    s["ok"] = len(vals)
+    s["n"] = len(s["reps"])
+    if vals:
+        s["median"] = statistics.median(vals)
+        s["min"] = min(vals)
+        s["max"] = max(vals)
+    else:
+        s["median"] = s["min"] = s["max"] = None
+
+
+def get(layer, fig, tl, var, unit):
+    return series.get((layer, fig, tl, var, unit))
+
+
+def overlap(sc, sp):
+    """True when the min-max ranges of two series overlap."""
+    if not sc or not sp or sc["median"] is None or sp["median"] is None:
+        return False
+    return sc["min"] <= sp["max"] and sp["min"] <= sc["max"]
+
+
+def med(layer, fig, tl, var, unit):
+    s = get(layer, fig, tl, var, unit)
+    return None if s is None else s["median"]
+
+
+# --------------------------------------------------------------------------
+# results.csv
+# --------------------------------------------------------------------------
+def num(v):
+    if v is None:
+        return ""
+    if v == 0:
+        return "0"
+    mag = abs(v)
+    if mag >= 100:
+        return "%.1f" % v
+    if mag >= 1:
+        return "%.3f" % v
+    return "%.4g" % v
+
+
+with open(os.path.join(OUT, "results.csv"), "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["figure", "layer", "transport", "variant", "unit", "better"] +
+               ["rep%d" % i for i in range(1, REPS + 1)] +
+               ["median", "min", "max", "ok_reps", "note"])
+    fpos = {k: i for i, k in enumerate(fig_order)}
+    tpos = {}
+    for k in series:
+        tpos.setdefault(k[2], len(tpos) if k[2] != "cxl" else -1)
+    ordered = sorted(series.items(), key=lambda kv: (
+        fpos.get((kv[0][0], kv[0][1]), 1 << 30), kv[0][3], kv[0][4], tpos[kv[0][2]]))
+    for (layer, fig, tl, var, unit), s in ordered:
+        if s["na"] is not None:
+            w.writerow([fig, layer, tl, var, unit, s["better"]] +
+                       [""] * REPS + ["n/a", "", "", "0/0", "n/a (%s)" % s["na"]])
+            continue
+        reps = []
+        for i in range(1, REPS + 1):
+            if i not in s["reps"]:
+                reps.append("")
+            elif s["reps"][i] is None:
+                reps.append("FAILED")
+            else:
+                reps.append(num(s["reps"][i]))
+        w.writerow([fig, layer, tl, var, unit, s["better"]] + reps +
+                   [num(s["median"]) if s["median"] is not None else "FAILED",
+                    num(s["min"]), num(s["max"]), "%d/%d" % (s["ok"], s["n"]),
+                    "; ".join(s["notes"])])
+
+# --------------------------------------------------------------------------
+# Limits
+# --------------------------------------------------------------------------
+SIZE_RE = re.compile(r"(\d+)(B|KiB|MiB)\b")
+
+
+def fig_size(fig):
+    m = SIZE_RE.search(fig)
+    if not m:
+        return None
+    return int(m.group(1)) * {"B": 1, "KiB": 1024, "MiB": 1 << 20}[m.group(2)]
+
+
+memcpy = {}  # size -> MB/s median
+for (layer, fig, tl, var, unit), s in series.items():
+    if layer == "limit" and fig.startswith("memcpy") and s["median"]:
+        memcpy[fig_size(fig)] = s["median"]
+oneway_ns = med("limit", "cacheline one-way", "machine", "-", "ns(p50)")
+rt_avg_ns = med("limit", "cacheline round trip", "machine", "-", "ns(avg)")
+oneway_avg_ns = rt_avg_ns / 2 if rt_avg_ns else None
+
+
+def memcpy_at_or_above(size):
+    if not memcpy:
+        return None
+    cands = sorted(k for k in memcpy if k >= size)
+    return memcpy[cands[0]] if cands else memcpy[max(memcpy)]
+
+
+def limit_for(fig, unit):
+    """(limit value, description) for a figure, or (None, reason)."""
+    size = fig_size(fig)
+    if unit == "MB/s":
+        if "bibw" in fig:
+            return None, "both directions"
+        if size in memcpy:
+            return memcpy[size], "memcpy %s" % fig_size_label(size)
+        return None, "no memcpy at this size"
+    if unit in ("us(p50)", "us(avg)"):
+        ow = oneway_ns if unit == "us(p50)" else oneway_avg_ns
+        if ow is None:
+            return None, "no cache-line figure"
+        lim = ow / 1000.0
+        if size and size > 64:
+            bw = memcpy_at_or_above(size)
+            if bw:
+                lim += size / (bw * 1048576.0) * 1e6
+        return lim, "one-way line + size/memcpy"
+    return None, "no limit for rates"
+
+
+def fig_size_label(size):
+    if size >= 1 << 20 and size % (1 << 20) == 0:
+        return "%dMiB" % (size >> 20)
+    if size >= 1024 and size % 1024 == 0:
+        return "%dKiB" % (size >> 10)
+    return "%dB" % size
+
+
+def pct_of_limit(fig, unit, v):
+    if v is None:
+        return None
+    lim, _ = limit_for(fig, unit)
+    if lim is None or v == 0:
+        return None
+    if unit == "MB/s":
+        return 100.0 * v / lim
+    return 100.0 * lim / v
+
+
+# --------------------------------------------------------------------------
+# Targets
+# --------------------------------------------------------------------------
+targets = []        # dicts: name, cxl, baseline, required, met (True/False/None), detail, why
+target_marks = {}   # (layer, fig, var, unit) -> "met"/"MISSED"
+
+
+def lanes_hint():
+    path = os.path.join(LOGS, "ucp-lanes-cxl.txt")
+    try:
+        text = open(path).read()
+    except OSError:
+        return None
+    lanes = re.findall(r"lane\[\d+\]:.*", text)
+    if not lanes:
+        return None
+    has_rma_bw = any("rma_bw" in l for l in lanes)
+    m = re.search(r"tag_send: (.*)", text)
+    proto = m.group(1).strip() if m else "?"
+    if has_rma_bw:
+        return ("`ucx_info -e` (UCX_TLS=cxl) lanes: %s; tag_send protocols: %s"
+                % ("; ".join(l.split(":", 1)[1].strip() for l in lanes), proto))
+    sm = ""
+    try:
+        smt = open(os.path.join(LOGS, "ucp-lanes-sm.txt")).read()
+        sml = [l for l in re.findall(r"lane\[\d+\]:.*", smt) if "rma_bw" in l]
+        if sml:
+            sm = (" For comparison, UCX_TLS=sm has rma_bw lane(s): %s, so its "
+                  "rendezvous copies once, by the kernel (cma)."
+                  % "; ".join(re.sub(r"\s+", " ", l.split(":", 1)[1].strip())
+                              for l in sml))
+    except OSError:
+        pass
+    return ("`ucx_info -e` for UCX_TLS=cxl shows no rma_bw lane (the cxl MD "
+            "advertises allocation but not registration), so UCP rendezvous "
+            "cannot use put/get zcopy and moves large messages as active-"
+            "message fragments on the am_bw lane (tag_send: %s)." % proto + sm)
+
+
+def tmark(layer, fig, var, unit, met):
+    target_marks[(layer, fig, var, unit)] = ("met" if met else
+                                             ("MISSED" if met is False else
+                                              "no data"))
+
+
+def f3(v):
+    return "—" if v is None else num(v)
+
+
+def add_target(name, cxl, base, required, met, detail, why=None):
+    targets.append({"name": name, "cxl": cxl, "base": base,
+                    "required": required, "met": met, "detail": detail,
+                    "why": why})
+
+
+def overlap_note(layer, fig, var, unit, peer, peer_var=None):
+    sc = get(layer, fig, "cxl", var, unit)
+    sp = get(layer, fig, peer, peer_var or var, unit)
+    if overlap(sc, sp):
+        return ("; the min–max ranges overlap (cxl %s–%s, %s %s–%s): within run-to-run spread"
+                % (num(sc["min"]), num(sc["max"]), peer, num(sp["min"]), num(sp["max"])))
+    return ""
+
+
+def avg_note(layer, fig, var):
+    ca = med(layer, fig, "cxl", var, "us(avg)")
+    pa = med(layer, fig, "posix", var, "us(avg)")
+    if ca is None or pa is None:
+        return ""
+    return "; average latency: cxl %s vs posix %s us (ratio %s)" % (f3(ca), f3(pa), f3(ca / pa) if pa else "—")
+
+
+# T1 am_lat 8 B <= posix
+c = med("uct", "am_lat 8B short", "cxl", "-", "us(p50)")
+p = med("uct", "am_lat 8B short", "posix", "-", "us(p50)")
+met = None if (c is None or p is None) else c <= p
+tmark("uct", "am_lat 8B short", "-", "us(p50)", met)
+add_target("UCT am_lat 8 B (short) at or below posix [us, p50, lower is better]",
+           c, p, "cxl <= posix", met,
+           "cxl %s us vs posix %s us (ratio %s)%s%s" % (f3(c), f3(p),
+                                                         f3(c / p) if c and p else "—",
+                                                         avg_note("uct", "am_lat 8B short", "-"),
+                                                         overlap_note("uct", "am_lat 8B short", "-",
+                                                                      "us(p50)", "posix")),
+           None if met else (overlap_note("uct", "am_lat 8B short", "-", "us(p50)", "posix")[2:] or None))
+
+# T2 message rate >= 1.2 x posix
+c = med("uct", "am_bw 8B short", "cxl", "-", "Mmsg/s")
+p = med("uct", "am_bw 8B short", "posix", "-", "Mmsg/s")
+met = None if (c is None or p is None) else c >= 1.2 * p
+tmark("uct", "am_bw 8B short", "-", "Mmsg/s", met)
+add_target("UCT message rate (am_bw 8 B short) at least 1.2x posix [Mmsg/s, higher is better]",
+           c, p, ">= 1.2 x posix", met,
+           "cxl %s vs posix %s Mmsg/s (ratio %s, needed 1.2)" %
+           (f3(c), f3(p), f3(c / p) if c and p else "—"))
+
+# T3/T4 UCP tag_bw 1 MiB / 4 MiB
+hint = lanes_hint()
+for size in ("1MiB", "4MiB"):
+    fig = "tag_bw %s" % size
+    best_host = [(med("ucp", fig, t, "host", "MB/s"), t) for t in ("sm", "sysv")]
+    best_host = [x for x in best_host if x[0] is not None]
+    bh = max(best_host) if best_host else None
+    c = med("ucp", fig, "cxl", "host", "MB/s")
+    met = None if (c is None or bh is None) else c >= bh[0]
+    tmark("ucp", fig, "host", "MB/s", met)
+    add_target("UCP tag_bw %s, ordinary buffers, at least the best of sm/sysv [MB/s, higher is better]" % size,
+               c, bh[0] if bh else None, ">= best of sm/sysv (host buffers)", met,
+               "cxl %s vs best %s (%s) MB/s; ratio %s%s" %
+               (f3(c), f3(bh[0]) if bh else "—", bh[1] if bh else "—",
+                f3(c / bh[0]) if c and bh else "—",
+                overlap_note("ucp", fig, "host", "MB/s", bh[1]) if bh else ""), hint)
+    # baseline: sm/sysv measured alternately with cxl(pool), i.e. in the pool
+    # variant (their default allocation); the host-variant numbers were
+    # taken in another time window and are only quoted
+    same = [(med("ucp", fig, t, "pool", "MB/s"), t) for t in ("sm", "sysv")]
+    same = [x for x in same if x[0] is not None]
+    ba = max(same) if same else None
+    c = med("ucp", fig, "cxl", "pool", "MB/s")
+    met = None if (c is None or ba is None) else c >= 1.5 * ba[0]
+    tmark("ucp", fig, "pool", "MB/s", met)
+    add_target("UCP tag_bw %s, pool-resident buffers, at least 1.5x the best of sm/sysv [MB/s, higher is better]" % size,
+               c, ba[0] if ba else None, ">= 1.5 x best of sm/sysv", met,
+               "cxl(pool) %s vs best %s (%s, default allocation, run alternately with it) MB/s; "
+               "ratio %s, needed 1.5; vs the best with ordinary buffers (%s %s MB/s, other "
+               "time window): ratio %s" %
+               (f3(c), f3(ba[0]) if ba else "—", ba[1] if ba else "—",
+                f3(c / ba[0]) if c and ba else "—",
+                bh[1] if bh else "—", f3(bh[0]) if bh else "—",
+                f3(c / bh[0]) if c and bh else "—"), hint)
+
+UCT_PEERS_ALL = ["posix", "sysv", "cma", "tcp"]
+UCP_PEERS_ALL = ["posix", "sysv", "cma+posix", "tcp", "sm"]
+
+# T5 put/get bandwidth >= 90 % of memcpy from 64 KiB
+bw_groups = [
+    ("uct", "put_bw", "bcopy", "-"), ("uct", "put_bw", "zcopy", "-"),
+    ("uct", "get", "bcopy", "-"), ("uct", "get", "zcopy", "-"),
+    ("ucp", "ucp_put_bw", None, "host"), ("ucp", "ucp_put_bw", None, "pool"),
+    ("ucp", "ucp_get", None, "host"), ("ucp", "ucp_get", None, "pool"),
+]
+for layer, op, layout, var in bw_groups:
+    figs = [fg for (ly, fg) in fig_order if ly == layer and fg.split()[0] == op
+            and (layout is None or fg.endswith(" " + layout))
+            and (fig_size(fg) or 0) >= 65536]
+    if not figs:
+        continue
+    parts, allmet, anydata = [], True, False
+    for fg in sorted(figs, key=fig_size):
+        sc = get(layer, fg, "cxl", var, "MB/s")
+        v = sc["median"] if sc else None
+        lim, _ = limit_for(fg, "MB/s")
+        if sc is not None and sc["na"] is not None:
+            parts.append("%s: n/a (%s)" % (fig_size_label(fig_size(fg)), sc["na"]))
+            continue
+        if v is None or lim is None:
+            parts.append("%s: no data (failed)" % fig_size_label(fig_size(fg)))
+            allmet = False
+            continue
+        anydata = True
+        pct = 100.0 * v / lim
+        ok = pct >= 90.0
+        allmet = allmet and ok
+        tmark(layer, fg, var, "MB/s", ok)
+        parts.append("%s: %s of %s MB/s = %.0f%%" % (fig_size_label(fig_size(fg)),
+                                                      f3(v), f3(lim), pct))
+    met = allmet if anydata else None
+    # what the peers reach at the same sizes (the best peer per size)
+    peers = UCT_PEERS_ALL if layer == "uct" else UCP_PEERS_ALL
+    best = []
+    for fg in sorted(figs, key=fig_size):
+        lim, _ = limit_for(fg, "MB/s")
+        cands = [(med(layer, fg, p, var, "MB/s"), p) for p in peers]
+        cands = [x for x in cands if x[0] is not None]
+        v = med(layer, fg, "cxl", var, "MB/s")
+        if cands and lim:
+            b = max(cands)
+            best.append((fig_size_label(fig_size(fg)), b[1], b[0], 100.0 * b[0] / lim,
+                         (v / b[0]) if v else None))
+    peer_hint = None
+    if best and not met:
+        txt = ", ".join("%s: %s %.0f%% (cxl/%s %s)" % (sz, p, pct, p, f3(r))
+                        for sz, p, bv, pct, r in best)
+        if all(pct < 90.0 for _, _, _, pct, _ in best):
+            peer_hint = ("no peer reaches 90%% at these sizes either (best peer per size: %s)" % txt)
+        else:
+            halves = [sz for sz, p, bv, pct, r in best if r is not None and 0.4 <= r <= 0.6]
+            peer_hint = "best peer per size: %s" % txt
+            if halves:
+                peer_hint += ("; at %s cxl gets about half of the best peer, what one extra "
+                              "copy per byte would cost" % ", ".join(halves))
+    label = "%s %s%s" % (layer.upper(), op, (" " + layout) if layout else "")
+    if layer == "ucp":
+        label += " (%s buffers)" % ("pool-resident" if var == "pool" else "ordinary")
+    why = peer_hint
+    if layer == "ucp" and var == "host" and not met:
+        why = (("with ordinary (non-pool) buffers the cxl MD cannot register the "
+                "remote buffer (it allocates, it does not register), so UCP has no "
+                "usable rkey and emulates put/get with active messages (software RMA). "
+                if not CXL_MD_REG else
+                "the cxl MD registers ordinary memory in this build, but keys for memory "
+                "outside the pool are unreachable for peers, so UCP reaches ordinary "
+                "remote buffers with active messages (software RMA). ") +
+               "posix and sysv cannot register ordinary memory either; cma can."
+               + ((" " + peer_hint[0].upper() + peer_hint[1:]) if peer_hint else ""))
+    add_target("%s from 64 KiB: at least 90%% of the memcpy limit [MB/s, higher is better]" % label,
+               None, None, ">= 90% of memcpy at each size", met, "; ".join(parts), why)
+
+# T6 atomics latency <= posix
+for layer, fig, var in (("uct", "add_lat 8B", "-"), ("uct", "fadd 8B", "-"),
+                        ("uct", "cswap 8B", "-"), ("ucp", "ucp_fadd 8B", "host"),
+                        ("ucp", "ucp_fadd 8B", "pool")):
+    c = med(layer, fig, "cxl", var, "us(p50)")
+    p = med(layer, fig, "posix", var, "us(p50)")
+    met = None if (c is None or p is None) else c <= p
+    tmark(layer, fig, var, "us(p50)", met)
+    vl = "" if var == "-" else (" (%s buffers)" % ("pool-resident" if var == "pool" else "ordinary"))
+    add_target("%s %s%s latency at or below posix [us, p50, lower is better]" %
+               (layer.upper(), fig, vl), c, p, "cxl <= posix", met,
+               "cxl %s us vs posix %s us (ratio %s)%s%s" %
+               (f3(c), f3(p), f3(c / p) if c and p else "—", avg_note(layer, fig, var),
+                overlap_note(layer, fig, var, "us(p50)", "posix")),
+               None if met else (overlap_note(layer, fig, var, "us(p50)", "posix")[2:] or None))
+
+# --------------------------------------------------------------------------
+# Markdown
+# --------------------------------------------------------------------------
+UCT_PEERS = ["posix", "sysv", "cma", "tcp"]
+UCP_PEERS = ["posix", "sysv", "cma+posix", "tcp", "sm"]
+MPI_PEERS = ["sm"]
+PRIMARY_UNITS = ("us(p50)", "MB/s", "Mmsg/s", "us(avg)")
+
+
+def cell(s):
+    if s is None:
+        return "—"
+    if s["na"] is not None:
+        return "n/a (%s)" % s["na"]
+    if s["median"] is None:
+        return "FAILED (0/%d)" % s["n"]
+    txt = "%s [%s–%s]" % (num(s["median"]), num(s["min"]), num(s["max"]))
+    if s["ok"] < s["n"]:
+        txt += " (%d/%d ok)" % (s["ok"], s["n"])
+    return txt
+
+
+def ratio_cell(sc, sp):
+    if sc is None or sp is None:
+        return "—"
+    if sp["na"] is not None or sc["na"] is not None:
+        return "n/a"
+    if sc["median"] is None or sp["median"] is None:
+        return "—"
+    if sp["median"] == 0:
+        return "—"
+    r = sc["median"] / sp["median"]
+    better = r > 1 if sc["better"] == "higher" else r < 1
+    txt = ("%.3g" % r) if 0.001 <= r < 1000 else ("%.2e" % r)
+    return "%s %s%s" % (txt, "✓" if better else ("=" if r == 1 else "✗"),
+                        " ≈" if overlap(sc, sp) else "")
+
+
+def md_table(layer, variant, peers, units=PRIMARY_UNITS):
+    rows = []
+    head = (["Figure", "unit", "better", "cxl"] + peers +
+            ["cxl/" + p for p in peers] + ["cxl % of limit", "target"])
+    rows.append("| " + " | ".join(head) + " |")
+    rows.append("|" + "---|" * len(head))
+    for (ly, fig) in fig_order:
+        if ly != layer:
+            continue
+        for unit in units:
+            sc = get(layer, fig, "cxl", variant, unit)
+            if sc is None:
+                continue
+            sps = [get(layer, fig, p, variant, unit) for p in peers]
+            pct = pct_of_limit(fig, unit, sc["median"])
+            mark = target_marks.get((layer, fig, variant, unit), "")
+            if mark == "MISSED":
+                mark = "**MISSED**"
+            rows.append("| " + " | ".join(
+                [fig, unit, sc["better"], cell(sc)] + [cell(x) for x in sps] +
+                [ratio_cell(sc, x) for x in sps] +
+                ["%.0f%%" % pct if pct is not None else "—", mark]) + " |")
+    return "\n".join(rows)
+
+
+def na_and_failures():
+    lines = []
+    for (layer, fig, tl, var, unit), s in series.items():
+        if unit == "us(avg)":
+            continue  # same runs as us(p50)
+        where = "%s %s %s%s [%s]" % (layer, tl, fig, "" if var == "-" else " (%s)" % var, unit)
+        if s["na"] is not None:
+            lines.append(("n/a", where, s["na"]))
+        elif s["ok"] < s["n"]:
+            lines.append(("FAILED %d/%d" % (s["n"] - s["ok"], s["n"]), where,
+                          "; ".join(s["notes"]) or "?"))
+    return lines
+
+
+def probe_text():
+    try:
+        idle = int(meta["probe_idle"])
+        pool = int(meta["probe_pool"])
+        host = int(meta["probe_host"])
+    except (KeyError, ValueError):
+        return "residency probe: no data"
+    mib = 1048576.0
+    verdict = ("the four 4 MiB buffers are in the pool" if pool - host >= 15 * mib
+               else "**the buffers did NOT show up in the pool**")
+    return ("residency probe, a 4 MiB tag_bw pair with UCX_TLS=cxl, pool used bytes "
+            "sampled with `cxlpool info` during the run: %.1f MiB idle, %.1f MiB with "
+            "md:cxl first, %.1f MiB with thp,mmap,heap: %s"
+            % (idle / mib, pool / mib, host / mib, verdict))
+
+
+md = []
+md.append("# ucx-cxl side-by-side benchmarks")
+md.append("")
+md.append("| | |")
+md.append("|---|---|")
+md.append("| date | %s |" % meta.get("date", "?"))
+md.append("| machine | %s (%s), %s CPUs%s |" % (meta.get("cpu", "?"), meta.get("host", "?"),
+                                                meta.get("ncpu", "?"),
+                                                (", hypervisor " + meta["hypervisor"]) if meta.get("hypervisor") else ""))
+md.append("| kernel | %s |" % meta.get("kernel", "?"))
+md.append("| UCX | %s |" % meta.get("ucx", "?"))
+md.append("| MPI | %s |" % meta.get("ompi", "?"))
+md.append("| module | `%s` (sha256 %s…, copied into the output folder before the run) |" %
+          (meta.get("module", "?"), meta.get("module_sha256", "?")[:16]))
+md.append("| pool | private, `%s`, 1 GiB, created and destroyed by the run |" % meta.get("pool", "?"))
+if meta.get("cxl_env"):
+    md.append("| extra cxl environment | `%s` (--cxl-env) |" % meta["cxl_env"])
+md.append("| mode | %s, %s repetitions per figure, alternating cxl and peers |" %
+          (meta.get("mode", "?"), meta.get("reps", "?")))
+md.append("| run time | %s s |" % meta.get("duration_s", "?"))
+md.append("| load average (1/5/15 min) | start %s, end %s |" % (meta.get("load_start", "?"),
+                                                            meta.get("load_end", "?")))
+md.append("")
+try:
+    ls = float(meta.get("load_start", "0").split()[0])
+    le = float(meta.get("load_end", "0").split()[0])
+    nc = int(meta.get("ncpu", "2"))
+    if max(ls, le) > 0.5 * nc:
+        md.append("> **Note:** the machine was busy during the run (1-minute load "
+                  "average %.1f at start, %.1f at end, %d CPUs). Both processes of a pair "
+                  "spin on their cores, so other load shows up as noise and outliers; "
+                  "cxl and the peers were run alternately, so the ratios are fairer "
+                  "than the absolute numbers. Rerun on an idle machine for absolute figures." %
+                  (ls, le, nc))
+        md.append("")
+except ValueError:
+    pass
+
+unstable = [k for k, v in series.items()
+            if k[0] != "limit" and v["ok"] >= 3 and v["min"] and v["max"] / v["min"] > 2.0]
+measured = [k for k, v in series.items() if k[0] != "limit" and v["ok"] >= 3]
+if measured:
+    md.append("Stability: %d of %d measured series have max/min > 2 across their "
+              "repetitions%s." % (len(unstable), len(measured),
+                                  " (the machine's state changed during the run; "
+                                  "trust ratios of alternately measured pairs more than "
+                                  "absolute numbers)" if len(unstable) > len(measured) // 10 else ""))
+    md.append("")
+
+md.append("## How to read this")
+md.append("")
+md.append("* Each cell: **median [min–max]** over the repetitions (cxl and every peer "
+          "run alternately: cxl, peer1, peer2, …, cxl, peer1, …). `(k/N ok)`: N-k "
+          "repetitions failed and are listed under *Failures*.")
+md.append("* `cxl/peer`: ratio of the medians; ✓ = cxl better, ✗ = cxl worse "
+          "(for `lower` figures a ratio below 1 is better); ≈ = the min–max ranges of "
+          "the two overlap, i.e. the difference is within the run-to-run spread.")
+md.append("* Units: `us(p50)` = ucx_perftest's *typical* (50th percentile) latency in "
+          "microseconds (one-way for ping-pong tests); `us(avg)` = overall average; "
+          "`MB/s` = 2^20 bytes/s (what ucx_perftest prints); `Mmsg/s` = million "
+          "messages per second.")
+md.append("* `cxl % of limit`: bandwidth / memcpy bandwidth at the same size; latency: "
+          "(one-way cache-line transfer + size / memcpy bandwidth) / latency. Limits are "
+          "under *Machine limits*. Above 100% means the figure beats that simple model "
+          "(e.g. fadd/cswap/put_lat, whose target line is not touched by the peer and "
+          "stays in the initiator's cache).")
+md.append("* UCT buffers come from `uct_iface_mem_alloc()` (ucx_perftest): for cxl "
+          "the runs set `UCX_CXL_ALLOC=md`, so they come from the cxl MD, i.e. the pool "
+          "(cxl MD registration of ordinary memory in this build: %s); for posix/sysv "
+          "from their own shared-memory MD; for cma/tcp ordinary registered memory."
+          % ("yes" if CXL_MD_REG else "no"))
+md.append("* UCP buffers: ucx_perftest allocates them with `ucp_mem_map(UCP_MEM_MAP_ALLOCATE)`, "
+          "which follows `UCX_ALLOC_PRIO`. **host** = `UCX_ALLOC_PRIO=thp,mmap,heap` for "
+          "every transport (ordinary anonymous memory). **pool** = for cxl "
+          "`UCX_ALLOC_PRIO=md:cxl,thp,mmap,heap` (buffers in the pool; %s); the peers cannot allocate "
+          "from the pool, so in this variant they run with UCX's default "
+          "`md:sysv,md:posix,huge,thp,md:*,mmap,heap` (their own shared-memory segments "
+          "where the MD is in use). `-m host` is the only memory type ucx_perftest "
+          "1.13 offers; there is no option to place buffers in the pool other than "
+          "the allocation order (`-z`, which passes the memory handle to the send calls, "
+          "was not used)." % probe_text())
+md.append("* UCP configurations: `UCX_TLS=cxl | posix | sysv | cma,posix | tcp | sm` "
+          "(tcp with `UCX_NET_DEVICES=lo`); `sm` is what UCP users get by default and "
+          "does not include cxl. MPI: Open MPI with pml/osc ucx, `UCX_TLS=cxl` vs "
+          "`UCX_TLS=sm`, otherwise identical command lines (the module is preloaded "
+          "in both).")
+md.append("")
+
+md.append("## Targets")
+md.append("")
+nmet = sum(1 for t in targets if t["met"] is True)
+nmiss = sum(1 for t in targets if t["met"] is False)
+nnod = sum(1 for t in targets if t["met"] is None)
+md.append("%d targets: **%d met, %d missed**%s." % (len(targets), nmet, nmiss,
+                                                    (", %d without data" % nnod) if nnod else ""))
+md.append("")
+md.append("| Target | result | numbers (medians) |")
+md.append("|---|---|---|")
+for t in targets:
+    res = {True: "met", False: "**MISSED**", None: "**no data**"}[t["met"]]
+    md.append("| %s | %s | %s |" % (t["name"], res, t["detail"]))
+md.append("")
+missed = [t for t in targets if t["met"] is not True]
+if missed:
+    md.append("### Why (missed targets)")
+    md.append("")
+    for t in missed:
+        md.append("* **%s** — %s" % (t["name"], t["detail"]))
+        md.append("  * **Why:** TODO(fill in)%s" %
+                  ((" — hint from this run: " + t["why"]) if t["why"] else ""))
+    md.append("")
+
+md.append("## Machine limits")
+md.append("")
+md.append("| limit | median [min–max] | |")
+md.append("|---|---|---|")
+for (ly, fig) in fig_order:
+    if ly != "limit":
+        continue
+    for unit in ("MB/s", "ns(p50)", "ns(avg)"):
+        s = get("limit", fig, "machine", "-", unit)
+        if s is None:
+            continue
+        extra = ""
+        if unit == "MB/s" and s["median"]:
+            extra = "%.2f GB/s (10^9 B/s)" % (s["median"] * 1048576 / 1e9)
+        md.append("| %s [%s] | %s | %s |" % (fig, unit, cell(s), extra))
+md.append("")
+md.append("memcpy: one thread on core 0 copying between two buffers of that size "
+          "(8 KiB–1 MiB stay in cache, 64 MiB does not); cache line: two threads on cores 0 "
+          "and 1 ping-ponging a counter in one 64-byte line, median single round trip "
+          "(p50) and median of chunk averages (avg).")
+md.append("")
+
+md.append("## UCT (ucx_perftest -x TL -d DEV)")
+md.append("")
+md.append(md_table("uct", "-", UCT_PEERS, ("us(p50)", "MB/s", "Mmsg/s")))
+md.append("")
+md.append("## UCP, ordinary buffers (host)")
+md.append("")
+md.append(md_table("ucp", "host", UCP_PEERS, ("us(p50)", "MB/s", "Mmsg/s")))
+md.append("")
+md.append("## UCP, pool-resident buffers for cxl (pool; peers: UCX default allocation)")
+md.append("")
+md.append(md_table("ucp", "pool", UCP_PEERS, ("us(p50)", "MB/s", "Mmsg/s")))
+md.append("")
+md.append("## MPI (perftest/mpi_bench.c, Open MPI pml/osc ucx)")
+md.append("")
+md.append(md_table("mpi", "-", MPI_PEERS, ("us(avg)", "MB/s")))
+md.append("")
+md.append("`mpi_lat`: ping-pong, one-way; `mpi_bw`: window of 64 MPI_Isend; `mpi_bibw`: "
+          "both directions, bytes of both counted; `mpi_put/get/acc_lat`: one op + "
+          "MPI_Win_flush on an MPI_Win_allocate window (lock_all), average.")
+md.append("")
+
+md.append("## Average latencies (us(avg), same runs)")
+md.append("")
+for layer, var, peers, title in (("uct", "-", UCT_PEERS, "UCT"),
+                                 ("ucp", "host", UCP_PEERS, "UCP host"),
+                                 ("ucp", "pool", UCP_PEERS, "UCP pool")):
+    md.append("### " + title)
+    md.append("")
+    md.append(md_table(layer, var, peers, ("us(avg)",)))
+    md.append("")
+
+md.append("## n/a and failures")
+md.append("")
+nf = na_and_failures()
+if nf:
+    md.append("| what | figure | reason |")
+    md.append("|---|---|---|")
+    for kind, where, why in nf:
+        md.append("| %s | %s | %s |" % (kind, where, why.replace("|", "/")))
+else:
+    md.append("None.")
+md.append("")
+md.append("## UCP lanes (`ucx_info -e -u t`)")
+md.append("")
+for label in ("cxl", "posix", "sysv", "cma+posix", "tcp", "sm"):
+    try:
+        text = open(os.path.join(LOGS, "ucp-lanes-%s.txt" % label)).read()
+    except OSError:
+        continue
+    keep = [re.sub(r"^#\s*", "", l).strip() for l in text.splitlines()
+            if re.search(r"lane\[|tag_send:|rma_bw:", l)]
+    md.append("* **%s**: %s" % (label, " · ".join("`%s`" % k for k in keep) or "(none)"))
+md.append("")
+md.append("## Plots")
+md.append("")
+for name, what in (("ratios_uct.png", "UCT: cxl advantage over each peer"),
+                   ("ratios_ucp_host.png", "UCP host buffers: cxl advantage"),
+                   ("ratios_ucp_pool.png", "UCP pool buffers: cxl advantage"),
+                   ("ratios_mpi.png", "MPI: cxl advantage over sm"),
+                   ("tag_bw_host.png", "UCP tag_bw vs size, ordinary buffers"),
+                   ("tag_bw_pool.png", "UCP tag_bw vs size, pool buffers"),
+                   ("tag_lat_host.png", "UCP tag_lat vs size, ordinary buffers"),
+                   ("uct_get_bcopy.png", "UCT get bcopy bandwidth vs size"),
+                   ("uct_get_zcopy.png", "UCT get zcopy bandwidth vs size")):
+    md.append("* [%s](plots/%s) — %s" % (name, name, what))
+md.append("")
+md.append("\"Advantage\" in the ratio charts = cxl/peer for higher-is-better figures and "
+          "peer/cxl for lower-is-better ones, so above 1 always means cxl is better "
+          "(log scale). Raw data: `results.csv`, `raw/`.")
+md.append("")
+
+with open(os.path.join(OUT, "report.md"), "w") as f:
+    f.write("\n".join(md))
+
+# --------------------------------------------------------------------------
+# gnuplot inputs
+# --------------------------------------------------------------------------
+os.makedirs(PLOTS, exist_ok=True)
+gp = []
+gp.append('set terminal png size 1400,700 font ",10" noenhanced')
+gp.append('set datafile separator "\\t"')
+gp.append('set datafile missing "?"')
+gp.append("set grid ytics")
+gp.append("set key outside right top")
+
+
+def advantage(sc, sp):
+    if not sc or not sp or sc["median"] is None or sp["median"] is None:
+        return None
+    if sc["median"] <= 0 or sp["median"] <= 0:
+        return None
+    r = sc["median"] / sp["median"]
+    return r if sc["better"] == "higher" else 1.0 / r
+
+
+def ratio_plot(fname, layer, variant, peers, units, title):
+    rows = []
+    for (ly, fig) in fig_order:
+        if ly != layer:
+            continue
+        for unit in units:
+            sc = get(layer, fig, "cxl", variant, unit)
+            if sc is None:
+                continue
+            advs = [advantage(sc, get(layer, fig, p, variant, unit)) for p in peers]
+            if all(a is None for a in advs):
+                continue
+            rows.append(["%s [%s]" % (fig, unit)] +
+                        ["?" if a is None else "%.5g" % a for a in advs])
+    if not rows:
+        return
+    dat = fname.replace(".png", ".dat")
+    with open(os.path.join(PLOTS, dat), "w") as f:
+        f.write("\t".join(["figure"] + peers) + "\n")
+        for r in rows:
+            f.write("\t".join(r) + "\n")
+    vals = [float(x) for r in rows for x in r[1:] if x != "?"]
+    lo = min(vals + [1.0]) / 1.5
+    hi = max(vals + [1.0]) * 1.5
+    gp.append("")
+    gp.append('set output "%s"' % fname)
+    gp.append('set title "%s (above 1: cxl better; log scale)"' % title)
+    gp.append("set style data histograms")
+    gp.append("set style histogram clustered gap 1")
+    gp.append("set style fill solid 0.8 border -1")
+    gp.append("set boxwidth 0.9")
+    gp.append("set logscale y")
+    gp.append("set yrange [%g:%g]" % (lo, hi))
+    gp.append('set ylabel "cxl advantage"')
+    gp.append("set xtics rotate by -45 scale 0")
+    gp.append("unset xlabel")
+    gp.append("set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead lw 2 lc rgb 'black'")
+    parts = []
+    for i, p in enumerate(peers):
+        spec = '"%s" using %d%s title "vs %s"' % (dat, i + 2, ":xtic(1)" if i == 0 else "", p)
+        parts.append(spec)
+    gp.append("plot " + ", \\\n     ".join(parts))
+    gp.append("unset arrow 1")
+    gp.append("unset logscale y")
+    gp.append("set yrange [*:*]")
+    gp.append("set xtics norotate")
+
+
+ratio_plot("ratios_uct.png", "uct", "-", UCT_PEERS, ("us(p50)", "MB/s", "Mmsg/s"),
+           "UCT: cxl vs peers")
+ratio_plot("ratios_ucp_host.png", "ucp", "host", UCP_PEERS, ("us(p50)", "MB/s", "Mmsg/s"),
+           "UCP, ordinary buffers: cxl vs peers")
+ratio_plot("ratios_ucp_pool.png", "ucp", "pool", UCP_PEERS, ("us(p50)", "MB/s", "Mmsg/s"),
+           "UCP, pool buffers for cxl: cxl vs peers")
+ratio_plot("ratios_mpi.png", "mpi", "-", MPI_PEERS, ("us(avg)", "MB/s"),
+           "MPI: UCX_TLS=cxl vs UCX_TLS=sm")
+
+
+def size_plot(fname, layer, op, suffix, variant, transports, unit, title, with_memcpy):
+    figs = [fg for (ly, fg) in fig_order if ly == layer and fg.split()[0] == op
+            and (suffix is None or fg.endswith(" " + suffix)) and fig_size(fg)]
+    figs.sort(key=fig_size)
+    if not figs:
+        return
+    dat = fname.replace(".png", ".dat")
+    cols = list(transports) + (["memcpy limit"] if with_memcpy else [])
+    with open(os.path.join(PLOTS, dat), "w") as f:
+        f.write("\t".join(["size"] + cols) + "\n")
+        for fg in figs:
+            row = [str(fig_size(fg))]
+            for t in transports:
+                s = get(layer, fg, t, variant, unit)
+                row.append("?" if not s or s["median"] is None else "%.6g" % s["median"])
+            if with_memcpy:
+                v = memcpy.get(fig_size(fg))
+                row.append("?" if v is None else "%.6g" % v)
+            f.write("\t".join(row) + "\n")
+    gp.append("")
+    gp.append('set output "%s"' % fname)
+    gp.append('set title "%s"' % title)
+    gp.append("set style data linespoints")
+    gp.append("set logscale xy")
+    gp.append('set xlabel "message size (bytes)"')
+    gp.append('set ylabel "%s"' % unit)
+    gp.append("set yrange [*:*]")
+    gp.append("set xtics norotate")
+    gp.append("set xtics (%s)" % ", ".join('"%s" %d' % (fig_size_label(fig_size(fg)), fig_size(fg))
+                                           for fg in figs))
+    parts = []
+    for i, t in enumerate(cols):
+        style = " dt 2 lw 2 lc rgb 'black'" if t == "memcpy limit" else " lw 2"
+        parts.append('"%s" using 1:%d title "%s"%s' % (dat, i + 2, t, style))
+    gp.append("plot " + ", \\\n     ".join(parts))
+    gp.append("unset logscale xy")
+    gp.append("set xtics autofreq")
+    gp.append("unset xlabel")
+
+
+UCP_ALL = ["cxl"] + UCP_PEERS
+UCT_ALL = ["cxl"] + UCT_PEERS
+size_plot("tag_bw_host.png", "ucp", "tag_bw", None, "host", UCP_ALL, "MB/s",
+          "UCP tag_bw, ordinary buffers (median)", True)
+size_plot("tag_bw_pool.png", "ucp", "tag_bw", None, "pool", UCP_ALL, "MB/s",
+          "UCP tag_bw, pool buffers for cxl, default allocation for peers (median)", True)
+size_plot("tag_lat_host.png", "ucp", "tag_lat", None, "host", UCP_ALL, "us(p50)",
+          "UCP tag_lat, ordinary buffers (median of p50)", False)
+size_plot("uct_get_bcopy.png", "uct", "get", "bcopy", "-", UCT_ALL, "MB/s",
+          "UCT get bcopy bandwidth (median)", True)
+size_plot("uct_get_zcopy.png", "uct", "get", "zcopy", "-", UCT_ALL, "MB/s",
+          "UCT get zcopy bandwidth (median)", True)
+
+with open(os.path.join(PLOTS, "plots.gp"), "w") as f:
+    f.write("\n".join(gp) + "\n")
