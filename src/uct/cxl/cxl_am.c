@@ -20,14 +20,24 @@
 #include <ucs/debug/log.h>
 #include <string.h>
 
-/* The receiver's block still belongs to the interface we connected to. */
-int uct_cxl_ep_peer_alive(uct_cxl_ep_t *ep)
+/* The receiver's block still belongs to the interface we connected to:
+ * one cached line, cheap enough for every flush. */
+int uct_cxl_ep_peer_open(uct_cxl_ep_t *ep)
 {
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
 
     cxl_coh_invalidate(iface->coh, ep->peer, UCT_CXL_LINE);
     return (ep->peer->magic == UCT_CXL_BLOCK_MAGIC) &&
-           (ep->peer->iface_id == ep->peer_id) &&
+           (ep->peer->iface_id == ep->peer_id);
+}
+
+/* ... and its process is alive (pid check or lease: a system call, so
+ * only for keepalive, error paths and teardown). */
+int uct_cxl_ep_peer_alive(uct_cxl_ep_t *ep)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+
+    return uct_cxl_ep_peer_open(ep) &&
            cxlpool_owner_alive(iface->pool->cxlpool, ep->peer->owner_token);
 }
 

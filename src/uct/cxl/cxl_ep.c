@@ -327,7 +327,7 @@ ucs_status_t uct_cxl_ep_flush(uct_ep_h tl_ep, unsigned flags,
     if (!ucs_arbiter_group_is_empty(&ep->arb_group) && !ep->in_pending) {
         return UCS_ERR_NO_RESOURCE;
     }
-    if ((ep->chan != NULL) && !ep->failed && !uct_cxl_ep_peer_alive(ep)) {
+    if ((ep->chan != NULL) && !ep->failed && !uct_cxl_ep_peer_open(ep)) {
         uct_cxl_ep_set_failed(ep);
     }
 

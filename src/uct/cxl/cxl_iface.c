@@ -179,7 +179,7 @@ static ucs_status_t uct_cxl_iface_flush(uct_iface_h tl_iface, unsigned flags,
 
     /* a peer found gone is reported before the flush completes */
     ucs_list_for_each(ep, &iface->ep_list, list) {
-        if ((ep->chan != NULL) && !ep->failed && !uct_cxl_ep_peer_alive(ep)) {
+        if ((ep->chan != NULL) && !ep->failed && !uct_cxl_ep_peer_open(ep)) {
             uct_cxl_ep_set_failed(ep);
         }
         if (ep->err_cb_id != UCS_CALLBACKQ_ID_NULL) {

@@ -121,6 +121,7 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                             uct_pack_callback_t pack_cb, void *arg,
                             unsigned flags);
 int uct_cxl_ep_has_tx_resources(uct_cxl_ep_t *ep, uint64_t need);
+int uct_cxl_ep_peer_open(uct_cxl_ep_t *ep);
 int uct_cxl_ep_peer_alive(uct_cxl_ep_t *ep);
 unsigned uct_cxl_iface_progress(uct_iface_h tl_iface);
 void uct_cxl_iface_update_active(uct_cxl_iface_t *iface);
