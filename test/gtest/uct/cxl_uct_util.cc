@@ -599,4 +599,34 @@ void cxl_test::pool_info(cxlpool_info_t *info, const std::string &path)
     cxlpool_close(pool);
 }
 
+void cxl_target_test::open_target(bool two_ifaces, size_t size)
+{
+    std::vector<uint8_t> buf;
+
+    m_two_ifaces = two_ifaces;
+    ASSERT_NO_FATAL_FAILURE(open_stack(m_s1));
+    if (two_ifaces) {
+        ASSERT_NO_FATAL_FAILURE(open_stack(m_s2));
+    }
+    stack &t = target();
+    ASSERT_EQ(UCS_OK, m_s1.connect_to(t, &m_ep)) << m_s1.error;
+    ASSERT_EQ(UCS_OK, t.alloc(size, &m_mem)) << t.error;
+    m_allocated = true;
+    ASSERT_EQ(UCS_OK, t.pack(m_mem.memh, &buf));
+    ASSERT_EQ(UCS_OK, m_key.unpack(m_s1.component, buf.data()));
+    m_base = (uint8_t*)m_mem.address;
+    fill_guard(m_base, m_mem.length, 0);
+}
+
+void cxl_target_test::close_target()
+{
+    m_key.release();
+    if (m_allocated) {
+        EXPECT_EQ(UCS_OK, uct_mem_free(&m_mem));
+        m_allocated = false;
+    }
+    m_s1.close();
+    m_s2.close();
+}
+
 } // namespace cxluct

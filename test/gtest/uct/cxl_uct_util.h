@@ -203,6 +203,26 @@ protected:
     std::vector<std::string> m_pools;
 };
 
+/*
+ * An initiator stack m_s1 with an endpoint to a target (m_s1 itself, or a
+ * second stack m_s2), and a target buffer of the given size allocated on
+ * the target, filled with the guard pattern, whose key m_s1 has unpacked.
+ */
+class cxl_target_test : public cxl_test {
+protected:
+    void open_target(bool two_ifaces, size_t size);
+    void close_target();
+    stack &target() { return m_two_ifaces ? m_s2 : m_s1; }
+
+    stack                  m_s1, m_s2;
+    bool                   m_two_ifaces = false;
+    uct_ep_h               m_ep = nullptr;
+    uct_allocated_memory_t m_mem;
+    bool                   m_allocated = false;
+    rkey                   m_key;
+    uint8_t               *m_base = nullptr;
+};
+
 } // namespace cxluct
 
 #endif

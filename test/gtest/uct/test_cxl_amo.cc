@@ -63,34 +63,18 @@ std::string amo_param_name(const ::testing::TestParamInfo<bool> &info)
 
 } // namespace
 
-class cxl_amo : public cxl_test, public ::testing::WithParamInterface<bool> {
+class cxl_amo : public cxl_target_test,
+                public ::testing::WithParamInterface<bool> {
 protected:
     void SetUp() override
     {
         ASSERT_NO_FATAL_FAILURE(cxl_test::SetUp());
-        ASSERT_NO_FATAL_FAILURE(open_stack(m_s1));
-        if (GetParam()) {
-            ASSERT_NO_FATAL_FAILURE(open_stack(m_s2));
-        }
-        stack &t = GetParam() ? m_s2 : m_s1;
-        ASSERT_EQ(UCS_OK, m_s1.connect_to(t, &m_ep)) << m_s1.error;
-        ASSERT_EQ(UCS_OK, t.alloc(64 * 1024, &m_mem)) << t.error;
-        m_allocated = true;
-        std::vector<uint8_t> buf;
-        ASSERT_EQ(UCS_OK, t.pack(m_mem.memh, &buf));
-        ASSERT_EQ(UCS_OK, m_key.unpack(m_s1.component, buf.data()));
-        m_base = (uint8_t*)m_mem.address;
-        fill_guard(m_base, m_mem.length, 0);
+        ASSERT_NO_FATAL_FAILURE(open_target(GetParam(), 64 * 1024));
     }
 
     void TearDown() override
     {
-        m_key.release();
-        if (m_allocated) {
-            EXPECT_EQ(UCS_OK, uct_mem_free(&m_mem));
-        }
-        m_s1.close();
-        m_s2.close();
+        close_target();
         cxl_test::TearDown();
     }
 
@@ -279,12 +263,6 @@ protected:
         ASSERT_EQ(-1, bad) << what << ": byte " << bad << " changed";
     }
 
-    stack                  m_s1, m_s2;
-    uct_ep_h               m_ep = nullptr;
-    uct_allocated_memory_t m_mem;
-    bool                   m_allocated = false;
-    rkey                   m_key;
-    uint8_t               *m_base = nullptr;
 };
 
 TEST_P(cxl_amo, ops32)

@@ -177,39 +177,21 @@ std::string rma_param_name(const ::testing::TestParamInfo<rma_param> &info)
 
 } // namespace
 
-class cxl_rma : public cxl_test, public ::testing::WithParamInterface<rma_param> {
+class cxl_rma : public cxl_target_test,
+                public ::testing::WithParamInterface<rma_param> {
 protected:
     void SetUp() override
     {
         ASSERT_NO_FATAL_FAILURE(cxl_test::SetUp());
         set_coherence(GetParam().coherence);
-        ASSERT_NO_FATAL_FAILURE(open_stack(m_s1));
-        if (GetParam().two_ifaces) {
-            ASSERT_NO_FATAL_FAILURE(open_stack(m_s2));
-        }
-        stack &t = target();
-        ASSERT_EQ(UCS_OK, m_s1.connect_to(t, &m_ep)) << m_s1.error;
-        ASSERT_EQ(UCS_OK, t.alloc(TARGET_SIZE, &m_mem)) << t.error;
-        m_allocated = true;
-        std::vector<uint8_t> buf;
-        ASSERT_EQ(UCS_OK, t.pack(m_mem.memh, &buf));
-        ASSERT_EQ(UCS_OK, m_key.unpack(m_s1.component, buf.data()));
-        m_base = (uint8_t*)m_mem.address;
-        fill_guard(m_base, m_mem.length, 0);
+        ASSERT_NO_FATAL_FAILURE(open_target(GetParam().two_ifaces, TARGET_SIZE));
     }
 
     void TearDown() override
     {
-        m_key.release();
-        if (m_allocated) {
-            EXPECT_EQ(UCS_OK, uct_mem_free(&m_mem));
-        }
-        m_s1.close();
-        m_s2.close();
+        close_target();
         cxl_test::TearDown();
     }
-
-    stack &target() { return GetParam().two_ifaces ? m_s2 : m_s1; }
 
     uint64_t raddr(size_t pos) const { return (uintptr_t)m_base + pos; }
 
@@ -297,12 +279,6 @@ protected:
         check_whole_target(name);
     }
 
-    stack                  m_s1, m_s2;
-    uct_ep_h               m_ep = nullptr;
-    uct_allocated_memory_t m_mem;
-    bool                   m_allocated = false;
-    rkey                   m_key;
-    uint8_t               *m_base = nullptr;
 };
 
 TEST_P(cxl_rma, iface_caps)
