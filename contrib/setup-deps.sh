@@ -25,7 +25,8 @@
 #      /usr/include/uct/api/version.h matches.  Any mismatch stops it.
 #   4. Records the result:
 #        $UCX_CXL_CACHE/current      -> ucx-<version>   (symlink)
-#        $UCX_CXL_CACHE/current.env  UCX_SRC_DIR=, UCX_BUILD_DIR=, UCX_VERSION=
+#        $UCX_CXL_CACHE/current.env  UCX_SRC_DIR=, UCX_BUILD_DIR=, UCX_VERSION=,
+#                                    UCX_CONF_OPTS= (the derived feature options)
 #      Consumers can simply `. "$UCX_CXL_CACHE/current.env"`.
 #
 # Cache layout ($UCX_CXL_CACHE, default /var/cache/ucx-cxl):
@@ -476,6 +477,8 @@ ln -sfn -- "$(basename "$VDIR")" "$CACHE/current"
     printf 'UCX_SRC_DIR=%q\n' "$SRC_DIR"
     printf 'UCX_BUILD_DIR=%q\n' "$BUILD_DIR"
     printf 'UCX_VERSION=%q\n' "$UCX_SRC_VERSION"
+    # the feature options that make struct layouts match (for other builds)
+    printf 'UCX_CONF_OPTS=%q\n' "${CONF_OPTS[*]}"
 } >"$CACHE/current.env.tmp"
 mv -f -- "$CACHE/current.env.tmp" "$CACHE/current.env"
 msg "recorded $CACHE/current -> $(basename "$VDIR") and $CACHE/current.env ($((SECONDS - START_TS))s)"

@@ -97,22 +97,10 @@ MARKER="$GDIR/.ucx-cxl-gtest-done"
 mkdir -p "$(dirname "$GDIR")"
 
 # --- configure options ------------------------------------------------------
-ucx_info_out=$(ucx_info -v 2>/dev/null) || die "'ucx_info -v' failed; is ucx-utils installed?"
-configured_with=$(sed -n 's/^# Configured with: *//p' <<<"$ucx_info_out")
-[[ -n $configured_with ]] || die "'ucx_info -v' printed no '# Configured with:' line."
-CONF_OPTS=()
-read -r -a _tokens <<<"$configured_with"
-for t in "${_tokens[@]}"; do
-    t=${t#\'}; t=${t%\'}
-    case $t in
-        --disable-option-checking | --disable-silent-rules | \
-        --disable-maintainer-mode | --disable-dependency-tracking | \
-        --enable-option-checking* | --enable-silent-rules | \
-        --enable-maintainer-mode | --enable-dependency-tracking) ;;
-        --enable-* | --disable-* | --with-* | --without-*) CONF_OPTS+=("$t") ;;
-        *) ;;
-    esac
-done
+# The same feature options as the installed UCX, as contrib/setup-deps.sh
+# derived them from 'ucx_info -v' (one place decides what matches the ABI).
+: "${UCX_CONF_OPTS:?UCX_CONF_OPTS not set in $ENV_FILE; rerun contrib/setup-deps.sh}"
+read -r -a CONF_OPTS <<<"$UCX_CONF_OPTS"
 # Build-only additions (no effect on config.h / struct layouts).
 CONF_OPTS+=(--enable-gtest --disable-doxygen-doc --without-java --without-go)
 
