@@ -48,6 +48,16 @@ void cxl_coh_invalidate(cxl_coh_mode_t mode, const void *addr, size_t len);
 void cxl_coh_fence(cxl_coh_mode_t mode);
 
 /*
+ * Non-coherent pool emulator (emulate-nc): a private view of [view,
+ * view+len) stands for this host's cache, [mem, mem+len) for the shared
+ * memory.  In sw mode, write-back of a registered range copies its cache
+ * lines view -> mem and invalidate copies them mem -> view.  Returns 0, or
+ * -1 when the table of registrations is full.
+ */
+int  cxl_coh_emu_register(void *view, const void *mem, size_t len);
+void cxl_coh_emu_unregister(void *view);
+
+/*
  * Publish a record: write back its body, fence, so that a following flag
  * store can not become visible before the body.
  */

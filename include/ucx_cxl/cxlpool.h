@@ -49,8 +49,18 @@ typedef enum {
                                      hugetlbfs mount (/dev/hugepages/...):
                                      huge pages are asked for by the path */
     CXLPOOL_BACKEND_FILE,         /* any file, e.g. on a DAX filesystem */
-    CXLPOOL_BACKEND_DEVDAX        /* /dev/daxX.Y character device */
+    CXLPOOL_BACKEND_DEVDAX,       /* /dev/daxX.Y character device */
+    CXLPOOL_BACKEND_EMULATE_NC    /* "emulate-nc:PATH": a strict emulator of
+                                     a non-coherent multi-host pool; every
+                                     emulated host maps a private view */
 } cxlpool_backend_t;
+
+/* Path prefix that selects the non-coherent pool emulator. */
+#define CXLPOOL_EMULATE_NC_PREFIX "emulate-nc:"
+/* Host partitions of a pool (software-coherent pools share one per host). */
+#define CXLPOOL_MAX_HOSTS         64
+/* Host partitions of a software-coherent pool created with nr_hosts = 0. */
+#define CXLPOOL_DEFAULT_SW_HOSTS  8
 
 /* cxlpool_params_t.flags */
 enum {
@@ -73,6 +83,12 @@ typedef struct {
     uint32_t        max_attach;  /* 0: default */
     uint32_t        lease_ms;    /* heartbeat lease; 0: default */
     cxl_coh_mode_t  coherence;
+    uint32_t        nr_hosts;    /* create: host partitions; 0: 1 for hw,
+                                    CXLPOOL_DEFAULT_SW_HOSTS for sw */
+    int             host_index;  /* which partition this process's host
+                                    writes; -1: auto (UCX_CXL_HOST_INDEX,
+                                    the emulator's choice, or 0 when the
+                                    pool has one partition) */
 } cxlpool_params_t;
 
 #define CXLPOOL_NAME_MAX      24   /* including the terminating NUL */
@@ -132,6 +148,8 @@ typedef struct {
     cxlpool_backend_t backend;
     cxl_coh_mode_t   coherence;
     uint64_t         map_align;
+    uint32_t         nr_hosts;     /* host partitions in the layout */
+    uint32_t         host_index;   /* this process's partition */
     char             path[256];
 } cxlpool_info_t;
 
@@ -158,6 +176,9 @@ cxl_coh_mode_t   cxlpool_coherence(cxlpool_t *pool);
 void             cxlpool_info(cxlpool_t *pool, cxlpool_info_t *info);
 /* Own attachment token (0 if opened with CXLPOOL_NO_ATTACH). */
 uint64_t         cxlpool_token(cxlpool_t *pool);
+/* Host partitions of the pool, and the one this process writes. */
+uint32_t         cxlpool_nr_hosts(cxlpool_t *pool);
+uint32_t         cxlpool_host_index(cxlpool_t *pool);
 
 cxlpool_status_t cxlpool_alloc(cxlpool_t *pool, uint64_t length, uint64_t align,
                                const char *name, unsigned flags,

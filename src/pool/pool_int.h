@@ -43,6 +43,9 @@ struct cxlpool {
     cxlpool_attach_rec_t  *att;
     cxlpool_extent_rec_t  *ext;
     uint64_t               host_id;
+    uint32_t               nr_hosts;    /* host partitions (1 for v1.0) */
+    uint32_t               host_index;  /* own partition */
+    struct cxlpool_emu    *emu;         /* emulate-nc state, else NULL */
     uint64_t               lock_token;  /* this process's metadata lock token */
     uint64_t               token;       /* attachment token, 0 if none */
     uint32_t               slot;

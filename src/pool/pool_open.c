@@ -20,6 +20,7 @@ void cxlpool_params_init(cxlpool_params_t *params)
     memset(params, 0, sizeof(*params));
     params->numa_node = -1;
     params->coherence = CXL_COH_HW;
+    params->host_index = -1;
 }
 
 const char *cxlpool_default_path(char *buf, size_t len)
@@ -322,6 +323,8 @@ cxlpool_status_t cxlpool_open(const cxlpool_params_t *params,
     snprintf(pool->path, sizeof(pool->path), "%s", path);
     pool->fd     = -1;
     pool->coh    = params->coherence;
+    pool->nr_hosts   = 1;
+    pool->host_index = 0;
     pool->rdonly = !!(params->flags & CXLPOOL_READONLY);
     pool->ops = cxlpool_pick_backend(path, &pool->backend);
     pthread_mutex_init(&pool->hb_mutex, NULL);
@@ -480,5 +483,17 @@ void cxlpool_info(cxlpool_t *pool, cxlpool_info_t *info)
     info->backend       = pool->backend;
     info->coherence     = pool->coh;
     info->map_align     = pool->map_align;
+    info->nr_hosts      = pool->nr_hosts;
+    info->host_index    = pool->host_index;
     snprintf(info->path, sizeof(info->path), "%s", pool->path);
+}
+
+uint32_t cxlpool_nr_hosts(cxlpool_t *pool)
+{
+    return pool->nr_hosts;
+}
+
+uint32_t cxlpool_host_index(cxlpool_t *pool)
+{
+    return pool->host_index;
 }
