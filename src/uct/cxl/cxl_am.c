@@ -22,85 +22,92 @@
 
 /* The receiver's block still belongs to the interface we connected to:
  * one cached line, cheap enough for every flush. */
-int uct_cxl_ep_peer_open(uct_cxl_ep_t *ep)
+int uct_cxl_tx_peer_open(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
-
-    cxl_coh_invalidate(iface->coh, ep->peer, UCT_CXL_LINE);
-    return (ep->peer->magic == UCT_CXL_BLOCK_MAGIC) &&
-           (ep->peer->iface_id == ep->peer_id);
+    cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
+    return (tx->peer->magic == UCT_CXL_BLOCK_MAGIC) &&
+           (tx->peer->iface_id == tx->peer_id);
 }
 
 /* ... and its process is alive (pid check or lease: a system call, so
  * only for keepalive, error paths and teardown). */
-int uct_cxl_ep_peer_alive(uct_cxl_ep_t *ep)
+int uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
-
-    return uct_cxl_ep_peer_open(ep) &&
-           cxlpool_owner_alive(iface->pool->cxlpool, ep->peer->owner_token);
+    return uct_cxl_tx_peer_open(iface, tx) &&
+           cxlpool_owner_alive(iface->pool->cxlpool, tx->peer->owner_token);
 }
 
-int uct_cxl_ep_has_tx_resources(uct_cxl_ep_t *ep, uint64_t need)
+int uct_cxl_tx_has_resources(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                             uint64_t need)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
-    uint64_t size          = ep->ring_mask + 1;
+    uint64_t size = tx->ring_mask + 1;
 
-    if (ep->head + need - ep->cached_tail <= size) {
+    if (tx->head + need - tx->cached_tail <= size) {
         return 1;
     }
-    cxl_coh_invalidate(iface->coh, (const void*)&ep->chan->tail, UCT_CXL_LINE);
-    ep->cached_tail = ep->chan->tail;
-    return ep->head + need - ep->cached_tail <= size;
+    cxl_coh_invalidate(iface->coh, (const void*)&tx->chan->tail, UCT_CXL_LINE);
+    tx->cached_tail = tx->chan->tail;
+    return tx->head + need - tx->cached_tail <= size;
 }
 
 /* Room for a record of up to max_length payload bytes, plus the filler. */
-static UCS_F_ALWAYS_INLINE uint64_t uct_cxl_ep_need(uct_cxl_ep_t *ep,
+static UCS_F_ALWAYS_INLINE uint64_t uct_cxl_tx_need(uct_cxl_tx_t *tx,
                                                     uint32_t max_length)
 {
     uint64_t rec  = uct_cxl_rec_size(max_length);
-    uint64_t left = (ep->ring_mask + 1) - (ep->head & ep->ring_mask);
+    uint64_t left = (tx->ring_mask + 1) - (tx->head & tx->ring_mask);
 
     return (rec > left) ? rec + left : rec;
 }
 
-static UCS_F_ALWAYS_INLINE void uct_cxl_ep_publish(uct_cxl_ep_t *ep,
+/* Test-only fault injection (UCX_CXL_TEST_SKIP_WRITEBACK=record): leave
+ * out the write-back of record bodies, to prove that the non-coherent
+ * emulator catches a missing flush. */
+int uct_cxl_test_skip_record_wb = 0;
+
+static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish(uct_cxl_tx_t *tx,
                                                    cxl_coh_mode_t coh,
                                                    uct_cxl_rec_t *rec,
                                                    uint64_t size)
 {
     /* body (and header fields) first, then the sequence number */
-    cxl_coh_publish(coh, rec, size);
-    __atomic_store_n(&rec->seq, ep->seq, __ATOMIC_RELEASE);
+    if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
+        cxl_coh_publish(coh, rec, size);
+    }
+    __atomic_store_n(&rec->seq, tx->seq, __ATOMIC_RELEASE);
     cxl_coh_writeback(coh, rec, UCT_CXL_LINE);
-    ep->head += size;
-    ep->seq++;
+    tx->head += size;
+    tx->seq++;
     /* producer line: lets a later owner of the channel continue here */
-    ep->chan->head = ep->head;
-    ep->chan->seq  = ep->seq;
+    tx->chan->head = tx->head;
+    tx->chan->seq  = tx->seq;
 }
 
 /* Reserve a record; writes a filler first if it would wrap. */
 static UCS_F_ALWAYS_INLINE uct_cxl_rec_t *
-uct_cxl_ep_reserve(uct_cxl_ep_t *ep, cxl_coh_mode_t coh, uint32_t max_length)
+uct_cxl_tx_reserve(uct_cxl_tx_t *tx, cxl_coh_mode_t coh, uint32_t max_length)
 {
-    uint64_t left = (ep->ring_mask + 1) - (ep->head & ep->ring_mask);
+    uint64_t left = (tx->ring_mask + 1) - (tx->head & tx->ring_mask);
     uct_cxl_rec_t *rec;
 
     if (ucs_unlikely(uct_cxl_rec_size(max_length) > left)) {
-        rec         = (uct_cxl_rec_t*)(ep->ring + (ep->head & ep->ring_mask));
+        rec         = (uct_cxl_rec_t*)(tx->ring + (tx->head & tx->ring_mask));
         rec->am_id  = 0;
         rec->flags  = UCT_CXL_REC_PAD;
         rec->length = (uint32_t)(left - UCT_CXL_REC_HDR);
-        uct_cxl_ep_publish(ep, coh, rec, left);
+        uct_cxl_tx_publish(tx, coh, rec, left);
     }
-    return (uct_cxl_rec_t*)(ep->ring + (ep->head & ep->ring_mask));
+    return (uct_cxl_rec_t*)(tx->ring + (tx->head & tx->ring_mask));
 }
 
 static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uint32_t max_length)
+uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
+                    uint32_t max_length)
 {
-    if (ucs_unlikely(ep->failed || (ep->chan == NULL))) {
+    uct_cxl_tx_t *tx = ep->tx;
+
+    if (ucs_unlikely(ep->failed || tx->failed)) {
+        uct_cxl_ep_set_failed(ep);
         return UCS_ERR_CONNECTION_RESET;
     }
     /* no overtaking: with requests queued, only their dispatch may send */
@@ -108,13 +115,14 @@ uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uint32_t max_length)
                      !ep->in_pending)) {
         return UCS_ERR_NO_RESOURCE;
     }
-    if (ucs_unlikely(!uct_cxl_ep_has_tx_resources(ep,
-                                                  uct_cxl_ep_need(ep, max_length)))) {
+    if (ucs_unlikely(!uct_cxl_tx_has_resources(iface, tx,
+                                               uct_cxl_tx_need(tx, max_length)))) {
         return UCS_ERR_NO_RESOURCE;
     }
     /* never write into a block its owner gave up: it may be reused */
-    if (ucs_unlikely(ep->peer->magic != UCT_CXL_BLOCK_MAGIC) &&
-        !uct_cxl_ep_peer_alive(ep)) {
+    if (ucs_unlikely(tx->peer->magic != UCT_CXL_BLOCK_MAGIC) &&
+        !uct_cxl_tx_peer_alive(iface, tx)) {
+        tx->failed = 1;
         uct_cxl_ep_set_failed(ep);
         return UCS_ERR_CONNECTION_RESET;
     }
@@ -132,8 +140,8 @@ uct_cxl_ep_am_commit(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
     rec->length = length;
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
                        length, "TX: %s", title);
-    uct_cxl_ep_publish(ep, iface->coh, rec, uct_cxl_rec_size(length));
-    uct_cxl_ep_signal(ep);
+    uct_cxl_tx_publish(ep->tx, iface->coh, rec, uct_cxl_rec_size(length));
+    uct_cxl_tx_signal(iface, ep->tx);
 }
 
 ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
@@ -147,12 +155,12 @@ ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(total, 0, UCT_CXL_AM_MAX_SHORT, "am_short");
-    status = uct_cxl_ep_am_check(ep, total);
+    status = uct_cxl_ep_am_check(ep, iface, total);
     if (status != UCS_OK) {
         return status;
     }
 
-    rec = uct_cxl_ep_reserve(ep, iface->coh, total);
+    rec = uct_cxl_tx_reserve(ep->tx, iface->coh, total);
     memcpy(rec + 1, &header, sizeof(header));
     if (length > 0) { /* payload may be NULL then */
         memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, sizeof(header)), payload, length);
@@ -173,12 +181,12 @@ ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(total, 0, UCT_CXL_AM_MAX_SHORT, "am_short_iov");
-    status = uct_cxl_ep_am_check(ep, total);
+    status = uct_cxl_ep_am_check(ep, iface, total);
     if (status != UCS_OK) {
         return status;
     }
 
-    rec = uct_cxl_ep_reserve(ep, iface->coh, total);
+    rec = uct_cxl_tx_reserve(ep->tx, iface->coh, total);
     ucs_iov_iter_init(&iov_iter);
     uct_iov_to_buffer(iov, iovcnt, &iov_iter, rec + 1, SIZE_MAX);
     uct_cxl_ep_am_commit(ep, iface, rec, id, total, "AM_SHORT_IOV");
@@ -196,7 +204,7 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     size_t length;
 
     UCT_CHECK_AM_ID(id);
-    status = uct_cxl_ep_am_check(ep, (uint32_t)iface->seg_size);
+    status = uct_cxl_ep_am_check(ep, iface, (uint32_t)iface->seg_size);
     if (flags & UCT_SEND_FLAG_PEER_CHECK) {
         uct_cxl_ep_check(tl_ep, 0, NULL);
     }
@@ -205,7 +213,7 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     }
 
     /* room for a full segment is reserved; the record takes what is packed */
-    rec    = uct_cxl_ep_reserve(ep, iface->coh, (uint32_t)iface->seg_size);
+    rec    = uct_cxl_tx_reserve(ep->tx, iface->coh, (uint32_t)iface->seg_size);
     length = pack_cb(rec + 1, arg);
     UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
     uct_cxl_ep_am_commit(ep, iface, rec, id, (uint32_t)length, "AM_BCOPY");
@@ -272,7 +280,9 @@ uct_cxl_ep_process_pending(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     unsigned *count        = arg;
     ucs_status_t status;
 
-    if (!uct_cxl_ep_has_tx_resources(ep, uct_cxl_ep_need(ep, iface->seg_size))) {
+    if (!ep->tx->failed &&
+        !uct_cxl_tx_has_resources(iface, ep->tx,
+                                  uct_cxl_tx_need(ep->tx, iface->seg_size))) {
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
     }
 
@@ -289,35 +299,37 @@ uct_cxl_ep_process_pending(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
 }
 
-void uct_cxl_iface_update_active(uct_cxl_iface_t *iface)
+void uct_cxl_iface_update_active(uct_cxl_iface_t *iface, unsigned host)
 {
-    uct_cxl_block_claim_t *claims = uct_cxl_block_claims(iface->block);
+    uct_cxl_block_claim_t *claims = uct_cxl_block_claims(iface->block, host);
 
     cxl_coh_invalidate(iface->coh, claims, UCT_CXL_LINE);
-    iface->num_active = ucs_min(claims->num_claimed,
-                                iface->block->num_channels);
+    iface->active[host] = ucs_min(claims->num_claimed, iface->per_host);
 }
 
 unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
 {
     uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
-    unsigned count = 0, i;
+    unsigned count = 0, host, i, first;
 
     if (ucs_unlikely(iface->block->armed)) {
         iface->block->armed = 0; /* awake: senders need not signal */
         cxl_coh_writeback(iface->coh, iface->block, UCT_CXL_LINE);
     }
 
-    /* senders raise num_claimed when they claim: grow the polled range */
-    cxl_coh_invalidate(iface->coh, uct_cxl_block_claims(iface->block),
-                       UCT_CXL_LINE);
-    if (ucs_unlikely(uct_cxl_block_claims(iface->block)->num_claimed !=
-                     iface->num_active)) {
-        uct_cxl_iface_update_active(iface);
-    }
+    for (host = 0; host < iface->num_hosts; ++host) {
+        /* senders raise num_claimed when they claim: grow the polled range */
+        cxl_coh_invalidate(iface->coh, uct_cxl_block_claims(iface->block, host),
+                           UCT_CXL_LINE);
+        if (ucs_unlikely(uct_cxl_block_claims(iface->block, host)->num_claimed !=
+                         iface->active[host])) {
+            uct_cxl_iface_update_active(iface, host);
+        }
 
-    for (i = 0; i < iface->num_active; ++i) {
-        count += uct_cxl_iface_poll_chan(iface, i, iface->max_poll);
+        first = host * iface->per_host;
+        for (i = 0; i < iface->active[host]; ++i) {
+            count += uct_cxl_iface_poll_chan(iface, first + i, iface->max_poll);
+        }
     }
 
     if (!ucs_arbiter_is_empty(&iface->arbiter)) {
@@ -333,9 +345,10 @@ ucs_status_t uct_cxl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
 
-    if ((ep->chan != NULL) && !ep->failed &&
+    if (!ep->failed && !ep->tx->failed &&
         ucs_arbiter_group_is_empty(&ep->arb_group) &&
-        uct_cxl_ep_has_tx_resources(ep, uct_cxl_ep_need(ep, iface->seg_size))) {
+        uct_cxl_tx_has_resources(iface, ep->tx,
+                                 uct_cxl_tx_need(ep->tx, iface->seg_size))) {
         return UCS_ERR_BUSY;
     }
 
@@ -394,7 +407,7 @@ void uct_cxl_ep_set_failed(uct_cxl_ep_t *ep)
     }
     ep->failed = 1;
     ucs_diag("cxl: ep %p: peer interface 0x%" PRIx64 " is gone", ep,
-             ep->peer_id);
+             ep->tx->peer_id);
     ep->err_cb_id = ucs_callbackq_add_safe(&iface->super.worker->super.progress_q,
                                            uct_cxl_ep_err_progress, ep,
                                            UCS_CALLBACKQ_FLAG_ONESHOT);
@@ -403,10 +416,13 @@ void uct_cxl_ep_set_failed(uct_cxl_ep_t *ep)
 ucs_status_t uct_cxl_ep_check(uct_ep_h tl_ep, unsigned flags,
                               uct_completion_t *comp)
 {
-    uct_cxl_ep_t *ep = ucs_derived_of(tl_ep, uct_cxl_ep_t);
+    uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
 
     UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
-    if (!ep->failed && !uct_cxl_ep_peer_alive(ep)) {
+    if (!ep->failed &&
+        (ep->tx->failed || !uct_cxl_tx_peer_alive(iface, ep->tx))) {
+        ep->tx->failed = 1;
         uct_cxl_ep_set_failed(ep);
     }
     return UCS_OK;

@@ -1,11 +1,13 @@
 /*
  * Active-message channels in the pool (see doc/design/am-channels.md).
  *
- * Each receiving interface owns a block in the pool: a header line and
- * num_channels single-producer/single-consumer byte rings.  A sending
- * endpoint claims one channel at connect time and is then the only writer
- * of that channel's producer line and ring; the receiver is the only
- * writer of the consumer line.  Records are cache-line aligned and carry a
+ * Each receiving interface owns a block in the pool: a header line, one
+ * claim line per host range, and num_channels single-producer/single-
+ * consumer byte rings.  A sending interface claims one channel of the
+ * range of its host when its first endpoint to that receiver connects
+ * (all its endpoints to that receiver share it) and is then the only
+ * writer of that channel's producer line and ring; the receiver is the
+ * only writer of the consumer line.  Records are cache-line aligned and carry a
  * sequence number that is stored last: the receiver accepts a record only
  * when its sequence number is the next one it expects, so nothing on the
  * data path needs an atomic read-modify-write.
@@ -31,18 +33,24 @@ typedef struct {
     uint64_t          chan_stride;
     uint32_t          events;       /* senders must signal when armed */
     volatile uint32_t armed;        /* receiver sleeps: signal it */
-    uint8_t           pad[16];
+    uint32_t          num_hosts;    /* host ranges of channels (1 in hw mode) */
+    uint8_t           pad[12];
 } __attribute__((aligned(UCT_CXL_LINE))) uct_cxl_block_hdr_t;
 
 /*
- * Claim line, after the header: how many channels were ever claimed
- * (highest index + 1).  Senders raise it with a CAS-max when they claim,
- * i.e. once per connection; the receiver polls channels below it.
+ * Claim lines, one per host range, after the header: how many channels of
+ * that range were ever claimed (highest index in the range + 1).  Senders
+ * of that host raise it with a CAS-max when they claim, i.e. once per pair
+ * of interfaces; the receiver polls the channels below it.  Only processes
+ * of one host write a range's claim line and producer lines, so the CAS
+ * never crosses hosts.
  */
 typedef struct {
     volatile uint32_t num_claimed;
     uint8_t           pad[60];
 } __attribute__((aligned(UCT_CXL_LINE))) uct_cxl_block_claim_t;
+
+#define UCT_CXL_MAX_HOSTS     64
 
 typedef struct {
     /* producer line: the claiming sender only */
@@ -75,16 +83,34 @@ static inline uint64_t uct_cxl_rec_size(uint32_t length)
            ~(uint64_t)(UCT_CXL_LINE - 1);
 }
 
+/* Claim line of host range 'host'. */
 static inline uct_cxl_block_claim_t *
-uct_cxl_block_claims(uct_cxl_block_hdr_t *hdr)
+uct_cxl_block_claims(uct_cxl_block_hdr_t *hdr, unsigned host)
 {
-    return (uct_cxl_block_claim_t*)(hdr + 1);
+    return (uct_cxl_block_claim_t*)(hdr + 1) + host;
+}
+
+/* Bytes of a block with these parameters. */
+static inline uint64_t uct_cxl_block_size(unsigned num_hosts,
+                                          unsigned num_channels,
+                                          uint64_t chan_stride)
+{
+    return sizeof(uct_cxl_block_hdr_t) +
+           (uint64_t)num_hosts * sizeof(uct_cxl_block_claim_t) +
+           (uint64_t)num_channels * chan_stride;
+}
+
+/* Channels of one host range: [host * per_host, (host + 1) * per_host). */
+static inline unsigned uct_cxl_block_per_host(const uct_cxl_block_hdr_t *hdr)
+{
+    return hdr->num_channels / hdr->num_hosts;
 }
 
 static inline uct_cxl_chan_ctl_t *
 uct_cxl_block_chan(uct_cxl_block_hdr_t *hdr, unsigned index)
 {
     return (uct_cxl_chan_ctl_t*)((uint8_t*)hdr + sizeof(*hdr) +
+                                 (uint64_t)hdr->num_hosts *
                                  sizeof(uct_cxl_block_claim_t) +
                                  (uint64_t)index * hdr->chan_stride);
 }

@@ -19,22 +19,35 @@
 #include <unistd.h>
 
 /*
- * Claim a free channel of the peer's block.  The claim is the only
- * read-modify-write of the protocol and happens once per connection; a new
- * owner continues where the previous one stopped (head and seq of the
- * producer line), so sequence numbers only move forward.
+ * Claim a free channel in the own host's range of the peer's block.  The
+ * claim is the only read-modify-write of the protocol, happens once per
+ * pair of interfaces, and only processes of one host touch a range, so
+ * the CAS never crosses hosts.  A new owner continues where the previous
+ * one stopped (head and seq of the producer line): sequence numbers only
+ * move forward.
  */
-static ucs_status_t uct_cxl_ep_claim(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface)
+static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
 {
-    uint64_t token               = cxlpool_token(iface->pool->cxlpool);
-    uct_cxl_block_claim_t *claims = uct_cxl_block_claims(ep->peer);
-    uct_cxl_chan_ctl_t *chan     = NULL;
+    uint64_t token           = cxlpool_token(iface->pool->cxlpool);
+    uct_cxl_block_hdr_t *hdr = tx->peer;
+    unsigned per_host        = uct_cxl_block_per_host(hdr);
+    unsigned host            = (hdr->num_hosts == 1) ? 0 : iface->host_index;
+    uct_cxl_block_claim_t *claims;
+    uct_cxl_chan_ctl_t *chan = NULL;
     uint32_t claimed;
     uint64_t expected;
     unsigned i;
 
-    for (i = 0; i < ep->peer->num_channels; ++i) {
-        chan     = uct_cxl_block_chan(ep->peer, i);
+    if (host >= hdr->num_hosts) {
+        ucs_error("cxl: this process writes host range %u of pool %s, but "
+                  "interface 0x%" PRIx64 " has only %u ranges", host,
+                  iface->pool->path, tx->peer_id, hdr->num_hosts);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    claims = uct_cxl_block_claims(hdr, host);
+    for (i = 0; i < per_host; ++i) {
+        chan     = uct_cxl_block_chan(hdr, host * per_host + i);
         expected = 0;
         cxl_coh_invalidate(iface->coh, chan, 2 * UCT_CXL_LINE);
         if ((chan->owner != 0) &&
@@ -48,14 +61,15 @@ static ucs_status_t uct_cxl_ep_claim(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface)
         }
     }
 
-    if (i == ep->peer->num_channels) {
-        ucs_error("cxl: all %u receive channels of interface 0x%" PRIx64
-                  " are in use; raise UCX_CXL_NUM_CHANNELS on the receiver",
-                  ep->peer->num_channels, ep->peer_id);
+    if (i == per_host) {
+        ucs_error("cxl: all %u receive channels of host range %u of interface "
+                  "0x%" PRIx64 " are in use; raise UCX_CXL_NUM_CHANNELS on the "
+                  "receiver", per_host, host, tx->peer_id);
         return UCS_ERR_NO_RESOURCE;
     }
 
     /* make the receiver poll up to this channel (CAS-max, claim time only) */
+    cxl_coh_invalidate(iface->coh, claims, UCT_CXL_LINE);
     claimed = claims->num_claimed;
     while ((claimed < i + 1) &&
            !__atomic_compare_exchange_n(&claims->num_claimed, &claimed, i + 1,
@@ -63,37 +77,35 @@ static ucs_status_t uct_cxl_ep_claim(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface)
     }
     cxl_coh_writeback(iface->coh, claims, UCT_CXL_LINE);
 
-    ep->chan        = chan;
-    ep->ring        = uct_cxl_chan_ring(chan);
-    ep->ring_mask   = ep->peer->ring_size - 1;
-    ep->head        = chan->head;
-    ep->seq         = chan->seq ? (uint32_t)chan->seq : 1;
-    ep->cached_tail = chan->tail;
-    cxl_coh_writeback(iface->coh, chan, UCT_CXL_LINE);
-    ucs_debug("cxl: ep %p claimed channel %u of iface 0x%" PRIx64
-              " (head %" PRIu64 " seq %u)", ep, i, ep->peer_id, ep->head,
-              ep->seq);
+    tx->chan        = chan;
+    tx->ring        = uct_cxl_chan_ring(chan);
+    tx->ring_mask   = hdr->ring_size - 1;
+    tx->head        = chan->head;
+    tx->seq         = chan->seq ? (uint32_t)chan->seq : 1;
+    tx->cached_tail = chan->tail;
+    cxl_coh_publish(iface->coh, chan, UCT_CXL_LINE);
+    ucs_debug("cxl: iface %p claimed channel %u of iface 0x%" PRIx64
+              " (head %" PRIu64 " seq %u)", iface, host * per_host + i,
+              tx->peer_id, tx->head, tx->seq);
     return UCS_OK;
 }
 
-static UCS_CLASS_INIT_FUNC(uct_cxl_ep_t, const uct_ep_params_t *params)
+/* Hand the channel back: the next owner continues at head/seq. */
+static void uct_cxl_tx_release(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
 {
-    uct_cxl_iface_t *iface = ucs_derived_of(params->iface, uct_cxl_iface_t);
-    const uct_cxl_iface_addr_t *addr;
+    tx->chan->head = tx->head;
+    tx->chan->seq  = tx->seq;
+    cxl_coh_publish(iface->coh, tx->chan, UCT_CXL_LINE);
+    __atomic_store_n(&tx->chan->owner, 0, __ATOMIC_RELEASE);
+    cxl_coh_publish(iface->coh, tx->chan, UCT_CXL_LINE);
+}
+
+/* Check the peer block named by addr and map its header, or fail. */
+static ucs_status_t uct_cxl_peer_block(uct_cxl_iface_t *iface,
+                                       const uct_cxl_iface_addr_t *addr,
+                                       uct_cxl_block_hdr_t **peer_p)
+{
     uct_cxl_block_hdr_t *peer;
-    ucs_status_t status;
-
-    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
-    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
-
-    addr            = (const uct_cxl_iface_addr_t*)params->iface_addr;
-    self->peer_id   = addr->id;
-    self->chan      = NULL;
-    self->failed    = 0;
-    self->err_cb_id = UCS_CALLBACKQ_ID_NULL;
-    self->signal_fd = -1;
-    self->in_pending = 0;
-    ucs_arbiter_group_init(&self->arb_group);
 
     /* the block must lie in our pool's heap and carry the peer's id */
     if ((addr->block_offset < iface->pool->heap_offset) ||
@@ -106,14 +118,95 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_ep_t, const uct_ep_params_t *params)
     cxl_coh_invalidate(iface->coh, peer, sizeof(*peer));
     if ((peer->magic != UCT_CXL_BLOCK_MAGIC) || (peer->iface_id != addr->id) ||
         (peer->ring_size == 0) || (peer->ring_size & (peer->ring_size - 1)) ||
-        (addr->block_offset + sizeof(*peer) + (uint64_t)peer->num_channels *
-         peer->chan_stride > iface->pool->size)) {
+        (peer->num_hosts == 0) || (peer->num_hosts > UCT_CXL_MAX_HOSTS) ||
+        (peer->num_channels < peer->num_hosts) ||
+        (addr->block_offset + uct_cxl_block_size(peer->num_hosts,
+                                                 peer->num_channels,
+                                                 peer->chan_stride) >
+         iface->pool->size)) {
         ucs_diag("cxl: no open interface 0x%" PRIx64 " at offset 0x%" PRIx64
                  " of pool %s", addr->id, addr->block_offset, iface->pool->path);
         return UCS_ERR_UNREACHABLE;
     }
-    self->peer = peer;
-    status     = uct_cxl_ep_claim(self, iface);
+    *peer_p = peer;
+    return UCS_OK;
+}
+
+/* The channel to the interface at addr: shared, or claimed now. */
+static ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
+                                   const uct_cxl_iface_addr_t *addr,
+                                   uct_cxl_tx_t **tx_p)
+{
+    uct_cxl_block_hdr_t *peer;
+    ucs_status_t status;
+    uct_cxl_tx_t *tx;
+
+    ucs_list_for_each(tx, &iface->tx_list, list) {
+        /* a failed channel is never reused: a new interface may sit at
+         * the same offset, and it gets a channel of its own */
+        if ((tx->block_offset == addr->block_offset) &&
+            (tx->peer_id == addr->id) && !tx->failed) {
+            ++tx->refcount;
+            *tx_p = tx;
+            return UCS_OK;
+        }
+    }
+
+    status = uct_cxl_peer_block(iface, addr, &peer);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    tx = ucs_calloc(1, sizeof(*tx), "cxl_tx");
+    if (tx == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    tx->refcount     = 1;
+    tx->block_offset = addr->block_offset;
+    tx->peer_id      = addr->id;
+    tx->peer         = peer;
+    tx->signal_fd    = -1;
+    status           = uct_cxl_tx_claim(iface, tx);
+    if (status != UCS_OK) {
+        ucs_free(tx);
+        return status;
+    }
+    ucs_list_add_tail(&iface->tx_list, &tx->list);
+    *tx_p = tx;
+    return UCS_OK;
+}
+
+static void uct_cxl_tx_put(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+{
+    if (--tx->refcount > 0) {
+        return;
+    }
+    ucs_list_del(&tx->list);
+    if (tx->signal_fd >= 0) {
+        close(tx->signal_fd);
+    }
+    if (!tx->failed && uct_cxl_tx_peer_alive(iface, tx)) {
+        uct_cxl_tx_release(iface, tx);
+    }
+    ucs_free(tx);
+}
+
+static UCS_CLASS_INIT_FUNC(uct_cxl_ep_t, const uct_ep_params_t *params)
+{
+    uct_cxl_iface_t *iface = ucs_derived_of(params->iface, uct_cxl_iface_t);
+    ucs_status_t status;
+
+    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+
+    self->failed     = 0;
+    self->err_cb_id  = UCS_CALLBACKQ_ID_NULL;
+    self->in_pending = 0;
+    ucs_arbiter_group_init(&self->arb_group);
+
+    status = uct_cxl_tx_get(iface,
+                            (const uct_cxl_iface_addr_t*)params->iface_addr,
+                            &self->tx);
     if (status != UCS_OK) {
         return status;
     }
@@ -131,17 +224,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_ep_t)
         ucs_callbackq_remove_safe(&iface->super.worker->super.progress_q,
                                   self->err_cb_id);
     }
-    if (self->signal_fd >= 0) {
-        close(self->signal_fd);
-    }
-    if ((self->chan != NULL) && !self->failed && uct_cxl_ep_peer_alive(self)) {
-        /* hand the channel back: the next owner continues at head/seq */
-        self->chan->head = self->head;
-        self->chan->seq  = self->seq;
-        cxl_coh_publish(iface->coh, self->chan, UCT_CXL_LINE);
-        __atomic_store_n(&self->chan->owner, 0, __ATOMIC_RELEASE);
-        cxl_coh_writeback(iface->coh, self->chan, UCT_CXL_LINE);
-    }
+    uct_cxl_tx_put(iface, self->tx);
 }
 
 UCS_CLASS_DEFINE(uct_cxl_ep_t, uct_base_ep_t);
@@ -327,7 +410,7 @@ ucs_status_t uct_cxl_ep_flush(uct_ep_h tl_ep, unsigned flags,
     if (!ucs_arbiter_group_is_empty(&ep->arb_group) && !ep->in_pending) {
         return UCS_ERR_NO_RESOURCE;
     }
-    if ((ep->chan != NULL) && !ep->failed && !uct_cxl_ep_peer_open(ep)) {
+    if (!ep->failed && (ep->tx->failed || !uct_cxl_tx_peer_open(iface, ep->tx))) {
         uct_cxl_ep_set_failed(ep);
     }
 

@@ -143,15 +143,19 @@ static int uct_cxl_iface_has_rx(uct_cxl_iface_t *iface)
     uint64_t mask              = block->ring_size - 1;
     uct_cxl_chan_ctl_t *chan;
     uct_cxl_rec_t *rec;
-    unsigned i;
+    unsigned host, i, idx;
 
-    uct_cxl_iface_update_active(iface);
-    for (i = 0; i < iface->num_active; ++i) {
-        chan = uct_cxl_block_chan(block, i);
-        rec  = (uct_cxl_rec_t*)(uct_cxl_chan_ring(chan) + (iface->rx[i].pos & mask));
-        cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
-        if (rec->seq == iface->rx[i].seq) {
-            return 1;
+    for (host = 0; host < iface->num_hosts; ++host) {
+        uct_cxl_iface_update_active(iface, host);
+        for (i = 0; i < iface->active[host]; ++i) {
+            idx  = host * iface->per_host + i;
+            chan = uct_cxl_block_chan(block, idx);
+            rec  = (uct_cxl_rec_t*)(uct_cxl_chan_ring(chan) +
+                                    (iface->rx[idx].pos & mask));
+            cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
+            if (rec->seq == iface->rx[idx].seq) {
+                return 1;
+            }
         }
     }
     return 0;
@@ -196,32 +200,31 @@ ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events)
     return UCS_OK;
 }
 
-void uct_cxl_ep_signal_slow(uct_cxl_ep_t *ep)
+void uct_cxl_tx_signal_slow(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
     char path[64];
     char byte = 0;
 
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    cxl_coh_invalidate(iface->coh, ep->peer, UCT_CXL_LINE);
-    if (!ep->peer->armed) {
+    cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
+    if (!tx->peer->armed) {
         return;
     }
 
-    if (ep->signal_fd == -1) {
-        uct_cxl_event_path(ep->peer_id, path, sizeof(path));
-        ep->signal_fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-        if (ep->signal_fd < 0) {
+    if (tx->signal_fd == -1) {
+        uct_cxl_event_path(tx->peer_id, path, sizeof(path));
+        tx->signal_fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (tx->signal_fd < 0) {
             /* the peer asked for signals it can not get: it would sleep
              * forever, so say so loudly */
             ucs_error("cxl: cannot signal peer interface 0x%" PRIx64 " via %s: "
                       "%m; is it on another host? (set UCX_CXL_EVENTS=n there)",
-                      ep->peer_id, path);
-            ep->signal_fd = -2;
+                      tx->peer_id, path);
+            tx->signal_fd = -2;
         }
     }
-    if ((ep->signal_fd >= 0) && (write(ep->signal_fd, &byte, 1) < 0) &&
+    if ((tx->signal_fd >= 0) && (write(tx->signal_fd, &byte, 1) < 0) &&
         (errno != EAGAIN)) {
-        ucs_diag("cxl: signalling peer 0x%" PRIx64 " failed: %m", ep->peer_id);
+        ucs_diag("cxl: signalling peer 0x%" PRIx64 " failed: %m", tx->peer_id);
     }
 }

@@ -53,6 +53,12 @@ static ucs_config_field_t uct_cxl_iface_config_table[] = {
      " no  - never; UCP then polls this interface.",
      ucs_offsetof(uct_cxl_iface_config_t, events), UCS_CONFIG_TYPE_TERNARY},
 
+    {"TEST_SKIP_WRITEBACK", "n",
+     "Test only, never in production: leave out the write-back of active-\n"
+     "message record bodies, so that tests can show that the non-coherent\n"
+     "pool emulator (UCX_CXL_POOL=emulate-nc:PATH) catches a missing flush.",
+     ucs_offsetof(uct_cxl_iface_config_t, test_skip_wb), UCS_CONFIG_TYPE_BOOL},
+
     {NULL}
 };
 
@@ -75,17 +81,24 @@ static ucs_status_t uct_cxl_iface_query(uct_iface_h tl_iface,
                             UCT_IFACE_FLAG_CB_SYNC |
                             UCT_IFACE_FLAG_EP_CHECK |
                             UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
-                            UCT_IFACE_FLAG_PUT_SHORT |
-                            UCT_IFACE_FLAG_PUT_BCOPY |
-                            UCT_IFACE_FLAG_PUT_ZCOPY |
-                            UCT_IFACE_FLAG_GET_SHORT |
-                            UCT_IFACE_FLAG_GET_BCOPY |
-                            UCT_IFACE_FLAG_GET_ZCOPY |
                             UCT_IFACE_FLAG_PENDING;
 
-    /* CPU atomics are atomic only where caches are coherent */
+    /*
+     * One-sided access needs coherent caches: without them the target's
+     * CPU may hold stale lines of its buffer (a put would be invisible to
+     * it), and may never have written back what a get reads, and nothing
+     * in UCT tells the target when to invalidate or write back.  In sw
+     * mode UCP therefore runs RMA and atomics at the target through
+     * active messages, whose channels do their own write-back/invalidate.
+     */
     if (iface->coh == CXL_COH_HW) {
-        attr->cap.flags            |= UCT_IFACE_FLAG_ATOMIC_CPU;
+        attr->cap.flags            |= UCT_IFACE_FLAG_PUT_SHORT |
+                                      UCT_IFACE_FLAG_PUT_BCOPY |
+                                      UCT_IFACE_FLAG_PUT_ZCOPY |
+                                      UCT_IFACE_FLAG_GET_SHORT |
+                                      UCT_IFACE_FLAG_GET_BCOPY |
+                                      UCT_IFACE_FLAG_GET_ZCOPY |
+                                      UCT_IFACE_FLAG_ATOMIC_CPU;
         attr->cap.atomic32.op_flags =
         attr->cap.atomic64.op_flags = UCS_BIT(UCT_ATOMIC_OP_ADD) |
                                       UCS_BIT(UCT_ATOMIC_OP_AND) |
@@ -179,7 +192,9 @@ static ucs_status_t uct_cxl_iface_flush(uct_iface_h tl_iface, unsigned flags,
 
     /* a peer found gone is reported before the flush completes */
     ucs_list_for_each(ep, &iface->ep_list, list) {
-        if ((ep->chan != NULL) && !ep->failed && !uct_cxl_ep_peer_open(ep)) {
+        if (!ep->failed &&
+            (ep->tx->failed || !uct_cxl_tx_peer_open(iface, ep->tx))) {
+            ep->tx->failed = 1;
             uct_cxl_ep_set_failed(ep);
         }
         if (ep->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
@@ -277,14 +292,35 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->bandwidth  = config->bandwidth;
     self->seg_size   = config->seg_size;
     self->max_poll   = config->max_poll;
-    self->num_active = 0;
     self->bounce     = NULL;
     self->id         = ucs_generate_uuid((uintptr_t)self);
 
-    /* the receive block: header line, then the channels */
+    /*
+     * Host ranges: in sw mode every host of the pool gets its own range of
+     * channels (and claim line), so that no line of the block is written
+     * by two hosts and claims need no cross-host CAS.
+     */
+    self->num_hosts  = (self->coh == CXL_COH_SW) ?
+                       cxlpool_nr_hosts(self->pool->cxlpool) : 1;
+    self->host_index = cxlpool_host_index(self->pool->cxlpool);
+    if ((self->num_hosts == 0) || (self->num_hosts > UCT_CXL_MAX_HOSTS) ||
+        (config->num_channels < self->num_hosts)) {
+        ucs_error("cxl: UCX_CXL_NUM_CHANNELS (%u) must be at least the number "
+                  "of hosts of pool %s (%u)", config->num_channels,
+                  self->pool->path, self->num_hosts);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    self->per_host = config->num_channels / self->num_hosts;
+    uct_cxl_test_skip_record_wb = config->test_skip_wb;
+    if (config->test_skip_wb) {
+        ucs_warn("cxl: UCX_CXL_TEST_SKIP_WRITEBACK is set: records are not "
+                 "written back (test only)");
+    }
+
+    /* the receive block: header line, claim lines, then the channels */
     stride     = sizeof(uct_cxl_chan_ctl_t) + config->ring_size;
-    block_size = sizeof(uct_cxl_block_hdr_t) + sizeof(uct_cxl_block_claim_t) +
-                 config->num_channels * stride;
+    block_size = uct_cxl_block_size(self->num_hosts, config->num_channels,
+                                    stride);
     cstatus    = cxlpool_alloc(self->pool->cxlpool, block_size, 4096, NULL, 0,
                                &ext);
     if (cstatus != CXLPOOL_OK) {
@@ -293,9 +329,13 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
         return uct_cxl_pool_status(cstatus);
     }
 
-    self->rx = ucs_calloc(config->num_channels, sizeof(*self->rx), "cxl_rx");
-    if (self->rx == NULL) {
+    self->rx     = ucs_calloc(config->num_channels, sizeof(*self->rx), "cxl_rx");
+    self->active = ucs_calloc(self->num_hosts, sizeof(*self->active),
+                              "cxl_active");
+    if ((self->rx == NULL) || (self->active == NULL)) {
         cxlpool_free(self->pool->cxlpool, ext.offset);
+        ucs_free(self->rx);
+        ucs_free(self->active);
         return UCS_ERR_NO_MEMORY;
     }
     for (i = 0; i < config->num_channels; ++i) {
@@ -309,6 +349,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->block->iface_id     = self->id;
     self->block->owner_token  = cxlpool_token(self->pool->cxlpool);
     self->block->num_channels = config->num_channels;
+    self->block->num_hosts    = self->num_hosts;
     self->block->ring_size    = (uint32_t)config->ring_size;
     self->block->chan_stride  = stride;
 
@@ -316,6 +357,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     if (status != UCS_OK) {
         cxlpool_free(self->pool->cxlpool, ext.offset);
         ucs_free(self->rx);
+        ucs_free(self->active);
         return status;
     }
     self->block->events = (self->event_fd >= 0);
@@ -325,6 +367,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
 
     ucs_arbiter_init(&self->arbiter);
     ucs_list_head_init(&self->ep_list);
+    ucs_list_head_init(&self->tx_list);
     ucs_debug("cxl: iface %p id 0x%" PRIx64 " on pool %s (coherence %s), "
               "block 0x%" PRIx64 "+%" PRIu64, self, self->id, self->pool->path,
               cxl_coh_mode_name(self->coh), self->block_offset, block_size);
@@ -344,6 +387,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
     uct_cxl_iface_event_cleanup(self);
     ucs_free(self->bounce);
     ucs_free(self->rx);
+    ucs_free(self->active);
 }
 
 UCS_CLASS_DEFINE(uct_cxl_iface_t, uct_base_iface_t);

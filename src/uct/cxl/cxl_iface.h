@@ -24,6 +24,7 @@ typedef struct uct_cxl_iface_config {
     unsigned           num_channels; /* senders one interface can accept */
     unsigned           max_poll;     /* records per progress call */
     int                events;       /* ucs_ternary_auto_value_t-like: yes/no/try */
+    int                test_skip_wb; /* test only: no record write-back */
 } uct_cxl_iface_config_t;
 
 /*
@@ -57,31 +58,49 @@ typedef struct uct_cxl_iface {
     unsigned             max_poll;
     uct_cxl_block_hdr_t *block;      /* receive block in the pool */
     uint64_t             block_offset;
-    unsigned             num_active; /* channels ever claimed: polled */
+    unsigned             num_hosts;  /* host ranges of the own block */
+    unsigned             per_host;   /* channels per host range */
+    unsigned             host_index; /* own range in peers' blocks */
+    unsigned            *active;     /* per range: channels ever claimed */
     uct_cxl_rx_chan_t   *rx;
     void                *bounce;     /* UCT_CXL_PUT_MAX_BCOPY, lazily */
     ucs_arbiter_t        arbiter;    /* endpoints with pending requests */
     ucs_list_link_t      ep_list;    /* all endpoints, for iface_flush */
+    ucs_list_link_t      tx_list;    /* channels claimed in peers' blocks */
     int                  event_fd;   /* read end of the wake-up FIFO, or -1 */
     int                  event_wfd;  /* own writer: no EOF while senders come and go */
     char                 event_path[64];
 } uct_cxl_iface_t;
 
-typedef struct uct_cxl_ep {
-    uct_base_ep_t        super;
-    ucs_list_link_t      list;       /* in iface->ep_list */
+/*
+ * Sender side of one channel in a peer's block.  All endpoints of an
+ * interface to the same peer interface share it (refcount): records of
+ * one channel are delivered in order, so each endpoint keeps its order,
+ * and a receiver serves as many endpoints as it likes per channel.
+ */
+typedef struct uct_cxl_tx {
+    ucs_list_link_t      list;       /* in iface->tx_list */
+    unsigned             refcount;   /* endpoints using it */
+    uint64_t             block_offset;
     uint64_t             peer_id;
     uct_cxl_block_hdr_t *peer;       /* receiver's block header */
-    uct_cxl_chan_ctl_t  *chan;       /* claimed channel (NULL: RMA only) */
+    uct_cxl_chan_ctl_t  *chan;       /* the claimed channel */
     uint8_t             *ring;
     uint64_t             ring_mask;
     uint64_t             head;
     uint64_t             cached_tail;
     uint32_t             seq;
-    int                  failed;
+    int                  failed;     /* peer gone: never written again */
+    int                  signal_fd;  /* peer's wake-up FIFO; -1 not open, -2 none */
+} uct_cxl_tx_t;
+
+typedef struct uct_cxl_ep {
+    uct_base_ep_t        super;
+    ucs_list_link_t      list;       /* in iface->ep_list */
+    uct_cxl_tx_t        *tx;         /* shared channel to the peer */
+    int                  failed;     /* reported to the user (once) */
     ucs_arbiter_group_t  arb_group;
     int                  err_cb_id;
-    int                  signal_fd;  /* peer's wake-up FIFO; -1 not open, -2 none */
     int                  in_pending; /* running one of its queued requests */
 } uct_cxl_ep_t;
 
@@ -120,11 +139,12 @@ ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
 ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                             uct_pack_callback_t pack_cb, void *arg,
                             unsigned flags);
-int uct_cxl_ep_has_tx_resources(uct_cxl_ep_t *ep, uint64_t need);
-int uct_cxl_ep_peer_open(uct_cxl_ep_t *ep);
-int uct_cxl_ep_peer_alive(uct_cxl_ep_t *ep);
+int uct_cxl_tx_has_resources(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                             uint64_t need);
+int uct_cxl_tx_peer_open(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
+int uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
 unsigned uct_cxl_iface_progress(uct_iface_h tl_iface);
-void uct_cxl_iface_update_active(uct_cxl_iface_t *iface);
+void uct_cxl_iface_update_active(uct_cxl_iface_t *iface, unsigned host);
 ucs_status_t uct_cxl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                     unsigned flags);
 void uct_cxl_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
@@ -133,18 +153,21 @@ ucs_status_t uct_cxl_ep_check(uct_ep_h tl_ep, unsigned flags,
                               uct_completion_t *comp);
 void uct_cxl_ep_set_failed(uct_cxl_ep_t *ep);
 
+extern int uct_cxl_test_skip_record_wb;
+
 /* wake-up (cxl_event.c) */
 ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode);
 void uct_cxl_iface_event_cleanup(uct_cxl_iface_t *iface);
 ucs_status_t uct_cxl_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p);
 ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events);
-void uct_cxl_ep_signal_slow(uct_cxl_ep_t *ep);
+void uct_cxl_tx_signal_slow(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
 
 /* A receiver that sleeps wants a signal after each record it may miss. */
-static UCS_F_ALWAYS_INLINE void uct_cxl_ep_signal(uct_cxl_ep_t *ep)
+static UCS_F_ALWAYS_INLINE void uct_cxl_tx_signal(uct_cxl_iface_t *iface,
+                                                  uct_cxl_tx_t *tx)
 {
-    if (ucs_unlikely(ep->peer->events)) {
-        uct_cxl_ep_signal_slow(ep);
+    if (ucs_unlikely(tx->peer->events)) {
+        uct_cxl_tx_signal_slow(iface, tx);
     }
 }
 

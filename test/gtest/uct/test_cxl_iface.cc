@@ -39,7 +39,7 @@ TEST_F(cxl_iface, atomics_advertised_with_hw_coherence)
     EXPECT_EQ(all_fops, a.cap.atomic64.fop_flags & all_fops);
 }
 
-TEST_F(cxl_iface, no_atomics_with_sw_coherence)
+TEST_F(cxl_iface, no_atomics_nor_rma_with_sw_coherence)
 {
     stack s;
 
@@ -53,9 +53,16 @@ TEST_F(cxl_iface, no_atomics_with_sw_coherence)
     EXPECT_EQ(0u, a.cap.atomic64.op_flags);
     EXPECT_EQ(0u, a.cap.atomic32.fop_flags);
     EXPECT_EQ(0u, a.cap.atomic64.fop_flags);
-    /* RMA stays */
-    EXPECT_TRUE(a.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
-    EXPECT_TRUE(a.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
+    /* nor one-sided access: the target's caches may be stale */
+    EXPECT_FALSE(a.cap.flags & UCT_IFACE_FLAG_PUT_SHORT);
+    EXPECT_FALSE(a.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY);
+    EXPECT_FALSE(a.cap.flags & UCT_IFACE_FLAG_GET_BCOPY);
+    EXPECT_FALSE(a.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
+    /* active messages, pending and peer failure stay */
+    EXPECT_TRUE(a.cap.flags & UCT_IFACE_FLAG_AM_SHORT);
+    EXPECT_TRUE(a.cap.flags & UCT_IFACE_FLAG_AM_BCOPY);
+    EXPECT_TRUE(a.cap.flags & UCT_IFACE_FLAG_PENDING);
+    EXPECT_TRUE(a.cap.flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE);
 }
 
 TEST_F(cxl_iface, auto_coherence_follows_the_pool)
