@@ -5,8 +5,9 @@
  * every atomic) over UCX_TLS=cxl only, with content-verified results.
  *
  *   ucp_cxl_test loopback            one worker, an endpoint to itself
- *   ucp_cxl_test server PORT         waits on 127.0.0.1:PORT (0: any port; the
- *                                    port is printed as "# listening on port N")
+ *   ucp_cxl_test server PORT [ADDR]  waits on 127.0.0.1:PORT, or on the IPv4
+ *                                    address ADDR (0: any port; the port is
+ *                                    printed as "# listening on port N")
  *   ucp_cxl_test client HOST PORT    connects to the server
  *   ucp_cxl_test peer-failure        forks a server, warms up, kills it with
  *                                    SIGKILL and expects the endpoint's error
@@ -22,6 +23,9 @@
  *   UCX_ALLOC_PRIO=md:cxl,huge,thp,mmap,heap  so that ucp_mem_map(ALLOCATE)
  *                                             takes pool memory
  *   UCX_KEEPALIVE_INTERVAL=1s                 (peer-failure only)
+ * UCP_CXL_TEST_EXPECT_TL=NAME[,NAME...] (default cxl): the transports the
+ * endpoint's lanes may use ("ep-uses-NAME"), e.g. tcp between two network
+ * namespaces that map different pools (test/ns/test_ns_pods.sh).
  *
  * Output: one line per check, "ok NAME" or "FAIL NAME: details"; lines
  * starting with '#' are information; the last line is
@@ -642,18 +646,44 @@ static void connect_ep(int err_mode_peer)
     pass("ep-create");
 }
 
-/* The endpoint's lanes all go through cxl (ucp_ep_print_info). */
+/* Does a ucp_ep_print_info lane line name one of the transports in the
+ * comma-separated list tls ("... 0:cxl/dev.0 md[0] ...")? */
+static int lane_on(const char *line, const char *tls)
+{
+    char needle[72];
+    size_t len;
+
+    while (*tls != '\0') {
+        len = strcspn(tls, ",");
+        if ((len > 0) && (len < sizeof(needle) - 3)) {
+            snprintf(needle, sizeof(needle), ":%.*s/", (int)len, tls);
+            if (strstr(line, needle) != NULL) {
+                return 1;
+            }
+        }
+        tls += len + (tls[len] == ',');
+    }
+    return 0;
+}
+
+/* The endpoint's lanes all go through cxl (ucp_ep_print_info), or through
+ * the transports named by UCP_CXL_TEST_EXPECT_TL. */
 static void check_ep_uses_cxl(void)
 {
     char *text = NULL, *line, *save = NULL, *copy;
+    const char *tl = getenv("UCP_CXL_TEST_EXPECT_TL");
     size_t size = 0;
     int lanes = 0, bad = 0;
-    char badline[256] = "";
+    char badline[256] = "", name[80];
     FILE *f;
 
+    if ((tl == NULL) || (tl[0] == '\0')) {
+        tl = "cxl";
+    }
+    snprintf(name, sizeof(name), "ep-uses-%s", tl);
     f = open_memstream(&text, &size);
     if (f == NULL) {
-        fail("ep-uses-cxl", "open_memstream: %s", strerror(errno));
+        fail(name, "open_memstream: %s", strerror(errno));
         return;
     }
     ucp_ep_print_info(g.ep, f);
@@ -666,14 +696,14 @@ static void check_ep_uses_cxl(void)
             continue;
         }
         ++lanes;
-        if (strstr(line, ":cxl/") == NULL) {
+        if (!lane_on(line, tl)) {
             ++bad;
             snprintf(badline, sizeof(badline), "%s", line);
         }
     }
-    if (check((lanes > 0) && (bad == 0), "ep-uses-cxl",
-              "%d lane(s), %d not on cxl (%s); ucp_ep_print_info:\n%s",
-              lanes, bad, badline, text ? text : "")) {
+    if (check((lanes > 0) && (bad == 0), name,
+              "%d lane(s), %d not on %s (%s); ucp_ep_print_info:\n%s",
+              lanes, bad, tl, badline, text ? text : "")) {
         for (line = strtok_r(text, "\n", &save); line != NULL;
              line = strtok_r(NULL, "\n", &save)) {
             if (strstr(line, "lane[") != NULL) {
@@ -689,12 +719,19 @@ static void check_ep_uses_cxl(void)
 /* pool placement of ucp_mem_map(ALLOCATE) memory                      */
 /* ------------------------------------------------------------------ */
 
+#define EMULATE_NC_PREFIX "emulate-nc:"
+
+/* The pool file; for "emulate-nc:PATH" it is PATH, and the process's memory
+ * is its host's view PATH.host<k> (see src/pool/emulate_nc.c). */
 static const char *pool_path(char *buf, size_t max)
 {
     const char *env = getenv("UCX_CXL_POOL");
 
     if ((env != NULL) && (env[0] != '\0') && strcmp(env, "auto") &&
         (strchr(env, ',') == NULL)) {
+        if (!strncmp(env, EMULATE_NC_PREFIX, strlen(EMULATE_NC_PREFIX))) {
+            env += strlen(EMULATE_NC_PREFIX);
+        }
         snprintf(buf, max, "%s", env);
     } else {
         snprintf(buf, max, "/dev/shm/ucx-cxl-%u.pool", (unsigned)getuid());
@@ -702,10 +739,26 @@ static const char *pool_path(char *buf, size_t max)
     return buf;
 }
 
+/* Is the mapped file name the pool at path (or, emulated, its host view)? */
+static int pool_file_is(const char *name, const char *path, int emu)
+{
+    size_t len = strlen(path);
+
+    if (!emu) {
+        return !strcmp(name, path);
+    }
+    return !strncmp(name, path, len) && !strncmp(name + len, ".host", 5) &&
+           (name[len + 5] != '\0') &&
+           (strspn(name + len + 5, "0123456789") == strlen(name + len + 5));
+}
+
 /* The address range of the pool file's mapping(s) in /proc/self/maps. */
 static int pool_mapping(const char *path, uintptr_t *lo_p, uintptr_t *hi_p,
                         int *count_p)
 {
+    const char *env = getenv("UCX_CXL_POOL");
+    int emu = (env != NULL) &&
+              !strncmp(env, EMULATE_NC_PREFIX, strlen(EMULATE_NC_PREFIX));
     char real[PATH_MAX], line[PATH_MAX + 256], *name;
     unsigned long lo, hi;
     int count = 0;
@@ -723,7 +776,8 @@ static int pool_mapping(const char *path, uintptr_t *lo_p, uintptr_t *hi_p,
     while (fgets(line, sizeof(line), f) != NULL) {
         line[strcspn(line, "\n")] = '\0';
         name = strchr(line, '/');
-        if ((name == NULL) || (strcmp(name, real) && strcmp(name, path))) {
+        if ((name == NULL) || (!pool_file_is(name, real, emu) &&
+                               !pool_file_is(name, path, emu))) {
             continue;
         }
         if (sscanf(line, "%lx-%lx", &lo, &hi) != 2) {
@@ -1784,7 +1838,7 @@ static void run_functional(void)
     teardown();
 }
 
-static int run_server(const char *port_str)
+static int run_server(const char *port_str, const char *addr_str)
 {
     struct sockaddr_in sa;
     socklen_t salen = sizeof(sa);
@@ -1806,10 +1860,15 @@ static int run_server(const char *port_str)
     sa.sin_family      = AF_INET;
     sa.sin_port        = htons((uint16_t)port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if ((addr_str != NULL) && (inet_pton(AF_INET, addr_str, &sa.sin_addr) != 1)) {
+        fprintf(stderr, "ucp_cxl_test: bad IPv4 address '%s'\n", addr_str);
+        return 2;
+    }
     if (bind(lfd, (struct sockaddr*)&sa, sizeof(sa)) ||
         listen(lfd, 1) ||
         getsockname(lfd, (struct sockaddr*)&sa, &salen)) {
-        fatal("oob", "bind/listen 127.0.0.1:%ld: %s", port, strerror(errno));
+        fatal("oob", "bind/listen %s:%ld: %s",
+              addr_str ? addr_str : "127.0.0.1", port, strerror(errno));
     }
     printf("# listening on port %u\n", ntohs(sa.sin_port));
     fflush(stdout);
@@ -2161,7 +2220,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: ucp_cxl_test loopback\n"
-            "       ucp_cxl_test server PORT      (0: any; printed)\n"
+            "       ucp_cxl_test server PORT [ADDR] (0: any; printed)\n"
             "       ucp_cxl_test client HOST PORT\n"
             "       ucp_cxl_test peer-failure\n"
             "       ucp_cxl_test channel-gap       (optional regression)\n"
@@ -2177,10 +2236,12 @@ int main(int argc, char **argv)
         g.mode = MODE_LOOPBACK;
         g.side = "loopback";
         run_functional();
-    } else if ((argc == 3) && !strcmp(argv[1], "server")) {
+    } else if (((argc == 3) || (argc == 4)) && !strcmp(argv[1], "server")) {
         g.mode = MODE_SERVER;
         g.side = "server";
-        run_server(argv[2]);
+        if (run_server(argv[2], (argc == 4) ? argv[3] : NULL) != 0) {
+            return 2;
+        }
     } else if ((argc == 4) && !strcmp(argv[1], "client")) {
         g.mode = MODE_CLIENT;
         g.side = "client";
