@@ -61,6 +61,12 @@ typedef enum {
 #define CXLPOOL_MAX_HOSTS         64
 /* Host partitions of a software-coherent pool created with nr_hosts = 0. */
 #define CXLPOOL_DEFAULT_SW_HOSTS  8
+/*
+ * cxlpool_host_index() of a handle without an attachment (NO_ATTACH,
+ * READONLY) whose partition could not be chosen: it may read the pool,
+ * and its writes (allocation, free, repair) fail naming UCX_CXL_HOST_INDEX.
+ */
+#define CXLPOOL_HOST_INDEX_NONE   0xffffffffu
 
 /* cxlpool_params_t.flags */
 enum {
@@ -222,19 +228,26 @@ typedef struct {
     uint32_t reclaimed_extents;
     uint32_t reclaimed_attach;
     int      lock_recovered;  /* a dead holder's lock was broken */
+    /* of dead_attach/dead_extents: those in other hosts' partitions, which
+       repair leaves to a process of their host */
+    uint32_t other_dead_attach;
+    uint32_t other_dead_extents;
 } cxlpool_check_report_t;
 
 typedef void (*cxlpool_check_msg_cb_t)(const char *line, void *arg);
 
 /*
- * Verify every checksum and every extent; report dead owners through cb.
- * With repair != 0, reclaim exactly the extents and attachments of dead
- * owners.  Records failing their checksum are reported, never rewritten.
+ * Verify every checksum and every extent of every host partition; report
+ * dead owners through cb.  With repair != 0, reclaim exactly the extents
+ * and attachments of dead owners in this process's own host partition
+ * (others are counted in other_dead_*).  Records failing their checksum
+ * are reported, never rewritten.
  */
 cxlpool_status_t cxlpool_check(cxlpool_t *pool, int repair,
                                cxlpool_check_report_t *report,
                                cxlpool_check_msg_cb_t cb, void *arg);
-/* Reclaim what dead owners hold (done at attach and on lease expiry too). */
+/* Reclaim what dead owners of the own host partition hold (done at attach
+   and on lease expiry too). */
 cxlpool_status_t cxlpool_recover(cxlpool_t *pool, uint32_t *extents,
                                  uint32_t *attachments);
 

@@ -6,6 +6,10 @@
  * at any store leaves a consistent heap: a record counts only once its state
  * word says ALLOCATED, and it is written last.  Allocation is first fit over
  * the gaps between allocated extents, under the metadata lock.
+ *
+ * With host partitions a process allocates from its host's heap arena and
+ * records and frees only extents recorded there; every host reads all
+ * records (invalidating each line first) for lookups and key checks.
  */
 #include "pool_int.h"
 
@@ -25,19 +29,20 @@ static int cxlpool_range_cmp(const void *a, const void *b)
     return (ra->offset > rb->offset) - (ra->offset < rb->offset);
 }
 
-/* Sorted list of allocated ranges; caller frees. */
-static cxlpool_range_t *cxlpool_used_ranges(cxlpool_t *pool, uint32_t *count)
+/* Sorted list of allocated ranges in records [first, end); caller frees. */
+static cxlpool_range_t *cxlpool_used_ranges(cxlpool_t *pool, uint32_t first,
+                                            uint32_t end, uint32_t *count)
 {
     cxlpool_range_t *ranges;
     cxlpool_extent_rec_t *rec;
     uint32_t i, n = 0;
 
-    ranges = malloc(sizeof(*ranges) * (pool->sb->max_extents + 1));
+    ranges = malloc(sizeof(*ranges) * (end - first + 1));
     if (ranges == NULL) {
         return NULL;
     }
 
-    for (i = 0; i < pool->sb->max_extents; ++i) {
+    for (i = first; i < end; ++i) {
         rec = &pool->ext[i];
         cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
         if (rec->state == CXLPOOL_EXT_ALLOCATED) {
@@ -52,12 +57,11 @@ static cxlpool_range_t *cxlpool_used_ranges(cxlpool_t *pool, uint32_t *count)
     return ranges;
 }
 
-static int cxlpool_find_gap(cxlpool_t *pool, const cxlpool_range_t *used,
-                            uint32_t n, uint64_t length, uint64_t align,
-                            uint64_t *offset)
+/* First fit in [cursor, end) among the sorted used ranges. */
+static int cxlpool_find_gap(uint64_t cursor, uint64_t end,
+                            const cxlpool_range_t *used, uint32_t n,
+                            uint64_t length, uint64_t align, uint64_t *offset)
 {
-    uint64_t cursor = pool->sb->heap_offset;
-    uint64_t end    = pool->sb->size;
     uint64_t start;
     uint32_t i;
 
@@ -112,20 +116,28 @@ cxlpool_status_t cxlpool_alloc(cxlpool_t *pool, uint64_t length, uint64_t align,
     cxlpool_extent_rec_t *rec = NULL;
     cxlpool_status_t status   = CXLPOOL_OK;
     cxlpool_range_t *used;
-    uint64_t offset;
-    uint32_t i, n;
+    uint64_t offset, arena_start, arena_end;
+    uint32_t i, n, first, end;
+
+    status = cxlpool_partition_required(pool, "allocate");
+    if (status != CXLPOOL_OK) {
+        return status;
+    }
+    arena_start = cxlpool_arena_start(pool->sb, pool->host_index);
+    arena_end   = cxlpool_arena_end(pool->sb, pool->host_index);
 
     if (align == 0) {
         align = CXLPOOL_MIN_ALIGN;
     }
     if ((length == 0) || (align & (align - 1)) || (align > CXLPOOL_MAX_ALIGN) ||
-        (length > pool->sb->heap_size)) {
+        (length > arena_end - arena_start)) {
         return cxlpool_error(CXLPOOL_ERR_INVAL,
                              "%s: bad allocation request: length %" PRIu64
                              ", alignment %" PRIu64 " (alignment must be a "
                              "power of two up to 2 MiB, length non-zero and at "
-                             "most the heap size %" PRIu64 ")", pool->path,
-                             length, align, pool->sb->heap_size);
+                             "most the heap arena size %" PRIu64 ")",
+                             pool->path, length, align,
+                             arena_end - arena_start);
     }
     if (align < CXLPOOL_MIN_ALIGN) {
         align = CXLPOOL_MIN_ALIGN;
@@ -153,7 +165,8 @@ cxlpool_status_t cxlpool_alloc(cxlpool_t *pool, uint64_t length, uint64_t align,
         goto out;
     }
 
-    for (i = 0; i < pool->sb->max_extents; ++i) {
+    cxlpool_own_records(pool, &first, &end);
+    for (i = first; i < end; ++i) {
         cxl_coh_invalidate(pool->coh, &pool->ext[i], sizeof(pool->ext[i]));
         if (pool->ext[i].state == CXLPOOL_EXT_FREE) {
             rec = &pool->ext[i];
@@ -162,24 +175,28 @@ cxlpool_status_t cxlpool_alloc(cxlpool_t *pool, uint64_t length, uint64_t align,
     }
     if (rec == NULL) {
         status = cxlpool_error(CXLPOOL_ERR_NO_SLOT,
-                               "%s: all %u extent records are in use; free "
-                               "some or recreate the pool with more extents",
-                               pool->path, pool->sb->max_extents);
+                               "%s: all %u extent records of host partition "
+                               "%u (of %u) are in use; free some or recreate "
+                               "the pool with more extents", pool->path,
+                               end - first, pool->host_index, pool->nr_hosts);
         goto out;
     }
 
-    used = cxlpool_used_ranges(pool, &n);
+    /* only this partition's records can place extents in its arena */
+    used = cxlpool_used_ranges(pool, first, end, &n);
     if (used == NULL) {
         status = cxlpool_error(CXLPOOL_ERR_NO_SPACE, "%s: out of memory",
                                pool->path);
         goto out;
     }
-    if (!cxlpool_find_gap(pool, used, n, length, align, &offset)) {
+    if (!cxlpool_find_gap(arena_start, arena_end, used, n, length, align,
+                          &offset)) {
         free(used);
         status = cxlpool_error(CXLPOOL_ERR_NO_SPACE,
                                "%s: no free extent of %" PRIu64 " bytes "
-                               "(alignment %" PRIu64 ")", pool->path, length,
-                               align);
+                               "(alignment %" PRIu64 ") in the heap arena of "
+                               "host partition %u", pool->path, length, align,
+                               pool->host_index);
         goto out;
     }
     free(used);
@@ -208,33 +225,67 @@ out:
     return status;
 }
 
+/* Record of the allocated extent starting at offset, max_extents if none. */
+static uint32_t cxlpool_find_offset(cxlpool_t *pool, uint32_t first,
+                                    uint32_t end, uint64_t offset)
+{
+    cxlpool_extent_rec_t *rec;
+    uint32_t i;
+
+    for (i = first; i < end; ++i) {
+        rec = &pool->ext[i];
+        cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
+        if ((rec->state == CXLPOOL_EXT_ALLOCATED) && (rec->offset == offset)) {
+            return i;
+        }
+    }
+    return pool->sb->max_extents;
+}
+
 cxlpool_status_t cxlpool_free(cxlpool_t *pool, uint64_t offset)
 {
     cxlpool_status_t status = CXLPOOL_OK;
     cxlpool_extent_rec_t *rec = NULL;
-    uint32_t i;
+    uint32_t i, first, end, part;
 
-    cxlpool_lock(pool);
-    for (i = 0; i < pool->sb->max_extents; ++i) {
-        rec = &pool->ext[i];
-        cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
-        if ((rec->state == CXLPOOL_EXT_ALLOCATED) && (rec->offset == offset)) {
-            break;
-        }
+    status = cxlpool_partition_required(pool, "free");
+    if (status != CXLPOOL_OK) {
+        return status;
     }
 
-    if (i == pool->sb->max_extents) {
+    cxlpool_own_records(pool, &first, &end);
+    cxlpool_lock(pool);
+    i = cxlpool_find_offset(pool, first, end, offset);
+    if (i < pool->sb->max_extents) {
+        rec = &pool->ext[i];
+        if ((rec->owner != 0) && (rec->owner != pool->token)) {
+            status = cxlpool_error(CXLPOOL_ERR_PERM,
+                                   "%s: the allocation at offset 0x%" PRIx64
+                                   " belongs to another process", pool->path,
+                                   offset);
+        } else {
+            rec->state = CXLPOOL_EXT_FREE;
+            cxl_coh_publish(pool->coh, rec, sizeof(*rec));
+        }
+        goto out;
+    }
+
+    /* not in this partition: tell a foreign extent from a missing one */
+    i = cxlpool_find_offset(pool, 0, pool->sb->max_extents, offset);
+    if (i < pool->sb->max_extents) {
+        part   = cxlpool_record_part(pool, i);
+        status = cxlpool_error(CXLPOOL_ERR_PERM,
+                               "%s: the allocation at offset 0x%" PRIx64
+                               " belongs to host partition %u, and only "
+                               "processes of that host may free it (this "
+                               "process writes partition %u)", pool->path,
+                               offset, part, pool->host_index);
+    } else {
         status = cxlpool_error(CXLPOOL_ERR_NOT_FOUND,
                                "%s: no allocation starts at offset 0x%" PRIx64,
                                pool->path, offset);
-    } else if ((rec->owner != 0) && (rec->owner != pool->token)) {
-        status = cxlpool_error(CXLPOOL_ERR_PERM,
-                               "%s: the allocation at offset 0x%" PRIx64 " "
-                               "belongs to another process", pool->path, offset);
-    } else {
-        rec->state = CXLPOOL_EXT_FREE;
-        cxl_coh_publish(pool->coh, rec, sizeof(*rec));
     }
+out:
     cxlpool_unlock(pool);
     return status;
 }
@@ -306,25 +357,19 @@ cxlpool_status_t cxlpool_extent_find(cxlpool_t *pool, uint64_t offset,
                          pool->path, offset, length);
 }
 
-cxlpool_status_t cxlpool_stats(cxlpool_t *pool, cxlpool_stats_t *stats)
+/* Account the free gaps of heap arena k (used: all extents, sorted). */
+static void cxlpool_stats_arena(cxlpool_t *pool, uint32_t k,
+                                const cxlpool_range_t *used, uint32_t n,
+                                cxlpool_stats_t *stats)
 {
-    uint64_t cursor, gap;
-    cxlpool_range_t *used;
-    uint32_t i, n;
+    uint64_t cursor = cxlpool_arena_start(pool->sb, k);
+    uint64_t end    = cxlpool_arena_end(pool->sb, k);
+    uint64_t gap_end, gap;
+    uint32_t i;
 
-    /* a report, not a decision: no lock, so read-only handles can use it */
-    memset(stats, 0, sizeof(*stats));
-    used = cxlpool_used_ranges(pool, &n);
-    if (used == NULL) {
-        return cxlpool_error(CXLPOOL_ERR_NO_SPACE, "%s: out of memory",
-                             pool->path);
-    }
-
-    cursor = pool->sb->heap_offset;
-    for (i = 0; i <= n; ++i) {
-        uint64_t gap_end = (i < n) ? used[i].offset : pool->sb->size;
-
-        gap = (gap_end > cursor) ? gap_end - cursor : 0;
+    for (i = 0; (i <= n) && (cursor < end); ++i) {
+        gap_end = ((i < n) && (used[i].offset < end)) ? used[i].offset : end;
+        gap     = (gap_end > cursor) ? gap_end - cursor : 0;
         if (gap > 0) {
             stats->free_bytes += gap;
             stats->free_ranges++;
@@ -332,12 +377,31 @@ cxlpool_status_t cxlpool_stats(cxlpool_t *pool, cxlpool_stats_t *stats)
                 stats->largest_free = gap;
             }
         }
-        if (i < n) {
-            stats->used_bytes += used[i].length;
-            if (used[i].offset + used[i].length > cursor) {
-                cursor = used[i].offset + used[i].length;
-            }
+        if ((i < n) && (used[i].offset + used[i].length > cursor)) {
+            cursor = used[i].offset + used[i].length;
         }
+    }
+}
+
+cxlpool_status_t cxlpool_stats(cxlpool_t *pool, cxlpool_stats_t *stats)
+{
+    cxlpool_range_t *used;
+    uint32_t i, n;
+
+    /* a report, not a decision: no lock, so read-only handles can use it */
+    memset(stats, 0, sizeof(*stats));
+    used = cxlpool_used_ranges(pool, 0, pool->sb->max_extents, &n);
+    if (used == NULL) {
+        return cxlpool_error(CXLPOOL_ERR_NO_SPACE, "%s: out of memory",
+                             pool->path);
+    }
+
+    /* no extent spans two arenas, so free space is counted per arena */
+    for (i = 0; i < pool->nr_hosts; ++i) {
+        cxlpool_stats_arena(pool, i, used, n, stats);
+    }
+    for (i = 0; i < n; ++i) {
+        stats->used_bytes += used[i].length;
     }
     free(used);
 
@@ -346,6 +410,7 @@ cxlpool_status_t cxlpool_stats(cxlpool_t *pool, cxlpool_stats_t *stats)
     stats->extents_max   = pool->sb->max_extents;
     stats->attach_max    = pool->sb->max_attach;
     for (i = 0; i < pool->sb->max_attach; ++i) {
+        cxl_coh_invalidate(pool->coh, &pool->att[i], sizeof(pool->att[i]));
         stats->attach_used += (pool->att[i].state == CXLPOOL_ATT_ACTIVE);
     }
     stats->fragmentation = stats->free_bytes ?

@@ -7,6 +7,11 @@
  * is exact; a process on another host by its lease: a heartbeat older than
  * lease_ms means it is gone.  Reclaiming a dead owner frees exactly the
  * extents whose owner token names its slot and slot generation.
+ *
+ * With host partitions a process claims slots and reclaims dead owners only
+ * in its own host's partition: only processes of that host write its lines.
+ * Liveness is judged for every slot (readers invalidate both lines first),
+ * but dead owners elsewhere are left to a process of their host.
  */
 #include "pool_int.h"
 
@@ -164,9 +169,10 @@ void cxlpool_attach_fill_info(cxlpool_t *pool, uint32_t slot,
 cxlpool_status_t cxlpool_attach_claim(cxlpool_t *pool, uint32_t lease_ms)
 {
     cxlpool_attach_rec_t *rec = NULL;
-    uint32_t slot;
+    uint32_t slot, first, end;
 
-    for (slot = 0; slot < pool->sb->max_attach; ++slot) {
+    cxlpool_own_slots(pool, &first, &end);
+    for (slot = first; slot < end; ++slot) {
         rec = cxlpool_att(pool, slot);
         cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
         if (rec->state == CXLPOOL_ATT_FREE) {
@@ -174,11 +180,13 @@ cxlpool_status_t cxlpool_attach_claim(cxlpool_t *pool, uint32_t lease_ms)
         }
     }
 
-    if (slot == pool->sb->max_attach) {
+    if (slot == end) {
         return cxlpool_error(CXLPOOL_ERR_NO_SLOT,
-                             "%s: all %u attachment slots are in use by live "
-                             "processes; detach some or recreate the pool with "
-                             "more slots", pool->path, pool->sb->max_attach);
+                             "%s: all %u attachment slots of host partition "
+                             "%u (of %u) are in use by live processes; detach "
+                             "some or recreate the pool with more slots",
+                             pool->path, end - first, pool->host_index,
+                             pool->nr_hosts);
     }
 
     rec->gen        += 1;
@@ -216,9 +224,11 @@ void cxlpool_attach_release(cxlpool_t *pool)
 uint32_t cxlpool_reclaim_token_locked(cxlpool_t *pool, uint64_t token)
 {
     cxlpool_extent_rec_t *rec;
-    uint32_t i, count = 0;
+    uint32_t i, first, end, count = 0;
 
-    for (i = 0; i < pool->sb->max_extents; ++i) {
+    /* an owner of this partition has its extents in this partition only */
+    cxlpool_own_records(pool, &first, &end);
+    for (i = first; i < end; ++i) {
         rec = &pool->ext[i];
         cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
         if ((token != 0) && (rec->state == CXLPOOL_EXT_ALLOCATED) &&
@@ -236,10 +246,13 @@ cxlpool_status_t cxlpool_recover_locked(cxlpool_t *pool, uint32_t *extents,
 {
     cxlpool_attach_rec_t *att;
     cxlpool_extent_rec_t *rec;
-    uint32_t i, n_ext = 0, n_att = 0;
+    uint32_t i, first, end, n_ext = 0, n_att = 0;
 
-    for (i = 0; i < pool->sb->max_attach; ++i) {
+    /* own partition only: other hosts' lines are theirs to write */
+    cxlpool_own_slots(pool, &first, &end);
+    for (i = first; i < end; ++i) {
         att = cxlpool_att(pool, i);
+        cxl_coh_invalidate(pool->coh, att, sizeof(*att));
         if ((att->state != CXLPOOL_ATT_ACTIVE) || cxlpool_attach_alive(pool, i) ||
             ((pool->token != 0) && (i == pool->slot))) {
             continue;
@@ -257,8 +270,10 @@ cxlpool_status_t cxlpool_recover_locked(cxlpool_t *pool, uint32_t *extents,
     }
 
     /* orphans: extents whose owner slot is free or was reused */
-    for (i = 0; i < pool->sb->max_extents; ++i) {
+    cxlpool_own_records(pool, &first, &end);
+    for (i = first; i < end; ++i) {
         rec = &pool->ext[i];
+        cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
         if ((rec->state == CXLPOOL_EXT_ALLOCATED) && (rec->owner != 0) &&
             (rec->owner != pool->token) && !cxlpool_token_alive(pool, rec->owner)) {
             n_ext += cxlpool_reclaim_token_locked(pool, rec->owner);
@@ -286,6 +301,10 @@ cxlpool_status_t cxlpool_recover(cxlpool_t *pool, uint32_t *extents,
 {
     cxlpool_status_t status;
 
+    status = cxlpool_partition_required(pool, "reclaim dead owners");
+    if (status != CXLPOOL_OK) {
+        return status;
+    }
     cxlpool_lock(pool);
     status = cxlpool_recover_locked(pool, extents, attachments);
     cxlpool_unlock(pool);

@@ -40,17 +40,37 @@ static void cxlpool_gen_uuid(uint8_t *uuid)
     uuid[8] = (uuid[8] & 0x3f) | 0x80;
 }
 
+/* Host partitions a new pool gets: 0 means 1 for hw, several for sw. */
+static uint32_t cxlpool_create_hosts(const cxlpool_params_t *params)
+{
+    if (params->nr_hosts != 0) {
+        return params->nr_hosts;
+    }
+    return (params->coherence == CXL_COH_SW) ? CXLPOOL_DEFAULT_SW_HOSTS : 1;
+}
+
 /* Lay out the tables for a pool of the given size. */
 static cxlpool_status_t cxlpool_layout(cxlpool_sb_t *sb, uint64_t size,
                                        const cxlpool_params_t *params)
 {
-    uint64_t max_ext = params->max_extents;
-    uint64_t max_att = params->max_attach ? params->max_attach :
-                       CXLPOOL_DEFAULT_ATTACH;
+    uint64_t max_ext   = params->max_extents;
+    uint64_t max_att   = params->max_attach ? params->max_attach :
+                         CXLPOOL_DEFAULT_ATTACH;
+    uint32_t nr_hosts  = cxlpool_create_hosts(params);
 
     if (max_ext == 0) {
         max_ext = size / (64 * 1024);
         max_ext = (max_ext < 1024) ? 1024 : (max_ext > 65536) ? 65536 : max_ext;
+    }
+
+    /* every partition needs a lock line, a slot, a record and an arena */
+    if ((nr_hosts > CXLPOOL_MAX_HOSTS) || (max_att < nr_hosts) ||
+        (max_ext < nr_hosts)) {
+        return cxlpool_error(CXLPOOL_ERR_INVAL,
+                             "%u host partitions are not possible: at most %u, "
+                             "and at most one per attachment slot (%" PRIu64
+                             ") and extent record (%" PRIu64 ")", nr_hosts,
+                             CXLPOOL_MAX_HOSTS, max_att, max_ext);
     }
 
     memset(sb, 0, sizeof(*sb));
@@ -70,6 +90,7 @@ static cxlpool_status_t cxlpool_layout(cxlpool_sb_t *sb, uint64_t size,
                                            max_ext * sizeof(cxlpool_extent_rec_t),
                                            CXLPOOL_HEAP_ALIGN);
     sb->coherence       = params->coherence;
+    sb->nr_hosts        = nr_hosts;
 
     if ((size < CXLPOOL_MIN_SIZE) || (sb->heap_offset + CXLPOOL_HEAP_ALIGN > size)) {
         return cxlpool_error(CXLPOOL_ERR_INVAL,
@@ -80,6 +101,16 @@ static cxlpool_status_t cxlpool_layout(cxlpool_sb_t *sb, uint64_t size,
     }
 
     sb->heap_size = size - sb->heap_offset;
+    if (cxlpool_arena_size(sb) < CXLPOOL_HEAP_ALIGN) {
+        return cxlpool_error(CXLPOOL_ERR_INVAL,
+                             "pool size %" PRIu64 " is too small for %u host "
+                             "partitions: each needs a heap arena of at least "
+                             "2 MiB, so the pool needs at least %" PRIu64
+                             " bytes (or fewer hosts)", size, nr_hosts,
+                             (uint64_t)(sb->heap_offset +
+                                        nr_hosts * CXLPOOL_HEAP_ALIGN));
+    }
+
     cxlpool_gen_uuid(sb->uuid);
     return CXLPOOL_OK;
 }
@@ -109,6 +140,12 @@ cxlpool_status_t cxlpool_format(void *base, uint64_t size,
     cxl_coh_publish(coh, dst, sizeof(sb));
     dst->magic = CXLPOOL_MAGIC;
     cxl_coh_publish(coh, dst, sizeof(sb));
+    /*
+     * The formatter may be the first to map the pool, but other hosts read
+     * it from memory: write back the whole metadata area once more, so that
+     * nothing of the format can stay in this host's cache.
+     */
+    cxl_coh_publish(coh, base, sb.heap_offset);
     return CXLPOOL_OK;
 }
 
@@ -165,7 +202,11 @@ cxlpool_status_t cxlpool_sb_validate(const char *path, const cxlpool_sb_t *sb,
         (sb->extent_offset + (uint64_t)sb->max_extents *
                              sizeof(cxlpool_extent_rec_t) > sb->heap_offset) ||
         (sb->attach_offset + (uint64_t)sb->max_attach *
-                             sizeof(cxlpool_attach_rec_t) > sb->extent_offset)) {
+                             sizeof(cxlpool_attach_rec_t) > sb->extent_offset) ||
+        (cxlpool_sb_nr_hosts(sb) > CXLPOOL_MAX_HOSTS) ||
+        (cxlpool_sb_nr_hosts(sb) > sb->max_attach) ||
+        (cxlpool_sb_nr_hosts(sb) > sb->max_extents) ||
+        (cxlpool_arena_size(sb) < CXLPOOL_HEAP_ALIGN)) {
         return cxlpool_error(CXLPOOL_ERR_CORRUPT,
                              "%s: superblock describes an impossible layout; "
                              "the pool was not touched", path);

@@ -39,12 +39,13 @@ struct cxlpool {
     uint64_t               map_align;
     cxl_coh_mode_t         coh;
     cxlpool_sb_t          *sb;
-    cxlpool_lock_t        *lock;
+    cxlpool_lock_t        *lock;        /* own partition's lock line */
     cxlpool_attach_rec_t  *att;
     cxlpool_extent_rec_t  *ext;
     uint64_t               host_id;
     uint32_t               nr_hosts;    /* host partitions (1 for v1.0) */
-    uint32_t               host_index;  /* own partition */
+    uint32_t               host_index;  /* own partition, or
+                                           CXLPOOL_HOST_INDEX_NONE */
     struct cxlpool_emu    *emu;         /* emulate-nc state, else NULL */
     uint64_t               lock_token;  /* this process's metadata lock token */
     uint64_t               token;       /* attachment token, 0 if none */
@@ -85,7 +86,26 @@ uint64_t cxlpool_host_id(void);
 uint64_t cxlpool_proc_start_time(int pid);  /* 0: no such process */
 uint64_t cxlpool_now_ns(void);
 
-/* metadata lock */
+/*
+ * Host partitions (pool_partition.c).  partition_init() reads nr_hosts from
+ * the superblock; host_resolve() picks the partition this process writes
+ * and points pool->lock at its lock line.  A handle that takes no
+ * attachment may stay without a partition (CXLPOOL_HOST_INDEX_NONE) as
+ * long as it only reads; writers call partition_required() first.
+ */
+void             cxlpool_partition_init(cxlpool_t *pool);
+cxlpool_status_t cxlpool_host_resolve(cxlpool_t *pool,
+                                      const cxlpool_params_t *params);
+cxlpool_status_t cxlpool_partition_required(cxlpool_t *pool, const char *what);
+/* [*first, *end) of the own partition's attachment slots / extent records */
+void             cxlpool_own_slots(cxlpool_t *pool, uint32_t *first,
+                                   uint32_t *end);
+void             cxlpool_own_records(cxlpool_t *pool, uint32_t *first,
+                                     uint32_t *end);
+uint32_t         cxlpool_slot_part(cxlpool_t *pool, uint32_t slot);
+uint32_t         cxlpool_record_part(cxlpool_t *pool, uint32_t index);
+
+/* metadata lock (the own partition's line) */
 void cxlpool_lock(cxlpool_t *pool);
 void cxlpool_unlock(cxlpool_t *pool);
 int  cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token);

@@ -1,15 +1,21 @@
 /*
- * On-media layout of a ucx-cxl pool (layout version 1.0).
+ * On-media layout of a ucx-cxl pool (layout version 1.1).
  *
  * All integers little-endian, all references offsets from the pool base.
  * Every structure is cache-line aligned and, where possible, each cache
  * line has one writer (see doc/design/pool-layout.md for who writes what).
  *
  *   0        superblock      (4 KiB, written once at format)
- *   4 KiB    metadata lock   (1 line, written by the lock holder)
+ *   4 KiB    metadata locks  (1 line per host partition, written by the
+ *                             lock holder of that partition)
  *   8 KiB    attachment table: max_attach x 128 B
  *   ...      extent table:     max_extents x 64 B   (4 KiB aligned)
  *   heap_off heap, 2 MiB aligned, to the end of the pool
+ *
+ * Layout 1.1 adds host partitions (sb.nr_hosts, 0 in 1.0 pools = 1): host
+ * partition k owns lock line k, a contiguous share of the attachment slots
+ * and extent records, and heap arena k.  Only processes of host k write
+ * them, so no line is written by two hosts (see cxlpool_part_* below).
  */
 #ifndef CXLPOOL_LAYOUT_H
 #define CXLPOOL_LAYOUT_H
@@ -25,7 +31,7 @@
 
 #define CXLPOOL_MAGIC          0x4c4f4f504c584355ull /* "UCXLPOOL" */
 #define CXLPOOL_VERSION_MAJOR  1
-#define CXLPOOL_VERSION_MINOR  0
+#define CXLPOOL_VERSION_MINOR  1
 #define CXLPOOL_LINE           64
 #define CXLPOOL_SB_SIZE        4096ull
 #define CXLPOOL_LOCK_OFFSET    4096ull
@@ -52,7 +58,7 @@ typedef struct {
     uint32_t coherence;       /* cxl_coh_mode_t the pool was made for */
     uint32_t flags;
     uint8_t  reserved[16];
-    uint32_t reserved2;
+    uint32_t nr_hosts;        /* host partitions; 0 (layout 1.0) means 1 */
     uint32_t crc;             /* crc32c of everything above */
 } __attribute__((aligned(CXLPOOL_LINE))) cxlpool_sb_t;
 
@@ -128,6 +134,50 @@ static inline uint32_t cxlpool_token_slot(uint64_t token)
 static inline uint32_t cxlpool_token_gen(uint64_t token)
 {
     return (uint32_t)token;
+}
+
+/*
+ * Host partitions.  Partition k of n owns items [k*count/n, (k+1)*count/n)
+ * of a table of count items (attachment slots, extent records), so with
+ * n = 1 the whole table is partition 0, as in layout 1.0.
+ */
+static inline uint32_t cxlpool_sb_nr_hosts(const cxlpool_sb_t *sb)
+{
+    return sb->nr_hosts ? sb->nr_hosts : 1;
+}
+
+static inline uint32_t cxlpool_part_first(uint32_t count, uint32_t nr_hosts,
+                                          uint32_t k)
+{
+    return (uint32_t)(((uint64_t)count * k) / nr_hosts);
+}
+
+/* The partition that owns item i: inverse of cxlpool_part_first(). */
+static inline uint32_t cxlpool_part_of(uint32_t count, uint32_t nr_hosts,
+                                       uint32_t i)
+{
+    return (uint32_t)((((uint64_t)i + 1) * nr_hosts - 1) / count);
+}
+
+/*
+ * Heap arena size: the heap split into nr_hosts equal parts, each a
+ * multiple of 2 MiB; the last arena also takes the remainder, so one
+ * partition's arena is the whole heap.
+ */
+static inline uint64_t cxlpool_arena_size(const cxlpool_sb_t *sb)
+{
+    return (sb->heap_size / cxlpool_sb_nr_hosts(sb)) & ~(CXLPOOL_HEAP_ALIGN - 1);
+}
+
+static inline uint64_t cxlpool_arena_start(const cxlpool_sb_t *sb, uint32_t k)
+{
+    return sb->heap_offset + (uint64_t)k * cxlpool_arena_size(sb);
+}
+
+static inline uint64_t cxlpool_arena_end(const cxlpool_sb_t *sb, uint32_t k)
+{
+    return (k + 1 == cxlpool_sb_nr_hosts(sb)) ? sb->size :
+           cxlpool_arena_start(sb, k + 1);
 }
 
 #endif

@@ -9,6 +9,11 @@
  * a crashed process.  Every update done under the lock leaves the tables
  * consistent at each store (fields first, state word last), so breaking
  * the lock needs no undo, only the usual reclaim of the dead owner.
+ *
+ * pool->lock is the own host partition's line: only processes of one host
+ * ever CAS it (they share caches, so the CAS is atomic for all of them),
+ * and the holders judged here are processes of that host.  The timeout
+ * rule is for processes of the same partition in another pid namespace.
  */
 #include "pool_int.h"
 

@@ -180,6 +180,8 @@ cxlpool_status_t cxlpool_probe(const char *path, cxlpool_info_t *info)
         info->backend       = kind;
         info->coherence     = (cxl_coh_mode_t)sb.coherence;
         info->map_align     = align;
+        info->nr_hosts      = cxlpool_sb_nr_hosts(&sb);
+        info->host_index    = CXLPOOL_HOST_INDEX_NONE; /* no process here */
         snprintf(info->path, sizeof(info->path), "%s", path);
     }
     return status;
@@ -239,6 +241,11 @@ static cxlpool_status_t cxlpool_create_store(cxlpool_t *pool,
 
     if (create_params.size == 0) {
         create_params.size = cxlpool_default_size();
+    }
+    if ((create_params.nr_hosts == 0) &&
+        (pool->backend == CXLPOOL_BACKEND_EMULATE_NC)) {
+        /* an emulated non-coherent pool is a software-coherent one */
+        create_params.nr_hosts = CXLPOOL_DEFAULT_SW_HOSTS;
     }
     if ((pool->backend != CXLPOOL_BACKEND_DEVDAX) &&
         (create_params.size % CXLPOOL_HEAP_ALIGN)) {
@@ -352,6 +359,7 @@ cxlpool_status_t cxlpool_open(const cxlpool_params_t *params,
     pool->lock = (cxlpool_lock_t*)(pool->base + CXLPOOL_LOCK_OFFSET);
     pool->att  = (cxlpool_attach_rec_t*)(pool->base + pool->sb->attach_offset);
     pool->ext  = (cxlpool_extent_rec_t*)(pool->base + pool->sb->extent_offset);
+    cxlpool_partition_init(pool);
     pool->host_id    = cxlpool_host_id();
     pool->lock_token = ((uint64_t)getpid() << 32) |
                        (uint32_t)(pool->host_id ^ (pool->host_id >> 32)) | 1;
@@ -362,6 +370,12 @@ cxlpool_status_t cxlpool_open(const cxlpool_params_t *params,
         if (status != CXLPOOL_OK) {
             goto err;
         }
+    }
+
+    /* the partition this process writes; sets pool->lock */
+    status = cxlpool_host_resolve(pool, params);
+    if (status != CXLPOOL_OK) {
+        goto err;
     }
 
     if (!(params->flags & (CXLPOOL_NO_ATTACH | CXLPOOL_READONLY))) {

@@ -204,16 +204,17 @@ NB=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 t "--help" 0 "$CXL" --help
 for c in create list info check destroy; do out_has "^  $c"; done
 out_hasF "UCX_CXL_POOL_SIZE"
+out_hasF "UCX_CXL_HOST_INDEX"
 t "-h" 0 "$CXL" -h
 out_has "^usage: cxlpool COMMAND"
 t "help (no command)" 0 "$CXL" help
 out_has "^usage: cxlpool COMMAND"
 
 declare -A OPTS=(
-    [create]="--size --group --numa-node --max-extents --max-attach --coherence --force"
+    [create]="--size --group --numa-node --max-extents --max-attach --coherence --hosts --force"
     [list]="--json"
     [info]="--json"
-    [check]="--repair"
+    [check]="--repair --host-index"
     [destroy]="--force"
 )
 for c in create list info check destroy; do
@@ -345,9 +346,11 @@ check "failed create (missing NUMA node) leaves no pool" absent "$PNX"
 rm -f "$PNX"
 
 PO=$(pool opts)
-t "create --max-extents/--max-attach/--coherence sw" 0 "$CXL" create "$PO" --size=16MiB --max-extents 2000 --max-attach 4 --coherence sw
+# sw pools get 8 host partitions by default, too many for 4 slots and 16 MiB
+t "create --max-extents/--max-attach/--coherence sw/--hosts" 0 "$CXL" create "$PO" --size=16MiB --max-extents 2000 --max-attach 4 --coherence sw --hosts 2
+out_hasF ", 2 host partitions"
 t "info of a pool made with options" 0 "$CXL" info --json "$PO"
-jq_ok "options recorded" '.size == 16777216 and .extents_max == 2000 and .attach_max == 4'
+jq_ok "options recorded" '.size == 16777216 and .extents_max == 2000 and .attach_max == 4 and .nr_hosts == 2'
 
 PE=$(pool env)
 t "create without --size uses UCX_CXL_POOL_SIZE" 0 env UCX_CXL_POOL_SIZE=8M "$CXL" create "$PE"
@@ -402,7 +405,8 @@ out_has "^pool +$P1$"
 out_has "^backend +emulated$"
 out_has "^uuid +$UUID1$"
 out_has "^size +67108864 bytes$"
-out_has "^layout +1\.0$"
+out_has "^layout +1\.1$"
+out_has "^hosts +1 host partition\(s\)$"
 out_has "^attachments +0 of 256$"
 out_has "^  \(none\)$"
 
@@ -416,7 +420,7 @@ out_has "^  keepme +offset 0x[0-9a-f]+ +length 4096 \(persistent\)$"
 out_has "^  live1 +offset 0x[0-9a-f]+ +length 4096$"
 t "info --json with a live holder" 0 "$CXL" info --json "$P1"
 jq_ok "info --json: uuid/size/path" \
-    ".uuid == \"$UUID1\" and .size == 67108864 and .path == \"$P1\" and .backend == \"emulated\" and .layout_version == \"1.0\""
+    ".uuid == \"$UUID1\" and .size == 67108864 and .path == \"$P1\" and .backend == \"emulated\" and .layout_version == \"1.1\" and .nr_hosts == 1"
 jq_ok "info --json: space" \
     '.used_bytes == 12288 and .extents_used == 3 and .heap_offset + .heap_size == .size and .used_bytes + .free_bytes == .heap_size'
 jq_ok "info --json: one live attachment" \
@@ -619,6 +623,85 @@ t "live: info --json at the end" 0 "$CXL" info --json "$PL"
 jq_ok "only the persistent allocation remains" \
     '.used_bytes == 4096 and .extents_used == 1 and .attach_used == 0 and (.attachments | length) == 0 and (.named | map(.name)) == ["persist"]'
 t "live: final check clean" 0 "$CXL" check "$PL"
+
+# ======================================================================
+# host partitions (software-coherent multi-host pools)
+# ======================================================================
+
+PH=$(pool hosts)
+t "hosts: --hosts 0 is a usage error" 2 "$CXL" create "$PH" --size 32M --hosts 0
+err_hasF "invalid value '0' for --hosts (1..64)"
+t "hosts: --hosts 65 is a usage error" 2 "$CXL" create "$PH" --size 32M --hosts 65
+err_hasF "invalid value '65' for --hosts (1..64)"
+t "hosts: --hosts x is a usage error" 2 "$CXL" create "$PH" --size 32M --hosts x
+t "hosts: too small for 8 arenas" 1 "$CXL" create "$PH" --size 16M --hosts 8
+err_hasF "too small for 8 host partitions"
+check "hosts: refused create leaves no pool" absent "$PH"
+check "hosts: refused create leaves no temporary file" no_tmp_left "$PH"
+t "hosts: --hosts 3 on a hw pool needs more slots than 2" 1 "$CXL" create "$PH" --size 32M --hosts 3 --max-attach 2
+check "hosts: refused create (slots) leaves no pool" absent "$PH"
+
+PD=$(pool swdefault)
+t "hosts: sw pool without --hosts" 0 "$CXL" create "$PD" --size 64M --coherence sw
+out_hasF ", 8 host partitions"
+t "hosts: info --json of the default sw pool" 0 "$CXL" info --json "$PD"
+jq_ok "hosts: sw default is 8 partitions" '.nr_hosts == 8 and .layout_version == "1.1"'
+
+t "hosts: create --hosts 4" 0 "$CXL" create "$PH" --size 64M --coherence sw --hosts 4
+out_has "^created emulated pool $PH: 67108864 bytes, uuid [0-9a-f-]+, 4 host partitions$"
+t "hosts: info" 0 "$CXL" info "$PH"
+out_has "^layout +1\.1$"
+out_has "^hosts +4 host partition\(s\)$"
+t "hosts: info --json" 0 "$CXL" info --json "$PH"
+jq_ok "hosts: nr_hosts 4, free space in 4 arenas" \
+    '.nr_hosts == 4 and .free_ranges == 4 and .free_bytes == .heap_size'
+
+t_raw "hosts: a writer without a host index is refused" 1 "$HOLDER" "$PH" -n 1
+err_hasF "set UCX_CXL_HOST_INDEX"
+t_raw "hosts: a bad UCX_CXL_HOST_INDEX is refused" 1 env UCX_CXL_HOST_INDEX=one "$HOLDER" "$PH" -n 1
+err_hasF "UCX_CXL_HOST_INDEX='one'"
+t_raw "hosts: an out-of-range UCX_CXL_HOST_INDEX is refused" 1 env UCX_CXL_HOST_INDEX=4 "$HOLDER" "$PH" -n 1
+err_hasF "out of range"
+t "hosts: persistent allocation by host 0" 0 env UCX_CXL_HOST_INDEX=0 "$HOLDER" "$PH" -n 1 -N keep0 -p
+UCX_CXL_HOST_INDEX=1 start_holder "$PH" -n 2 -N on1
+H1=$HPID
+UCX_CXL_HOST_INDEX=2 start_holder "$PH" -n 1 -N on2
+H2=$HPID
+t "hosts: info --json with holders on hosts 1 and 2" 0 "$CXL" info --json "$PH"
+jq_ok "hosts: attachments sit in their hosts' partitions" \
+    "[.attachments[] | select(.pid == $H1)][0].host_partition == 1 and [.attachments[] | select(.pid == $H2)][0].host_partition == 2"
+jq_ok "hosts: slots of partitions 1 and 2 (64 slots each)" \
+    "[.attachments[] | select(.pid == $H1)][0].slot == 64 and [.attachments[] | select(.pid == $H2)][0].slot == 128"
+jq_ok "hosts: names of all partitions listed" '(.named | map(.name) | sort) == ["keep0", "on1", "on2"]'
+kill_holder "$H1"
+cp "$PH" "$SCR/ph.copy"
+t "hosts: check reports the dead owner of partition 1" 1 "$CXL" check "$PH"
+out_has "attachment 64 \(host partition 1\): pid $H1 on .* is dead \(process gone\)"
+check "hosts: 2 dead-owner extents of partition 1" [ "$(grep -c 'extent [0-9]* (host partition 1): .* held by dead owner' "$OUT")" = 2 ]
+out_hasF "1 dead attachment(s), 2 extent(s) (8192 bytes) held by dead owners"
+t "hosts: check --repair without a host index" 1 "$CXL" check --repair "$PH"
+err_hasF "set UCX_CXL_HOST_INDEX (or --host-index)"
+t "hosts: check --repair --host-index 4 is out of range" 1 "$CXL" check --repair --host-index 4 "$PH"
+err_hasF "out of range"
+t "hosts: --host-index 64 is a usage error" 2 "$CXL" check --repair --host-index 64 "$PH"
+t "hosts: check --repair --host-index 0 leaves partition 1 alone" 1 "$CXL" check --repair --host-index 0 "$PH"
+out_lacks "repaired:"
+err_hasF "2 extent(s) and 1 attachment(s) of dead owners are in other host partitions"
+err_hasF "--host-index K"
+check "hosts: repair of partition 0 wrote nothing of partition 1" unchanged "$PH" "$SCR/ph.copy"
+t "hosts: check --repair --host-index 1" 0 "$CXL" check --repair --host-index 1 "$PH"
+out_hasF "repaired: reclaimed 2 extent(s) and 1 attachment(s) of dead owners in this host's partition"
+out_hasF "$PH: clean"
+t "hosts: info --json after repair of partition 1" 0 "$CXL" info --json "$PH"
+jq_ok "hosts: host 2's holder and host 0's persistent extent kept" \
+    "(.attachments | length) == 1 and .attachments[0].pid == $H2 and (.named | map(.name) | sort) == [\"keep0\", \"on2\"]"
+kill_holder "$H2"
+t "hosts: UCX_CXL_HOST_INDEX selects the partition for --repair" 0 env UCX_CXL_HOST_INDEX=2 "$CXL" check --repair "$PH"
+out_hasF "repaired: reclaimed 1 extent(s) and 1 attachment(s) of dead owners in this host's partition"
+t "hosts: clean at the end" 0 "$CXL" check "$PH"
+rm -f "$SCR/ph.copy"
+t "hosts: destroy" 0 "$CXL" destroy "$PH"
+t "hosts: destroy the default sw pool" 0 "$CXL" destroy "$PD"
 
 # ======================================================================
 # destroy

@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,7 @@ static int cmd_create(int argc, char **argv)
         {"max-extents", required_argument, NULL, LONGOPT('e')},
         {"max-attach", required_argument, NULL, LONGOPT('a')},
         {"coherence", required_argument, NULL, LONGOPT('c')},
+        {"hosts", required_argument, NULL, LONGOPT('h')},
         {"force", no_argument, NULL, LONGOPT('f')},
         {NULL, 0, NULL, 0}
     };
@@ -198,6 +200,14 @@ static int cmd_create(int argc, char **argv)
                 die_usage("invalid coherence '%s' (hw or sw)", optarg);
             }
             break;
+        case LONGOPT('h'):
+            params.nr_hosts = parse_uint("--hosts", optarg, ULONG_MAX);
+            if ((params.nr_hosts == 0) ||
+                (params.nr_hosts > CXLPOOL_MAX_HOSTS)) {
+                die_usage("invalid value '%s' for --hosts (1..%d)", optarg,
+                          CXLPOOL_MAX_HOSTS);
+            }
+            break;
         case LONGOPT('f'):
             params.flags |= CXLPOOL_FORCE;
             break;
@@ -214,8 +224,12 @@ static int cmd_create(int argc, char **argv)
 
     cxlpool_info(pool, &info);
     uuid_str(info.uuid, uuid);
-    printf("created %s pool %s: %" PRIu64 " bytes, uuid %s\n",
+    printf("created %s pool %s: %" PRIu64 " bytes, uuid %s",
            backend_name(info.backend), info.path, info.size, uuid);
+    if (info.nr_hosts > 1) {
+        printf(", %u host partitions", info.nr_hosts);
+    }
+    printf("\n");
     cxlpool_close(pool);
     return 0;
 }
@@ -327,8 +341,10 @@ static int cmd_list(int argc, char **argv)
 /* ---- info ---- */
 
 typedef struct {
-    int json;
-    int count;
+    int      json;
+    int      count;
+    uint32_t nr_hosts;
+    uint32_t attach_max;
 } info_ctx_t;
 
 static void info_attach_cb(const cxlpool_attach_info_t *a, void *arg)
@@ -339,9 +355,12 @@ static void info_attach_cb(const cxlpool_attach_info_t *a, void *arg)
         printf("%s{\"slot\":%u,\"pid\":%d,\"host\":", ctx->count ? "," : "",
                a->slot, a->pid);
         json_str(stdout, a->hostname);
-        printf(",\"same_host\":%s,\"alive\":%s,\"lease_ms\":%u}",
-               a->same_host ? "true" : "false", a->alive ? "true" : "false",
-               a->lease_ms);
+        /* slots are split among host partitions like the library does */
+        printf(",\"same_host\":%s,\"alive\":%s,\"lease_ms\":%u"
+               ",\"host_partition\":%u}", a->same_host ? "true" : "false",
+               a->alive ? "true" : "false", a->lease_ms,
+               (uint32_t)((((uint64_t)a->slot + 1) * ctx->nr_hosts - 1) /
+                          ctx->attach_max));
     } else {
         printf("  slot %-4u pid %-8d host %-20s %s\n", a->slot, a->pid,
                a->hostname, a->alive ? "alive" : "DEAD");
@@ -374,7 +393,7 @@ static int cmd_info(int argc, char **argv)
         {"json", no_argument, NULL, LONGOPT('j')},
         {NULL, 0, NULL, 0}
     };
-    info_ctx_t ctx = {0, 0};
+    info_ctx_t ctx = {0, 0, 1, 1};
     char defpath[64], uuid[40];
     cxlpool_params_t params;
     cxlpool_status_t status;
@@ -406,6 +425,8 @@ static int cmd_info(int argc, char **argv)
         return fail(status);
     }
     uuid_str(info.uuid, uuid);
+    ctx.nr_hosts   = info.nr_hosts;
+    ctx.attach_max = st.attach_max;
 
     if (ctx.json) {
         printf("{\"path\":");
@@ -416,12 +437,13 @@ static int cmd_info(int argc, char **argv)
                ",\"used_bytes\":%" PRIu64 ",\"free_bytes\":%" PRIu64
                ",\"largest_free\":%" PRIu64 ",\"free_ranges\":%u"
                ",\"fragmentation\":%.4f,\"extents_used\":%u,\"extents_max\":%u"
-               ",\"attach_used\":%u,\"attach_max\":%u,\"attachments\":[",
+               ",\"attach_used\":%u,\"attach_max\":%u,\"nr_hosts\":%u"
+               ",\"attachments\":[",
                backend_name(info.backend), uuid, info.size, info.version_major,
                info.version_minor, info.create_ns, info.heap_offset,
                st.heap_size, st.used_bytes, st.free_bytes, st.largest_free,
                st.free_ranges, st.fragmentation, st.extents_used,
-               st.extents_max, st.attach_used, st.attach_max);
+               st.extents_max, st.attach_used, st.attach_max, info.nr_hosts);
         cxlpool_foreach_attach(pool, info_attach_cb, &ctx);
         printf("],\"named\":[");
         ctx.count = 0;
@@ -437,6 +459,7 @@ static int cmd_info(int argc, char **argv)
         printf("uuid          %s\n", uuid);
         printf("size          %" PRIu64 " bytes\n", info.size);
         printf("layout        %u.%u\n", info.version_major, info.version_minor);
+        printf("hosts         %u host partition(s)\n", info.nr_hosts);
         printf("created       %s\n", tbuf);
         printf("heap          %" PRIu64 " bytes at offset 0x%" PRIx64 "\n",
                st.heap_size, info.heap_offset);
@@ -471,27 +494,37 @@ static int cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"repair", no_argument, NULL, LONGOPT('r')},
+        {"host-index", required_argument, NULL, LONGOPT('x')},
         {NULL, 0, NULL, 0}
     };
     cxlpool_check_report_t rep;
     cxlpool_params_t params;
     cxlpool_status_t status;
+    cxlpool_info_t info;
     char defpath[64];
     cxlpool_t *pool;
-    int c, repair = 0;
+    int c, repair = 0, host_index = -1;
 
     while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         if (c == LONGOPT('r')) {
             repair = 1;
+        } else if (c == LONGOPT('x')) {
+            host_index = (int)parse_uint("--host-index", optarg,
+                                         CXLPOOL_MAX_HOSTS - 1);
         } else {
             bad_option(c, argv, opts);
         }
     }
 
     cxlpool_params_init(&params);
-    params.path  = path_arg(argc, argv, defpath, sizeof(defpath));
-    params.flags = repair ? CXLPOOL_NO_ATTACH : CXLPOOL_READONLY;
-    status       = cxlpool_open(&params, &pool);
+    params.path       = path_arg(argc, argv, defpath, sizeof(defpath));
+    params.flags      = repair ? CXLPOOL_NO_ATTACH : CXLPOOL_READONLY;
+    params.host_index = host_index;
+    if (repair && (cxlpool_probe(params.path, &info) == CXLPOOL_OK)) {
+        /* repair writes: with the write-backs the pool was made for */
+        params.coherence = info.coherence;
+    }
+    status = cxlpool_open(&params, &pool);
     if (status != CXLPOOL_OK) {
         return fail(status);
     }
@@ -506,6 +539,14 @@ static int cmd_check(int argc, char **argv)
 
     if (status != CXLPOOL_OK) {
         return fail(status);
+    }
+    if (repair && (rep.other_dead_extents || rep.other_dead_attach)) {
+        fprintf(stderr, "cxlpool: %s: %u extent(s) and %u attachment(s) of "
+                "dead owners are in other host partitions, which only their "
+                "host may write; run 'cxlpool check --repair --host-index K "
+                "%s' on host K\n", params.path, rep.other_dead_extents,
+                rep.other_dead_attach, params.path);
+        return 1;
     }
     if (!repair && (rep.dead_extents || rep.dead_attach)) {
         fprintf(stderr, "cxlpool: %s: %u extent(s) held by dead owners; run "
@@ -559,6 +600,10 @@ static const cxlpool_cmd_t cmds[] = {
      "  --max-extents N    extent records (default: size / 64 KiB, 1024-65536)\n"
      "  --max-attach N     attachment slots (default 256)\n"
      "  --coherence MODE   hw or sw: mode recorded for the pool (default hw)\n"
+     "  --hosts N          host partitions, 1-64 (default 1 for hw, 8 for sw):\n"
+     "                     each host of a software-coherent pool writes only\n"
+     "                     its own lock, slots, extent records and 1/N of the\n"
+     "                     heap; every partition needs a 2 MiB heap arena\n"
      "  --force            format a devdax device that already holds a pool\n"},
     {"list", cmd_list, "list [--json]",
      "List devdax devices (via libdaxctl) and emulated pools in /dev/shm and\n"
@@ -568,10 +613,16 @@ static const cxlpool_cmd_t cmds[] = {
      "Show a pool's superblock, space use, fragmentation, attached processes\n"
      "and named allocations.  Reads only.\n\n"
      "  --json             machine-readable output\n"},
-    {"check", cmd_check, "check [PATH] [--repair]",
-     "Verify every checksum and extent, list extents held by dead owners.\n"
-     "Exit 0 when clean, 1 when damaged or holding dead owners' extents.\n\n"
-     "  --repair           reclaim extents and slots of dead owners\n"},
+    {"check", cmd_check, "check [PATH] [--repair] [--host-index K]",
+     "Verify every checksum and extent of every host partition, list extents\n"
+     "held by dead owners.  Exit 0 when clean, 1 when damaged or holding dead\n"
+     "owners' extents.\n\n"
+     "  --repair           reclaim extents and slots of dead owners in this\n"
+     "                     host's partition only (other hosts' partitions are\n"
+     "                     reported; a process of their host must repair them)\n"
+     "  --host-index K     this host's partition (default UCX_CXL_HOST_INDEX;\n"
+     "                     needed for --repair of a software-coherent pool\n"
+     "                     with several partitions)\n"},
     {"destroy", cmd_destroy, "destroy [PATH] [--force]",
      "Remove a pool: unlink its file, or wipe a devdax device's superblock.\n"
      "Refuses while live processes are attached.\n\n"
@@ -591,7 +642,8 @@ static void usage(FILE *f)
         fprintf(f, "  %s\n", cmds[i].usage);
     }
     fprintf(f, "\n'cxlpool COMMAND --help' describes one command.\n"
-            "Environment: UCX_CXL_POOL_SIZE (default size of emulated pools)\n");
+            "Environment: UCX_CXL_POOL_SIZE (default size of emulated pools),\n"
+            "UCX_CXL_HOST_INDEX (this host's partition of a shared pool)\n");
 }
 
 int main(int argc, char **argv)

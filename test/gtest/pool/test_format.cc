@@ -201,6 +201,7 @@ TEST_F(pool_format, wrong_version)
         cxlpool_sb_t sb;
         memcpy(&sb, d.data(), sizeof(sb));
         sb.version_major = 7;
+        sb.version_minor = 0;
         sb.crc           = cxlpool_sb_crc(&sb); /* a well-formed future pool */
         memcpy(d.data(), &sb, sizeof(sb));
     }, CXLPOOL_ERR_VERSION, "version 7.0");
