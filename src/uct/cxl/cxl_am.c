@@ -119,7 +119,14 @@ uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
                                                uct_cxl_tx_need(tx, max_length)))) {
         return UCS_ERR_NO_RESOURCE;
     }
-    /* never write into a block its owner gave up: it may be reused */
+    /*
+     * Never write into a block its owner gave up: it may be reused.  In sw
+     * mode the header line is re-read from memory, since the receiver's
+     * close is invisible to a cached copy.
+     */
+    if (iface->coh == CXL_COH_SW) {
+        cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
+    }
     if (ucs_unlikely(tx->peer->magic != UCT_CXL_BLOCK_MAGIC) &&
         !uct_cxl_tx_peer_alive(iface, tx)) {
         tx->failed = 1;
