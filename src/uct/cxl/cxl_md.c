@@ -14,6 +14,11 @@
  *     lives in the pool (one-copy rendezvous from pool-resident buffers).
  *     RKEY_PTR is then not advertised: UCP 1.13's rkey_ptr rendezvous
  *     aborts on an unreachable key instead of falling back.
+ *
+ * With software coherence RKEY_PTR is not advertised either: a peer on
+ * another host would load the buffer straight from pool memory through the
+ * pointer, with no invalidate before and while the owner's writes may
+ * still sit in the owner's cache (nothing writes them back for it).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -75,6 +80,16 @@ static ucs_config_field_t uct_cxl_md_config_table[] = {
      "memory node); -1: no binding.",
      ucs_offsetof(uct_cxl_md_config_t, numa_node), UCS_CONFIG_TYPE_INT},
 
+    {"HOST_INDEX", "auto",
+     "Which host partition of a software-coherent multi-host pool this process\n"
+     "writes (0..N-1; the same for all processes of one host, different for\n"
+     "every host; see 'cxlpool create --hosts'). Processes write pool\n"
+     "metadata only in their own host's partition, since hosts share no\n"
+     "coherence. 'auto': 0 for pools with one partition (and hardware-coherent\n"
+     "pools), the emulator's choice for emulate-nc: pools, otherwise it must\n"
+     "be set.",
+     ucs_offsetof(uct_cxl_md_config_t, host_index), UCS_CONFIG_TYPE_STRING},
+
     {NULL}
 };
 
@@ -94,13 +109,22 @@ static ucs_status_t uct_cxl_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
     uct_cxl_md_t *md = ucs_derived_of(tl_md, uct_cxl_md_t);
     unsigned i;
 
+    int sw = 0;
+
+    for (i = 0; i < md->num_pools; ++i) {
+        sw |= (md->pools[i]->coh == CXL_COH_SW);
+    }
+
     attr->cap.flags = UCT_MD_FLAG_ALLOC | UCT_MD_FLAG_NEED_RKEY;
     if (md->reg_any) {
         attr->cap.flags        |= UCT_MD_FLAG_REG;
         attr->cap.reg_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     } else {
-        attr->cap.flags        |= UCT_MD_FLAG_RKEY_PTR;
         attr->cap.reg_mem_types = 0;
+    }
+    if (!md->reg_any && !sw) {
+        /* sw: a direct pointer would read what the owner never wrote back */
+        attr->cap.flags        |= UCT_MD_FLAG_RKEY_PTR;
     }
     attr->cap.alloc_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);

@@ -44,6 +44,7 @@ typedef struct uct_cxl_md_config {
     int                       coherence;  /* uct_cxl_coh_cfg_t */
     int                       numa_node;
     int                       reg_any;
+    char                     *host_index; /* "auto" or a host partition */
 } uct_cxl_md_config_t;
 
 typedef struct uct_cxl_md {

@@ -15,6 +15,7 @@
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 static UCS_LIST_HEAD(uct_cxl_pools);
@@ -46,12 +47,20 @@ ucs_status_t uct_cxl_pool_status(cxlpool_status_t status)
     }
 }
 
-/* "/dev/shm/ucx-cxl-0.pool" -> "ucx-cxl-0", "/dev/dax0.0" -> "dax0.0" */
+/*
+ * "/dev/shm/ucx-cxl-0.pool" -> "ucx-cxl-0", "/dev/dax0.0" -> "dax0.0",
+ * "emulate-nc:x.pool" -> "x"
+ */
 static void uct_cxl_pool_dev_name(const char *path, char *name, size_t max)
 {
-    const char *base = strrchr(path, '/');
+    const char *base;
     size_t len;
 
+    if (!strncmp(path, CXLPOOL_EMULATE_NC_PREFIX,
+                 strlen(CXLPOOL_EMULATE_NC_PREFIX))) {
+        path += strlen(CXLPOOL_EMULATE_NC_PREFIX);
+    }
+    base = strrchr(path, '/');
     base = base ? base + 1 : path;
     len  = strlen(base);
     if ((len > 5) && !strcmp(base + len - 5, ".pool")) {
@@ -81,6 +90,29 @@ static cxl_coh_mode_t uct_cxl_pool_coh(const char *path,
     }
 }
 
+/* UCX_CXL_HOST_INDEX: "auto" -> -1 (the pool library decides), or 0..63 */
+static ucs_status_t uct_cxl_pool_host_index(const uct_cxl_md_config_t *cfg,
+                                            int *index)
+{
+    const char *str = cfg->host_index;
+    unsigned long v;
+    char *end;
+
+    if ((str == NULL) || !strcmp(str, "auto")) {
+        *index = -1;
+        return UCS_OK;
+    }
+    v = strtoul(str, &end, 10);
+    if ((*str < '0') || (*str > '9') || (*end != '\0') ||
+        (v >= CXLPOOL_MAX_HOSTS)) {
+        ucs_error("cxl: UCX_CXL_HOST_INDEX='%s' is invalid: 'auto' or a host "
+                  "partition 0..%d", str, CXLPOOL_MAX_HOSTS - 1);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    *index = (int)v;
+    return UCS_OK;
+}
+
 ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,
                               uct_cxl_pool_t **pool_p)
 {
@@ -97,6 +129,10 @@ ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,
     }
 
     pthread_mutex_lock(&uct_cxl_pools_lock);
+    /*
+     * Keyed by the whole spec: "emulate-nc:PATH" (an emulated host's view)
+     * and "PATH" (a direct mapping) are different attachments of one pool.
+     */
     ucs_list_for_each(pool, &uct_cxl_pools, list) {
         if (!strcmp(pool->path, path)) {
             if ((cfg->coherence != UCT_CXL_COH_CFG_AUTO) &&
@@ -119,7 +155,12 @@ ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,
     }
 
     cxlpool_params_init(&params);
-    params.path      = path;
+    status = uct_cxl_pool_host_index(cfg, &params.host_index);
+    if (status != UCS_OK) {
+        ucs_free(pool);
+        goto out;
+    }
+    params.path      = path; /* emulate-nc:PATH passes through unchanged */
     params.numa_node = cfg->numa_node;
     params.coherence = uct_cxl_pool_coh(path, cfg);
     if (!strcmp(path, defpath)) {
@@ -141,15 +182,16 @@ ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,
     pool->base        = cxlpool_base(pool->cxlpool);
     pool->size        = info.size;
     pool->heap_offset = info.heap_offset;
-    pool->coh         = params.coherence;
+    pool->coh         = cxlpool_coherence(pool->cxlpool); /* emulate-nc: sw */
     pool->backend     = info.backend;
     memcpy(pool->uuid, info.uuid, sizeof(pool->uuid));
     ucs_strncpy_zero(pool->path, path, sizeof(pool->path));
     uct_cxl_pool_dev_name(path, pool->dev_name, sizeof(pool->dev_name));
     ucs_list_add_tail(&uct_cxl_pools, &pool->list);
-    ucs_debug("cxl: attached pool %s (%s, %" PRIu64 " bytes, coherence %s)",
-              pool->path, pool->dev_name, pool->size,
-              cxl_coh_mode_name(pool->coh));
+    ucs_debug("cxl: attached pool %s (%s, %" PRIu64 " bytes, coherence %s, "
+              "host partition %u of %u)", pool->path, pool->dev_name,
+              pool->size, cxl_coh_mode_name(pool->coh), info.host_index,
+              info.nr_hosts);
     *pool_p = pool;
 
 out:

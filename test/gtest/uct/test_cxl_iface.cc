@@ -67,7 +67,8 @@ TEST_F(cxl_iface, no_atomics_nor_rma_with_sw_coherence)
 
 TEST_F(cxl_iface, auto_coherence_follows_the_pool)
 {
-    std::string sw_pool = new_pool(64ull << 20, CXL_COH_SW);
+    /* 8 host partitions: arenas large enough for a receive block */
+    std::string sw_pool = new_pool(128ull << 20, CXL_COH_SW);
 
     set_coherence("auto");
     {
@@ -77,6 +78,11 @@ TEST_F(cxl_iface, auto_coherence_follows_the_pool)
         EXPECT_TRUE(s.iface_attr.cap.flags & UCT_IFACE_FLAG_ATOMIC_CPU);
     }
     use_pools(sw_pool);
+    /* a sw pool has several host partitions: say which one this host is */
+    struct env_guard {
+        env_guard() { setenv("UCX_CXL_HOST_INDEX", "0", 1); }
+        ~env_guard() { unsetenv("UCX_CXL_HOST_INDEX"); }
+    } host_index;
     {
         stack s;
         open_stack(s, sw_pool);

@@ -848,3 +848,68 @@ TEST_F(cxl_rkey, mutated_keys_stay_inside_the_pool)
     }
     cxlpool_close(ro);
 }
+
+namespace {
+
+void find_own_slot(const cxlpool_attach_info_t *att, void *arg)
+{
+    if (att->pid == getpid()) {
+        *(int*)arg = (int)att->slot;
+    }
+}
+
+} // namespace
+
+/*
+ * UCX_CXL_HOST_INDEX: a software-coherent pool with several host partitions
+ * needs it, a bad value is refused, and the MD's attachment lands in the
+ * chosen partition.
+ */
+TEST_F(cxl_md, host_index_of_a_multi_host_pool)
+{
+    struct env_guard {
+        ~env_guard() { unsetenv("UCX_CXL_HOST_INDEX"); }
+    } guard;
+    /* sw pools get CXLPOOL_DEFAULT_SW_HOSTS partitions of 256 / 8 slots */
+    std::string sw_pool = new_pool(64ull << 20, CXL_COH_SW);
+    const int slots_per_host = 256 / CXLPOOL_DEFAULT_SW_HOSTS;
+
+    use_pools(sw_pool);
+    set_coherence("auto");
+    {
+        hide_errors quiet;
+        stack s;
+        unsetenv("UCX_CXL_HOST_INDEX");
+        EXPECT_NE(UCS_OK, s.open_md()) << "no host index given";
+        setenv("UCX_CXL_HOST_INDEX", "eight", 1);
+        EXPECT_EQ(UCS_ERR_INVALID_PARAM, s.open_md());
+        setenv("UCX_CXL_HOST_INDEX", "8", 1);
+        EXPECT_NE(UCS_OK, s.open_md()) << "index out of range";
+    }
+
+    setenv("UCX_CXL_HOST_INDEX", "2", 1);
+    stack s;
+    ASSERT_EQ(UCS_OK, s.open_md()) << s.error;
+    cxlpool_t *ro = open_readonly(sw_pool);
+    ASSERT_TRUE(ro != NULL);
+    int slot = -1;
+    cxlpool_foreach_attach(ro, find_own_slot, &slot);
+    EXPECT_GE(slot, 2 * slots_per_host);
+    EXPECT_LT(slot, 3 * slots_per_host);
+    cxlpool_close(ro);
+}
+
+/* A peer's direct pointer would read what the owner never wrote back. */
+TEST_F(cxl_md, no_rkey_ptr_with_sw_coherence)
+{
+    {
+        stack s;
+        ASSERT_EQ(UCS_OK, s.open_md()) << s.error;
+        EXPECT_TRUE(s.md_attr.cap.flags & UCT_MD_FLAG_RKEY_PTR);
+    }
+    set_coherence("sw");
+    stack s;
+    ASSERT_EQ(UCS_OK, s.open_md()) << s.error;
+    EXPECT_FALSE(s.md_attr.cap.flags & UCT_MD_FLAG_RKEY_PTR);
+    EXPECT_TRUE(s.md_attr.cap.flags & UCT_MD_FLAG_ALLOC);
+}
