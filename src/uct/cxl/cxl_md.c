@@ -9,7 +9,8 @@
  *     ranges inside one pool allocation.  Every key a peer gets is usable,
  *     as UCT's conformance suite requires, and rkey_ptr is advertised.
  *  y: any host memory registers; memory outside the pool gets a local-only
- *     handle whose key unpacks to UCS_ERR_UNREACHABLE, so UCP reaches it
+ *     key: usable in the registering process (loopback), and unpacking to
+ *     UCS_ERR_UNREACHABLE in every other one, so UCP reaches such memory
  *     with active messages and uses zero copy exactly where the remote side
  *     lives in the pool (one-copy rendezvous from pool-resident buffers).
  *     RKEY_PTR is then not advertised: UCP 1.13's rkey_ptr rendezvous
@@ -28,6 +29,10 @@
 
 #include <uct/api/v2/uct_v2.h>
 #include <ucs/debug/log.h>
+#include <ucs/sys/sys.h>
+#include <sys/random.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
 #include <string.h>
@@ -269,6 +274,31 @@ static uint32_t uct_cxl_rkey_crc(const uct_cxl_packed_rkey_t *key)
     return cxlpool_crc32c(0, &tmp, sizeof(tmp));
 }
 
+/*
+ * Identity of this process for keys of memory outside the pool: a random
+ * 128-bit value, made again after fork, so that a local-only key is usable
+ * exactly in the process that registered the memory (loopback, or two
+ * interfaces of one process) and unreachable everywhere else.
+ */
+static void uct_cxl_process_identity(uint8_t id[CXLPOOL_UUID_LEN])
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static pid_t owner          = 0;
+    static uint8_t value[CXLPOOL_UUID_LEN];
+    uint64_t *words             = (uint64_t*)value;
+
+    pthread_mutex_lock(&lock);
+    if (owner != getpid()) {
+        if (getrandom(value, sizeof(value), 0) != (ssize_t)sizeof(value)) {
+            words[0] = ucs_generate_uuid((uintptr_t)&owner);
+            words[1] = ucs_generate_uuid((uintptr_t)getpid());
+        }
+        owner = getpid();
+    }
+    memcpy(id, value, sizeof(value));
+    pthread_mutex_unlock(&lock);
+}
+
 static ucs_status_t uct_cxl_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
                                       const uct_md_mkey_pack_params_t *params,
                                       void *buffer)
@@ -282,6 +312,7 @@ static ucs_status_t uct_cxl_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
     packed.owner_va  = (uintptr_t)memh->address;
     if (memh->pool == NULL) {
         packed.magic = UCT_CXL_RKEY_MAGIC_LOCAL;
+        uct_cxl_process_identity(packed.uuid);
     } else {
         packed.magic     = UCT_CXL_RKEY_MAGIC;
         packed.offset    = memh->offset;
@@ -291,6 +322,35 @@ static ucs_status_t uct_cxl_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
     }
     packed.crc = uct_cxl_rkey_crc(&packed);
     memcpy(key, &packed, sizeof(packed));
+    return UCS_OK;
+}
+
+/* A key of memory outside the pool: usable only in the registering process. */
+static ucs_status_t
+uct_cxl_rkey_unpack_local(const uct_cxl_packed_rkey_t *packed,
+                          uct_rkey_t *rkey_p, void **handle_p)
+{
+    uint8_t self[CXLPOOL_UUID_LEN];
+    uct_cxl_rkey_t *key;
+
+    uct_cxl_process_identity(self);
+    if (memcmp(self, packed->uuid, sizeof(self)) ||
+        (packed->owner_va + packed->length < packed->owner_va)) {
+        ucs_trace("cxl: remote key of memory outside the pool, registered "
+                  "by another process: unreachable");
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    key = ucs_malloc(sizeof(*key), "cxl_rkey");
+    if (key == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    key->pool  = NULL;
+    key->lo    = (uintptr_t)packed->owner_va;
+    key->hi    = key->lo + packed->length;
+    key->delta = 0;
+    *rkey_p    = (uintptr_t)key;
+    *handle_p  = key;
     return UCS_OK;
 }
 
@@ -304,11 +364,11 @@ static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
     uct_cxl_rkey_t *key;
     ucs_status_t status;
 
+    *handle_p = NULL; /* UCP 1.13 may release a key that failed to unpack */
     memcpy(&packed, buffer, sizeof(packed));
     if ((packed.magic == UCT_CXL_RKEY_MAGIC_LOCAL) &&
         (uct_cxl_rkey_crc(&packed) == packed.crc)) {
-        ucs_trace("cxl: remote key of memory outside the pool: unreachable");
-        return UCS_ERR_UNREACHABLE;
+        return uct_cxl_rkey_unpack_local(&packed, rkey_p, handle_p);
     }
     if ((packed.magic != UCT_CXL_RKEY_MAGIC) ||
         (uct_cxl_rkey_crc(&packed) != packed.crc)) {
@@ -379,7 +439,12 @@ static ucs_status_t uct_cxl_rkey_release(uct_component_t *component,
 {
     uct_cxl_rkey_t *key = handle;
 
-    uct_cxl_pool_put(key->pool);
+    if (key == NULL) {
+        return UCS_OK; /* a key whose unpack failed */
+    }
+    if (key->pool != NULL) {
+        uct_cxl_pool_put(key->pool);
+    }
     ucs_free(key);
     return UCS_OK;
 }
