@@ -674,6 +674,24 @@ TEST_F(cxl_rkey, forged_byte_rejected)
     EXPECT_EQ(UCS_OK, unpack(m_key));
 }
 
+/*
+ * UCP 1.13 releases the key of every MD of a partly unpacked remote key,
+ * including one whose unpack failed; that used to free whatever the
+ * bundle held (a segfault seen in the namespace pods test).
+ */
+TEST_F(cxl_rkey, release_after_failed_unpack)
+{
+    std::vector<uint8_t> buf = m_buf;
+    uct_rkey_bundle_t bundle;
+
+    buf[20] ^= 1; /* forged */
+    memset(&bundle, 0xa5, sizeof(bundle));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_rkey_unpack(m_stack.component, buf.data(), &bundle));
+    EXPECT_EQ(nullptr, bundle.handle);
+    EXPECT_EQ(UCS_OK, uct_rkey_release(m_stack.component, &bundle));
+}
+
 TEST_F(cxl_rkey, zero_and_garbage_rejected)
 {
     std::vector<uint8_t> zero(sizeof(packed_rkey), 0), ones(sizeof(packed_rkey), 0xff);
