@@ -13,6 +13,25 @@
 #include <pthread.h>
 #include <cpuid.h>
 
+/*
+ * Registered emulate-nc views (see doc/design/sw-coherence.md).  Readers on
+ * the write-back / invalidate path take no lock: each slot is a seqlock, so
+ * a lookup never sees a half-written {view, mem, len}.  Registration and
+ * removal are rare and serialised by cxl_coh_emu_mutex.
+ */
+#define CXL_COH_EMU_SLOTS 16
+
+typedef struct {
+    unsigned  seq;   /* odd while the slot is being changed */
+    uintptr_t view;  /* 0: free */
+    uintptr_t mem;
+    size_t    len;
+} cxl_coh_emu_slot_t;
+
+static cxl_coh_emu_slot_t cxl_coh_emu_tab[CXL_COH_EMU_SLOTS];
+static unsigned           cxl_coh_emu_count; /* slots in use */
+static pthread_mutex_t    cxl_coh_emu_mutex = PTHREAD_MUTEX_INITIALIZER;
+
 static cxl_coh_insn_t cxl_coh_wb_insn  = CXL_COH_INSN_NONE;
 static cxl_coh_insn_t cxl_coh_inv_insn = CXL_COH_INSN_NONE;
 static pthread_once_t cxl_coh_once     = PTHREAD_ONCE_INIT;
@@ -120,10 +139,190 @@ static void cxl_coh_lines(cxl_coh_insn_t insn, const void *addr, size_t len)
     }
 }
 
+static inline int cxl_coh_emu_active(void)
+{
+    return __atomic_load_n(&cxl_coh_emu_count, __ATOMIC_ACQUIRE) != 0;
+}
+
+static void cxl_coh_emu_read_slot(const cxl_coh_emu_slot_t *slot,
+                                  uintptr_t *view, uintptr_t *mem, size_t *len)
+{
+    unsigned seq;
+
+    for (;;) {
+        seq = __atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE);
+        if (seq & 1) {
+            continue;
+        }
+        *view = __atomic_load_n(&slot->view, __ATOMIC_RELAXED);
+        *mem  = __atomic_load_n(&slot->mem, __ATOMIC_RELAXED);
+        *len  = __atomic_load_n(&slot->len, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&slot->seq, __ATOMIC_RELAXED) == seq) {
+            return;
+        }
+    }
+}
+
+static void cxl_coh_emu_write_slot(cxl_coh_emu_slot_t *slot, uintptr_t view,
+                                   uintptr_t mem, size_t len)
+{
+    unsigned seq = __atomic_load_n(&slot->seq, __ATOMIC_RELAXED);
+
+    __atomic_store_n(&slot->seq, seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&slot->view, view, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->mem, mem, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->len, len, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/*
+ * The registration covering p: returns 1 and fills view/mem/len.  Else 0,
+ * and *next is the start of the nearest registered view above p (or
+ * UINTPTR_MAX), so the caller can flush the gap for real in one go.
+ */
+static int cxl_coh_emu_find(uintptr_t p, uintptr_t *view, uintptr_t *mem,
+                            size_t *len, uintptr_t *next)
+{
+    uintptr_t v, m;
+    size_t l;
+    int i;
+
+    *next = UINTPTR_MAX;
+    for (i = 0; i < CXL_COH_EMU_SLOTS; ++i) {
+        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &v, &m, &l);
+        if (v == 0) {
+            continue;
+        }
+        if ((p >= v) && (p - v < l)) {
+            *view = v;
+            *mem  = m;
+            *len  = l;
+            return 1;
+        }
+        if ((v > p) && (v < *next)) {
+            *next = v;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Whole lines, one aligned 8-byte word at a time: a concurrent reader of
+ * the destination never sees a torn word, but may see a line half old and
+ * half new (what one writer per line rules out).
+ */
+static void cxl_coh_emu_copy(uintptr_t dst, uintptr_t src, size_t len)
+{
+    uint64_t *d       = (uint64_t*)dst;
+    const uint64_t *s = (const uint64_t*)src;
+    size_t i;
+
+    for (i = 0; i < len / sizeof(uint64_t); ++i) {
+        __atomic_store_n(&d[i], __atomic_load_n(&s[i], __ATOMIC_RELAXED),
+                         __ATOMIC_RELAXED);
+    }
+}
+
+/*
+ * Lines covering [addr, addr+len): those inside a registered view are
+ * copied view -> memory (writeback) or memory -> view (invalidate); the
+ * rest take the real instruction.
+ */
+static void cxl_coh_emu_lines(int writeback, cxl_coh_insn_t insn,
+                              const void *addr, size_t len)
+{
+    uintptr_t p   = (uintptr_t)addr & ~(uintptr_t)(CXL_CACHE_LINE - 1);
+    uintptr_t end = (uintptr_t)addr + len;
+    uintptr_t view, mem, next, stop;
+    size_t vlen;
+
+    while (p < end) {
+        if (cxl_coh_emu_find(p, &view, &mem, &vlen, &next)) {
+            stop = (end - view < vlen) ? end : view + vlen;
+            stop = (stop + CXL_CACHE_LINE - 1) &
+                   ~(uintptr_t)(CXL_CACHE_LINE - 1);
+            if (writeback) {
+                cxl_coh_emu_copy(mem + (p - view), p, stop - p);
+            } else {
+                cxl_coh_emu_copy(p, mem + (p - view), stop - p);
+            }
+        } else {
+            stop = (next < end) ? next : end;
+            cxl_coh_lines(insn, (const void*)p, stop - p);
+            stop = (stop + CXL_CACHE_LINE - 1) &
+                   ~(uintptr_t)(CXL_CACHE_LINE - 1);
+        }
+        p = stop;
+    }
+}
+
+int cxl_coh_emu_register(void *view, const void *mem, size_t len)
+{
+    uintptr_t v = (uintptr_t)view, m = (uintptr_t)mem;
+    uintptr_t ov, om;
+    cxl_coh_emu_slot_t *free_slot = NULL;
+    size_t olen;
+    int i;
+
+    /* whole lines only, so a covering line never leaves its view */
+    if ((v == 0) || (len == 0) || ((v | m | len) & (CXL_CACHE_LINE - 1))) {
+        return -1;
+    }
+
+    pthread_mutex_lock(&cxl_coh_emu_mutex);
+    for (i = 0; i < CXL_COH_EMU_SLOTS; ++i) {
+        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &ov, &om, &olen);
+        if (ov == 0) {
+            if (free_slot == NULL) {
+                free_slot = &cxl_coh_emu_tab[i];
+            }
+        } else if ((v < ov + olen) && (ov < v + len)) {
+            free_slot = NULL; /* overlapping views would be ambiguous */
+            break;
+        }
+    }
+    if (free_slot != NULL) {
+        cxl_coh_emu_write_slot(free_slot, v, m, len);
+        __atomic_add_fetch(&cxl_coh_emu_count, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&cxl_coh_emu_mutex);
+    return (free_slot != NULL) ? 0 : -1;
+}
+
+/*
+ * The caller must have stopped using the view (as before munmap): a thread
+ * still inside a write-back of it could copy into an unmapped range.
+ */
+void cxl_coh_emu_unregister(void *view)
+{
+    uintptr_t ov, om;
+    size_t olen;
+    int i;
+
+    pthread_mutex_lock(&cxl_coh_emu_mutex);
+    for (i = 0; i < CXL_COH_EMU_SLOTS; ++i) {
+        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &ov, &om, &olen);
+        if ((ov != 0) && (ov == (uintptr_t)view)) {
+            cxl_coh_emu_write_slot(&cxl_coh_emu_tab[i], 0, 0, 0);
+            __atomic_sub_fetch(&cxl_coh_emu_count, 1, __ATOMIC_RELEASE);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cxl_coh_emu_mutex);
+}
+
 void cxl_coh_writeback(cxl_coh_mode_t mode, const void *addr, size_t len)
 {
     if (mode == CXL_COH_HW || len == 0) {
         asm volatile("" ::: "memory");
+        return;
+    }
+    if (cxl_coh_emu_active()) {
+        /* the copies must be complete before anything that follows */
+        cxl_coh_emu_lines(1, cxl_coh_writeback_insn(), addr, len);
+        asm volatile("mfence" ::: "memory");
         return;
     }
     cxl_coh_lines(cxl_coh_writeback_insn(), addr, len);
@@ -138,7 +337,11 @@ void cxl_coh_invalidate(cxl_coh_mode_t mode, const void *addr, size_t len)
     /* Order earlier loads/stores before the eviction, then the eviction
      * before the loads that follow. */
     asm volatile("mfence" ::: "memory");
-    cxl_coh_lines(cxl_coh_invalidate_insn(), addr, len);
+    if (cxl_coh_emu_active()) {
+        cxl_coh_emu_lines(0, cxl_coh_invalidate_insn(), addr, len);
+    } else {
+        cxl_coh_lines(cxl_coh_invalidate_insn(), addr, len);
+    }
     asm volatile("mfence" ::: "memory");
 }
 
@@ -147,6 +350,11 @@ void cxl_coh_fence(cxl_coh_mode_t mode)
     if (mode == CXL_COH_HW) {
         /* x86 TSO keeps stores ordered; only the compiler must not move them */
         asm volatile("" ::: "memory");
+        return;
+    }
+    if (cxl_coh_emu_active()) {
+        /* emulated write-backs are plain stores and loads: order both */
+        asm volatile("mfence" ::: "memory");
         return;
     }
     asm volatile("sfence" ::: "memory");

@@ -2,6 +2,7 @@
  * Create, attach, close and destroy pools.
  */
 #include "pool_int.h"
+#include "emulate_nc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -158,8 +159,14 @@ cxlpool_status_t cxlpool_probe(const char *path, cxlpool_info_t *info)
     cxlpool_backend_t kind;
     cxlpool_status_t status;
     uint64_t size, align;
+    const char *given = path;
     cxlpool_sb_t sb;
     int fd;
+
+    /* emulate-nc: the superblock is in the pool file behind the prefix */
+    if (cxlpool_emu_strip(path) != NULL) {
+        path = cxlpool_emu_strip(path);
+    }
 
     ops    = cxlpool_pick_backend(path, &kind);
     status = ops->open(path, 1, &fd, &size, &align);
@@ -183,6 +190,10 @@ cxlpool_status_t cxlpool_probe(const char *path, cxlpool_info_t *info)
         info->nr_hosts      = cxlpool_sb_nr_hosts(&sb);
         info->host_index    = CXLPOOL_HOST_INDEX_NONE; /* no process here */
         snprintf(info->path, sizeof(info->path), "%s", path);
+        if (given != path) {
+            info->backend   = CXLPOOL_BACKEND_EMULATE_NC;
+            info->coherence = CXL_COH_SW;
+        }
     }
     return status;
 }
@@ -191,15 +202,14 @@ cxlpool_status_t cxlpool_probe(const char *path, cxlpool_info_t *info)
  * Map at an address aligned to max(device alignment, 2 MiB), so that heap
  * offsets aligned to 2 MiB are also aligned virtual addresses.
  */
-static cxlpool_status_t cxlpool_map(cxlpool_t *pool)
+cxlpool_status_t cxlpool_map_fd(cxlpool_t *pool, int fd, int prot,
+                                uint8_t **addr_p)
 {
     uint64_t align = (pool->map_align > CXLPOOL_HEAP_ALIGN) ?
                      pool->map_align : CXLPOOL_HEAP_ALIGN;
     uint8_t *resv, *addr;
     void *map = MAP_FAILED;
     uint64_t head;
-
-    int prot = pool->rdonly ? PROT_READ : (PROT_READ | PROT_WRITE);
 
     resv = mmap(NULL, pool->size + align, PROT_NONE,
                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -212,10 +222,10 @@ static cxlpool_status_t cxlpool_map(cxlpool_t *pool)
 
     if (pool->backend == CXLPOOL_BACKEND_DEVDAX) {
         map = mmap(addr, pool->size, prot,
-                   MAP_SHARED_VALIDATE | MAP_SYNC | MAP_FIXED, pool->fd, 0);
+                   MAP_SHARED_VALIDATE | MAP_SYNC | MAP_FIXED, fd, 0);
     }
     if (map == MAP_FAILED) {
-        map = mmap(addr, pool->size, prot, MAP_SHARED | MAP_FIXED, pool->fd, 0);
+        map = mmap(addr, pool->size, prot, MAP_SHARED | MAP_FIXED, fd, 0);
     }
     if (map == MAP_FAILED) {
         int err = errno;
@@ -230,8 +240,15 @@ static cxlpool_status_t cxlpool_map(cxlpool_t *pool)
         munmap(addr + pool->size, align - head);
     }
 
-    pool->base = map;
+    *addr_p = map;
     return CXLPOOL_OK;
+}
+
+static cxlpool_status_t cxlpool_map(cxlpool_t *pool)
+{
+    return cxlpool_map_fd(pool, pool->fd,
+                          pool->rdonly ? PROT_READ : (PROT_READ | PROT_WRITE),
+                          &pool->base);
 }
 
 static cxlpool_status_t cxlpool_create_store(cxlpool_t *pool,
@@ -312,12 +329,22 @@ cxlpool_status_t cxlpool_open(const cxlpool_params_t *params,
                               cxlpool_t **pool_p)
 {
     char defpath[64];
+    cxlpool_params_t emu_params;
     cxlpool_status_t status;
-    const char *path;
+    const char *path, *emu_path;
     cxlpool_t *pool;
 
     path = params->path ? params->path :
            cxlpool_default_path(defpath, sizeof(defpath));
+
+    /* emulate-nc:PATH: the pool file PATH, always software-coherent */
+    emu_path = cxlpool_emu_strip(path);
+    if (emu_path != NULL) {
+        emu_params           = *params;
+        emu_params.coherence = CXL_COH_SW;
+        params               = &emu_params;
+        path                 = emu_path;
+    }
     if (strlen(path) >= sizeof(pool->path) - 32) {
         return cxlpool_error(CXLPOOL_ERR_INVAL, "%s: path too long", path);
     }
@@ -337,6 +364,16 @@ cxlpool_status_t cxlpool_open(const cxlpool_params_t *params,
     pthread_mutex_init(&pool->hb_mutex, NULL);
     pthread_cond_init(&pool->hb_cond, NULL);
 
+    if (emu_path != NULL) {
+        if (pool->backend == CXLPOOL_BACKEND_DEVDAX) {
+            status = cxlpool_error(CXLPOOL_ERR_UNSUPPORTED,
+                                   "%s: emulate-nc needs a pool file (e.g. "
+                                   "under /dev/shm), not a device", path);
+            goto err;
+        }
+        pool->backend = CXLPOOL_BACKEND_EMULATE_NC;
+    }
+
     if (params->numa_node >= 0) {
         /* before anything is created: a bad node must leave nothing behind */
         status = cxlpool_numa_check(pool->path, params->numa_node);
@@ -350,7 +387,9 @@ cxlpool_status_t cxlpool_open(const cxlpool_params_t *params,
         goto err;
     }
 
-    status = cxlpool_map(pool);
+    /* emulate-nc: pool->base is the emulated host's view of the file */
+    status = (pool->backend == CXLPOOL_BACKEND_EMULATE_NC) ?
+             cxlpool_emu_open(pool, params) : cxlpool_map(pool);
     if (status != CXLPOOL_OK) {
         goto err;
     }
@@ -417,6 +456,7 @@ void cxlpool_close(cxlpool_t *pool)
         cxlpool_attach_release(pool);
         cxlpool_unlock(pool);
     }
+    cxlpool_emu_close(pool); /* unmaps its view: pool->base = NULL */
     if (pool->base != NULL) {
         munmap(pool->base, pool->size);
     }
@@ -441,8 +481,15 @@ cxlpool_status_t cxlpool_destroy(const char *path, int force)
 {
     cxlpool_params_t params;
     cxlpool_live_count_t count = {0};
+    const char *emu_path = cxlpool_emu_strip(path);
     cxlpool_status_t status;
     cxlpool_t *pool;
+    int devdax;
+
+    /* emulate-nc: memory is the truth; no emulated host is taken for this */
+    if (emu_path != NULL) {
+        path = emu_path;
+    }
 
     cxlpool_params_init(&params);
     params.path  = path;
@@ -461,7 +508,13 @@ cxlpool_status_t cxlpool_destroy(const char *path, int force)
     }
 
     status = pool->ops->destroy(path, pool->fd);
+    devdax = (pool->backend == CXLPOOL_BACKEND_DEVDAX);
     cxlpool_close(pool);
+    if ((status == CXLPOOL_OK) && !devdax) {
+        /* views that emulate-nc hosts left behind (any file may have been
+         * opened through emulate-nc); live hosts remove theirs on close */
+        cxlpool_emu_remove_stale(path);
+    }
     return status;
 }
 

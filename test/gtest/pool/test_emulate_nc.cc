@@ -1,0 +1,606 @@
+/*
+ * emulate-nc: the strict non-coherent pool emulator.  Each emulated host
+ * sees the pool through a private view; only write-back and invalidate move
+ * data between a view and the pool file ("memory").  These tests check the
+ * values each host sees, so a missing copy, an early copy or a wrong host
+ * choice fails them.
+ */
+#include "pool_test_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace {
+
+const char *host_env = "UCX_CXL_HOST_INDEX";
+
+class emulate_nc : public cxltest::pool_test {
+protected:
+    void SetUp() override
+    {
+        cxltest::pool_test::SetUp();
+        unsetenv(host_env);
+        m_emu = std::string(CXLPOOL_EMULATE_NC_PREFIX) + m_path;
+
+        cxlpool_params_t params;
+        cxlpool_t *pool;
+
+        cxlpool_params_init(&params);
+        params.path  = m_emu.c_str();
+        params.size  = 32ull << 20;
+        params.flags = CXLPOOL_CREATE | CXLPOOL_EXCL | CXLPOOL_NO_ATTACH |
+                       CXLPOOL_NO_HEARTBEAT;
+        ASSERT_EQ(CXLPOOL_OK, cxlpool_open(&params, &pool))
+                << cxlpool_last_error();
+        cxlpool_info_t info;
+        cxlpool_info(pool, &info);
+        m_heap = info.heap_offset;
+        cxlpool_close(pool);
+    }
+
+    void TearDown() override
+    {
+        unsetenv(host_env);
+        for (int k = 0; k < CXLPOOL_MAX_HOSTS; ++k) {
+            unlink(view(k).c_str());
+            unlink((view(k) + ".lock").c_str());
+        }
+        cxltest::pool_test::TearDown();
+    }
+
+    cxlpool_status_t open_host(int host, cxlpool_t **pool,
+                               unsigned flags = CXLPOOL_NO_ATTACH |
+                                                CXLPOOL_NO_HEARTBEAT)
+    {
+        cxlpool_params_t params;
+
+        cxlpool_params_init(&params);
+        params.path       = m_emu.c_str();
+        params.flags      = flags;
+        params.host_index = host;
+        return cxlpool_open(&params, pool);
+    }
+
+    std::string view(int k) const
+    {
+        return m_path + ".host" + std::to_string(k);
+    }
+
+    bool exists(const std::string &p) const
+    {
+        return access(p.c_str(), F_OK) == 0;
+    }
+
+    /* heap word i as host pool sees it */
+    volatile uint64_t *word(cxlpool_t *pool, size_t i) const
+    {
+        return (volatile uint64_t*)((uint8_t*)cxlpool_base(pool) + m_heap) + i;
+    }
+
+    /* heap word i in memory (the pool file), read past every view */
+    uint64_t mem_word(size_t i) const
+    {
+        uint64_t v = 0xdeadull;
+        int fd     = ::open(path(), O_RDONLY);
+
+        if (fd >= 0) {
+            if (pread(fd, &v, sizeof(v), m_heap + i * sizeof(v)) != sizeof(v)) {
+                v = 0xdeadull;
+            }
+            close(fd);
+        }
+        return v;
+    }
+
+    std::string m_emu;
+    uint64_t    m_heap = 0;
+};
+
+/*
+ * Pipes to and from one child.  The parent closes the child's ends after
+ * the fork, so a child that dies early gives EOF instead of a hang.
+ */
+struct chan {
+    int to_child[2]   = {-1, -1};
+    int to_parent[2]  = {-1, -1};
+
+    bool open()
+    {
+        return (pipe(to_child) == 0) && (pipe(to_parent) == 0);
+    }
+    void parent_side()
+    {
+        close(to_child[0]);
+        close(to_parent[1]);
+        to_child[0] = to_parent[1] = -1;
+    }
+    ~chan()
+    {
+        for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) {
+            if (fd >= 0) {
+                close(fd);
+            }
+        }
+    }
+};
+
+/* 8 words per cache line */
+const size_t LINE_WORDS = CXL_CACHE_LINE / sizeof(uint64_t);
+
+} // namespace
+
+TEST_F(emulate_nc, opens_as_sw_pool_of_its_own_backend)
+{
+    cxlpool_t *h;
+    cxlpool_info_t info;
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(3, &h)) << cxlpool_last_error();
+    cxlpool_info(h, &info);
+    EXPECT_EQ(CXL_COH_SW, cxlpool_coherence(h));
+    EXPECT_EQ(CXLPOOL_BACKEND_EMULATE_NC, info.backend);
+    EXPECT_EQ(3u, cxlpool_host_index(h));
+    EXPECT_EQ((uint32_t)CXLPOOL_DEFAULT_SW_HOSTS, cxlpool_nr_hosts(h));
+    EXPECT_STREQ(path(), info.path);
+    EXPECT_TRUE(exists(view(3)));
+    cxlpool_close(h);
+
+    ASSERT_EQ(CXLPOOL_OK, cxlpool_probe(m_emu.c_str(), &info))
+            << cxlpool_last_error();
+    EXPECT_EQ(CXLPOOL_BACKEND_EMULATE_NC, info.backend);
+    EXPECT_EQ(CXL_COH_SW, info.coherence);
+    /* the pool file itself is an ordinary pool */
+    ASSERT_EQ(CXLPOOL_OK, cxlpool_probe(path(), &info));
+    EXPECT_NE(CXLPOOL_BACKEND_EMULATE_NC, info.backend);
+}
+
+/* (1) a store that is never written back never reaches another host */
+TEST_F(emulate_nc, store_without_writeback_is_invisible)
+{
+    cxlpool_t *h0, *h1;
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(0, &h0)) << cxlpool_last_error();
+    ASSERT_EQ(CXLPOOL_OK, open_host(1, &h1)) << cxlpool_last_error();
+    ASSERT_NE(cxlpool_base(h0), cxlpool_base(h1));
+
+    *word(h0, 0) = 0x1111;
+    cxl_coh_fence(CXL_COH_SW);
+    cxl_coh_invalidate(CXL_COH_SW, (void*)word(h1, 0), sizeof(uint64_t));
+    EXPECT_EQ(0u, *word(h1, 0));
+    EXPECT_EQ(0u, mem_word(0));
+    /* host 0 itself sees its own store */
+    EXPECT_EQ(0x1111u, *word(h0, 0));
+
+    cxlpool_close(h1);
+    cxlpool_close(h0);
+}
+
+/* (2) written back: memory has it, host 1 is stale until it invalidates */
+TEST_F(emulate_nc, writeback_then_stale_until_invalidate)
+{
+    cxlpool_t *h0, *h1;
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(0, &h0)) << cxlpool_last_error();
+    ASSERT_EQ(CXLPOOL_OK, open_host(1, &h1)) << cxlpool_last_error();
+    EXPECT_EQ(0u, *word(h1, 0));
+
+    /* two words of line 0 and one of line 1; write back one byte of line 0 */
+    *word(h0, 0)              = 0xa0;
+    *word(h0, 3)              = 0xa3;
+    *word(h0, LINE_WORDS + 1) = 0xb1;
+    cxl_coh_writeback(CXL_COH_SW, (uint8_t*)word(h0, 0) + 5, 1);
+    cxl_coh_fence(CXL_COH_SW);
+
+    EXPECT_EQ(0xa0u, mem_word(0));
+    EXPECT_EQ(0xa3u, mem_word(3));  /* the whole line went */
+    EXPECT_EQ(0u, mem_word(LINE_WORDS + 1)); /* not the next one */
+
+    EXPECT_EQ(0u, *word(h1, 0));    /* stale */
+    EXPECT_EQ(0u, *word(h1, 3));
+    cxl_coh_invalidate(CXL_COH_SW, (void*)word(h1, 3), 1);
+    EXPECT_EQ(0xa0u, *word(h1, 0));
+    EXPECT_EQ(0xa3u, *word(h1, 3));
+    EXPECT_EQ(0u, *word(h1, LINE_WORDS + 1));
+
+    /* a range over both lines carries the rest */
+    cxl_coh_publish(CXL_COH_SW, (void*)word(h0, 0), 2 * CXL_CACHE_LINE);
+    cxl_coh_invalidate(CXL_COH_SW, (void*)word(h1, 0), 2 * CXL_CACHE_LINE);
+    EXPECT_EQ(0xb1u, *word(h1, LINE_WORDS + 1));
+
+    /* hw mode is a no-op even on an emulated view */
+    *word(h0, 0) = 0xc0;
+    cxl_coh_writeback(CXL_COH_HW, (void*)word(h0, 0), 8);
+    EXPECT_EQ(0xa0u, mem_word(0));
+
+    cxlpool_close(h1);
+    cxlpool_close(h0);
+}
+
+/* (3) processes of one emulated host share its view: coherent, CAS works */
+TEST_F(emulate_nc, same_host_processes_are_coherent)
+{
+    const int iters = 20000;
+    cxlpool_t *h;
+    char c = 0;
+    chan ch_;
+    int *to_child = ch_.to_child, *to_parent = ch_.to_parent;
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(2, &h)) << cxlpool_last_error();
+    ASSERT_TRUE(ch_.open());
+
+    pid_t pid = cxltest::fork_child([&]() {
+        cxlpool_t *ch;
+        char b = 0;
+
+        if (open_host(2, &ch) != CXLPOOL_OK) {
+            return 1;
+        }
+        if (cxlpool_host_index(ch) != 2) {
+            return 2;
+        }
+        *word(ch, 0) = 0x5eed;                 /* no write-back */
+        if ((write(to_parent[1], "s", 1) != 1) ||
+            (read(to_child[0], &b, 1) != 1)) {
+            return 3;
+        }
+        if (*word(ch, 1) != 0xfeed) {          /* parent's, no invalidate */
+            return 4;
+        }
+        for (int i = 0; i < iters; ++i) {
+            __atomic_fetch_add(word(ch, 2), 1, __ATOMIC_SEQ_CST);
+        }
+        cxlpool_close(ch);
+        return 0;
+    });
+    ASSERT_GT(pid, 0);
+    ch_.parent_side();
+
+    ASSERT_EQ(1, read(to_parent[0], &c, 1));
+    EXPECT_EQ(0x5eedu, *word(h, 0));
+    EXPECT_EQ(0u, mem_word(0));               /* still only in the view */
+    *word(h, 1) = 0xfeed;
+    ASSERT_EQ(1, write(to_child[1], "g", 1));
+    for (int i = 0; i < iters; ++i) {
+        __atomic_fetch_add(word(h, 2), 1, __ATOMIC_SEQ_CST);
+    }
+    EXPECT_EQ(0, cxltest::wait_child(pid));
+    EXPECT_EQ(2u * iters, *word(h, 2));
+    /* the host is still live in the parent: its view stays */
+    EXPECT_TRUE(exists(view(2)));
+    cxlpool_close(h);
+}
+
+/* (4) automatic choice: one host per process, freed when it exits */
+TEST_F(emulate_nc, auto_choice_per_process)
+{
+    cxlpool_t *h, *other;
+    uint32_t mine, theirs = 99, again = 99;
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(-1, &h)) << cxlpool_last_error();
+    mine = cxlpool_host_index(h);
+    EXPECT_EQ(0u, mine);
+
+    /* an auto host is exclusive: an explicit index cannot join it */
+    EXPECT_EQ(CXLPOOL_ERR_BUSY, open_host((int)mine, &other));
+
+    /* runs an auto-choosing child; returns its host index, 99 if none */
+    auto child_host = [&](chan &c, pid_t *pid) {
+        uint32_t k = 99;
+
+        if (!c.open()) {
+            return k;
+        }
+        *pid = cxltest::fork_child([&]() {
+            cxlpool_t *ch;
+            uint32_t idx;
+            char b;
+
+            if (open_host(-1, &ch) != CXLPOOL_OK) {
+                return 1;
+            }
+            idx = cxlpool_host_index(ch);
+            if ((write(c.to_parent[1], &idx, sizeof(idx)) != sizeof(idx)) ||
+                (read(c.to_child[0], &b, 1) != 1)) {
+                return 2;
+            }
+            cxlpool_close(ch);
+            return 0;
+        });
+        c.parent_side();
+        if (read(c.to_parent[0], &k, sizeof(k)) != sizeof(k)) {
+            k = 99;
+        }
+        return k;
+    };
+    chan c1, c2;
+    pid_t pid = -1;
+
+    theirs = child_host(c1, &pid);
+    ASSERT_GT(pid, 0);
+    ASSERT_NE(99u, theirs);
+    EXPECT_NE(mine, theirs);
+    EXPECT_LT(theirs, (uint32_t)CXLPOOL_DEFAULT_SW_HOSTS);
+    /* while the child lives, its host is taken */
+    ASSERT_EQ(CXLPOOL_OK, open_host(-1, &other)) << cxlpool_last_error();
+    EXPECT_NE(mine, cxlpool_host_index(other));
+    EXPECT_NE(theirs, cxlpool_host_index(other));
+    cxlpool_close(other);
+    ASSERT_EQ(1, write(c1.to_child[1], "x", 1));
+    EXPECT_EQ(0, cxltest::wait_child(pid));
+
+    /* the exited child's host is free again: the next process gets it */
+    again = child_host(c2, &pid);
+    ASSERT_GT(pid, 0);
+    EXPECT_EQ(theirs, again);
+    ASSERT_EQ(1, write(c2.to_child[1], "x", 1));
+    EXPECT_EQ(0, cxltest::wait_child(pid));
+
+    cxlpool_close(h);
+}
+
+TEST_F(emulate_nc, auto_choice_runs_out_of_hosts)
+{
+    std::vector<cxlpool_t*> hs;
+    cxlpool_t *h;
+
+    /* each handle holds its own host, like a process of its own */
+    for (uint32_t k = 0; k < CXLPOOL_DEFAULT_SW_HOSTS; ++k) {
+        ASSERT_EQ(CXLPOOL_OK, open_host(-1, &h)) << cxlpool_last_error();
+        EXPECT_EQ(k, cxlpool_host_index(h));
+        hs.push_back(h);
+    }
+    EXPECT_EQ(CXLPOOL_ERR_NO_SLOT, open_host(-1, &h));
+    EXPECT_NE(nullptr, strstr(cxlpool_last_error(), "emulated hosts"));
+
+    cxlpool_close(hs[5]);
+    ASSERT_EQ(CXLPOOL_OK, open_host(-1, &h)) << cxlpool_last_error();
+    EXPECT_EQ(5u, cxlpool_host_index(h));
+    hs[5] = h;
+    for (cxlpool_t *p : hs) {
+        cxlpool_close(p);
+    }
+    for (int k = 0; k < CXLPOOL_DEFAULT_SW_HOSTS; ++k) {
+        EXPECT_FALSE(exists(view(k))) << view(k);
+    }
+}
+
+/* (5) invalidate drops this host's own un-written-back data in the line */
+TEST_F(emulate_nc, invalidate_discards_own_dirty_line)
+{
+    cxlpool_t *h0, *h1;
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(0, &h0)) << cxlpool_last_error();
+    ASSERT_EQ(CXLPOOL_OK, open_host(1, &h1)) << cxlpool_last_error();
+
+    *word(h0, 0) = 0x77;
+    cxl_coh_publish(CXL_COH_SW, (void*)word(h0, 0), 8);
+    *word(h0, 1) = 0x88;                    /* same line, not written back */
+    *word(h0, LINE_WORDS) = 0x99;           /* next line, not written back */
+    cxl_coh_invalidate(CXL_COH_SW, (void*)word(h0, 0), 8);
+    EXPECT_EQ(0x77u, *word(h0, 0));
+    EXPECT_EQ(0u, *word(h0, 1));            /* lost, as the rule says */
+    EXPECT_EQ(0x99u, *word(h0, LINE_WORDS)); /* other lines untouched */
+
+    cxl_coh_invalidate(CXL_COH_SW, (void*)word(h1, 0), 8);
+    EXPECT_EQ(0x77u, *word(h1, 0));
+    EXPECT_EQ(0u, *word(h1, 1));
+
+    cxlpool_close(h1);
+    cxlpool_close(h0);
+}
+
+/* (6) bad host indexes, from params and from the environment */
+TEST_F(emulate_nc, bad_host_index)
+{
+    cxlpool_t *h;
+
+    EXPECT_EQ(CXLPOOL_ERR_INVAL, open_host(CXLPOOL_DEFAULT_SW_HOSTS, &h));
+    EXPECT_NE(nullptr, strstr(cxlpool_last_error(), "out of range"))
+            << cxlpool_last_error();
+    EXPECT_EQ(CXLPOOL_ERR_INVAL, open_host(CXLPOOL_MAX_HOSTS + 1, &h));
+    EXPECT_EQ(CXLPOOL_ERR_INVAL, open_host(-2, &h));
+
+    for (const char *bad : {"abc", "1x", "-1", "", " 1", "99999999999999"}) {
+        setenv(host_env, bad, 1);
+        EXPECT_EQ(CXLPOOL_ERR_INVAL, open_host(-1, &h)) << "'" << bad << "'";
+        EXPECT_NE(nullptr, strstr(cxlpool_last_error(), host_env))
+                << cxlpool_last_error();
+    }
+    setenv(host_env, "8", 1);
+    EXPECT_EQ(CXLPOOL_ERR_INVAL, open_host(-1, &h));
+    EXPECT_NE(nullptr, strstr(cxlpool_last_error(), host_env))
+            << cxlpool_last_error();
+
+    /* failed opens leave no view behind */
+    for (int k = 0; k < CXLPOOL_MAX_HOSTS; ++k) {
+        EXPECT_FALSE(exists(view(k))) << view(k);
+        EXPECT_FALSE(exists(view(k) + ".lock")) << view(k);
+    }
+
+    /* a good one is used; params win over the environment */
+    setenv(host_env, "6", 1);
+    ASSERT_EQ(CXLPOOL_OK, open_host(-1, &h)) << cxlpool_last_error();
+    EXPECT_EQ(6u, cxlpool_host_index(h));
+    cxlpool_close(h);
+    ASSERT_EQ(CXLPOOL_OK, open_host(4, &h)) << cxlpool_last_error();
+    EXPECT_EQ(4u, cxlpool_host_index(h));
+    cxlpool_close(h);
+    setenv(host_env, "auto", 1);
+    ASSERT_EQ(CXLPOOL_OK, open_host(-1, &h)) << cxlpool_last_error();
+    EXPECT_EQ(0u, cxlpool_host_index(h));
+    cxlpool_close(h);
+
+    /* no pool behind the prefix */
+    std::string missing = m_emu + ".missing";
+    cxlpool_params_t params;
+    cxlpool_params_init(&params);
+    params.path  = missing.c_str();
+    params.flags = CXLPOOL_NO_ATTACH;
+    EXPECT_EQ(CXLPOOL_ERR_NOENT, cxlpool_open(&params, &h));
+}
+
+/* The number of emulated hosts is the pool's host partitions. */
+TEST_F(emulate_nc, host_count_from_superblock)
+{
+    std::string two = m_path + ".two", emu_two = m_emu + ".two";
+    cxlpool_params_t params;
+    cxlpool_t *a, *b, *c;
+
+    cxlpool_params_init(&params);
+    params.path     = emu_two.c_str();
+    params.size     = 32ull << 20;
+    params.nr_hosts = 2;
+    params.flags    = CXLPOOL_CREATE | CXLPOOL_EXCL | CXLPOOL_NO_ATTACH |
+                      CXLPOOL_NO_HEARTBEAT;
+    ASSERT_EQ(CXLPOOL_OK, cxlpool_open(&params, &a)) << cxlpool_last_error();
+    EXPECT_EQ(2u, cxlpool_nr_hosts(a));
+    EXPECT_EQ(0u, cxlpool_host_index(a));
+
+    params.flags = CXLPOOL_NO_ATTACH | CXLPOOL_NO_HEARTBEAT;
+    ASSERT_EQ(CXLPOOL_OK, cxlpool_open(&params, &b)) << cxlpool_last_error();
+    EXPECT_EQ(1u, cxlpool_host_index(b));
+    EXPECT_EQ(CXLPOOL_ERR_NO_SLOT, cxlpool_open(&params, &c));
+    params.host_index = 2;
+    EXPECT_EQ(CXLPOOL_ERR_INVAL, cxlpool_open(&params, &c));
+    cxlpool_close(b);
+    cxlpool_close(a);
+
+    EXPECT_EQ(CXLPOOL_OK, cxlpool_destroy(emu_two.c_str(), 0))
+            << cxlpool_last_error();
+    EXPECT_FALSE(exists(two));
+    EXPECT_FALSE(exists(two + ".host0"));
+}
+
+/* (7) the last close removes the view; a killed only user leaves a stale
+ * view that the next opener refills from memory */
+TEST_F(emulate_nc, view_lifetime_and_refill_after_kill)
+{
+    const size_t far = (1u << 20) / sizeof(uint64_t); /* a page memory
+                                                          never got */
+    cxlpool_t *h, *h2;
+    chan ch_;
+    char c;
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(3, &h)) << cxlpool_last_error();
+    ASSERT_EQ(CXLPOOL_OK, open_host(3, &h2)) << cxlpool_last_error();
+    EXPECT_TRUE(exists(view(3)));
+    cxlpool_close(h);
+    EXPECT_TRUE(exists(view(3)));           /* h2 still uses it */
+    cxlpool_close(h2);
+    EXPECT_FALSE(exists(view(3)));
+    EXPECT_FALSE(exists(view(3) + ".lock"));
+
+    ASSERT_TRUE(ch_.open());
+    pid_t pid = cxltest::fork_child([&]() {
+        cxlpool_t *ch;
+
+        if (open_host(3, &ch) != CXLPOOL_OK) {
+            return 1;
+        }
+        *word(ch, 0)          = 0xdead;     /* dirty, never written back */
+        *word(ch, LINE_WORDS) = 0x600d;
+        *word(ch, far)        = 0xbad;
+        cxl_coh_publish(CXL_COH_SW, (void*)word(ch, LINE_WORDS), 8);
+        if (write(ch_.to_parent[1], "r", 1) != 1) {
+            return 2;
+        }
+        for (;;) {
+            pause();
+        }
+    });
+    ASSERT_GT(pid, 0);
+    ch_.parent_side();
+    if (read(ch_.to_parent[0], &c, 1) != 1) {
+        kill(pid, SIGKILL);
+        FAIL() << "child failed: " << cxltest::wait_child(pid);
+    }
+    ASSERT_EQ(0, kill(pid, SIGKILL));
+    EXPECT_EQ(128 + SIGKILL, cxltest::wait_child(pid));
+    EXPECT_TRUE(exists(view(3)));           /* left behind, unheld */
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(3, &h)) << cxlpool_last_error();
+    EXPECT_EQ(0u, *word(h, 0));             /* the dead cache is gone */
+    EXPECT_EQ(0x600du, *word(h, LINE_WORDS));
+    EXPECT_EQ(0u, *word(h, far));
+    EXPECT_EQ(0u, mem_word(far));
+    cxlpool_close(h);
+    EXPECT_FALSE(exists(view(3)));
+
+    /* destroy removes views nobody holds */
+    pid = cxltest::fork_child([&]() {
+        cxlpool_t *ch;
+        if (open_host(5, &ch) != CXLPOOL_OK) {
+            return 1;
+        }
+        _exit(0);                           /* no close */
+    });
+    EXPECT_EQ(0, cxltest::wait_child(pid));
+    EXPECT_TRUE(exists(view(5)));
+    EXPECT_EQ(CXLPOOL_OK, cxlpool_destroy(m_emu.c_str(), 0))
+            << cxlpool_last_error();
+    EXPECT_FALSE(exists(path()));
+    EXPECT_FALSE(exists(view(5)));
+    EXPECT_FALSE(exists(view(5) + ".lock"));
+}
+
+/* Attached processes of two emulated hosts: opening and closing works. */
+TEST_F(emulate_nc, attach_and_close)
+{
+    cxlpool_t *h0, *h1;
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(0, &h0, CXLPOOL_NO_HEARTBEAT))
+            << cxlpool_last_error();
+    ASSERT_EQ(CXLPOOL_OK, open_host(1, &h1, CXLPOOL_NO_HEARTBEAT))
+            << cxlpool_last_error();
+    EXPECT_NE(0u, cxlpool_token(h0));
+    EXPECT_NE(0u, cxlpool_token(h1));
+    cxlpool_close(h1);
+    cxlpool_close(h0);
+    EXPECT_FALSE(exists(view(0)));
+    EXPECT_FALSE(exists(view(1)));
+}
+
+/* The registry itself, on plain buffers. */
+TEST(coherence_emu, registry)
+{
+    const size_t len = 4 * CXL_CACHE_LINE;
+    alignas(64) static uint8_t view[len], mem[len], other[len];
+
+    memset(view, 0, len);
+    memset(mem, 0, len);
+    EXPECT_EQ(-1, cxl_coh_emu_register(view + 8, mem, len - 64));
+    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, 100));
+    ASSERT_EQ(0, cxl_coh_emu_register(view, mem, len));
+    EXPECT_EQ(-1, cxl_coh_emu_register(view + 64, other, 64)); /* overlap */
+
+    view[70] = 1;
+    view[130] = 2;
+    cxl_coh_writeback(CXL_COH_SW, view + 65, 64);  /* lines 1 and 2 */
+    EXPECT_EQ(1, mem[70]);
+    EXPECT_EQ(2, mem[130]);
+
+    mem[0]   = 3;
+    view[10] = 4;
+    cxl_coh_invalidate(CXL_COH_SW, view + 63, 1);
+    EXPECT_EQ(3, view[0]);
+    EXPECT_EQ(0, view[10]);
+
+    /* a range that runs past the view: the rest is flushed for real */
+    other[0] = 5;
+    cxl_coh_writeback(CXL_COH_SW, view + len - 64, 64);
+    cxl_coh_writeback(CXL_COH_SW, other, sizeof(other));
+    EXPECT_EQ(5, other[0]);
+
+    cxl_coh_emu_unregister(view);
+    view[200] = 6;
+    cxl_coh_writeback(CXL_COH_SW, view, len);
+    EXPECT_EQ(0, mem[200]);
+    EXPECT_EQ(6, view[200]);
+}
