@@ -5,16 +5,19 @@
  * buffers there with UCX_ALLOC_PRIO=md:cxl or ucp_mem_map(ALLOCATE).
  *
  * Registration has two modes (UCX_CXL_REG_ANY):
- *  n (default): UCT_MD_FLAG_REG is not advertised; mem_reg works only for
- *     ranges inside one pool allocation.  Every key a peer gets is usable,
- *     as UCT's conformance suite requires, and rkey_ptr is advertised.
- *  y: any host memory registers; memory outside the pool gets a local-only
- *     key: usable in the registering process (loopback), and unpacking to
- *     UCS_ERR_UNREACHABLE in every other one, so UCP reaches such memory
- *     with active messages and uses zero copy exactly where the remote side
- *     lives in the pool (one-copy rendezvous from pool-resident buffers).
- *     RKEY_PTR is then not advertised: UCP 1.13's rkey_ptr rendezvous
- *     aborts on an unreachable key instead of falling back.
+ *  y (default): any host memory registers (UCT_MD_FLAG_REG).  Pool memory
+ *     gets a key every process of the pool can use; memory outside the
+ *     pool gets a local-only key: usable in the registering process
+ *     (loopback), UCS_ERR_UNREACHABLE in every other one, so UCP reaches
+ *     such memory with active messages and uses zero copy exactly where
+ *     the remote side lives in the pool (one-copy rendezvous from
+ *     pool-resident buffers).  RKEY_PTR is not advertised: UCP 1.13's
+ *     rkey_ptr rendezvous aborts on an unreachable key instead of falling
+ *     back.
+ *  n: UCT_MD_FLAG_REG is not advertised; mem_reg works only for ranges
+ *     inside one pool allocation, every key is usable by every process of
+ *     the pool, and rkey_ptr is advertised.  UCP can then not register
+ *     its send buffers, so its rendezvous copies through active messages.
  *
  * With software coherence RKEY_PTR is not advertised either: a peer on
  * another host would load the buffer straight from pool memory through the
@@ -71,13 +74,15 @@ static ucs_config_field_t uct_cxl_md_config_table[] = {
      ucs_offsetof(uct_cxl_md_config_t, coherence),
      UCS_CONFIG_TYPE_ENUM(uct_cxl_coh_names)},
 
-    {"REG_ANY", "n",
-     "Register any host memory, not only pool allocations. Memory outside\n"
-     "the pool gets a key that peers can not use (UCP then falls back to\n"
-     "active messages for it), so UCP can use zero-copy protocols wherever\n"
-     "the remote buffer is in the pool, e.g. one-copy rendezvous from\n"
-     "pool-resident buffers. Off by default: UCT users expect every\n"
-     "registered buffer to be remotely accessible.",
+    {"REG_ANY", "y",
+     "Register any host memory, not only pool allocations.\n"
+     " y - pool memory gets a key every process of the pool can use, other\n"
+     "     memory a key only the registering process can use (others fall\n"
+     "     back to active messages for it). UCP registers its buffers, so\n"
+     "     rendezvous from pool-resident buffers moves data with one copy\n"
+     "     (get_zcopy). rkey_ptr is not offered.\n"
+     " n - only pool allocations register (UCT_MD_FLAG_REG off), rkey_ptr\n"
+     "     is offered; UCP's rendezvous then copies through active messages.",
      ucs_offsetof(uct_cxl_md_config_t, reg_any), UCS_CONFIG_TYPE_BOOL},
 
     {"NUMA_NODE", "-1",
@@ -187,6 +192,9 @@ uct_cxl_mem_alloc(uct_md_h tl_md, size_t *length_p, void **address_p,
     memh->ext_index = ext.index;
     memh->ext_gen   = ext.gen;
     memh->allocated = 1;
+    pthread_mutex_lock(&pool->allocs_lock);
+    ucs_list_add_tail(&pool->allocs, &memh->list);
+    pthread_mutex_unlock(&pool->allocs_lock);
 
     *length_p  = ext.length;
     *address_p = memh->address;
@@ -201,12 +209,45 @@ static ucs_status_t uct_cxl_mem_free(uct_md_h tl_md, uct_mem_h tl_memh)
     uct_cxl_memh_t *memh = tl_memh;
     cxlpool_status_t cstatus;
 
+    pthread_mutex_lock(&memh->pool->allocs_lock);
+    ucs_list_del(&memh->list);
+    pthread_mutex_unlock(&memh->pool->allocs_lock);
     cstatus = cxlpool_free(memh->pool->cxlpool, memh->offset);
     if (cstatus != CXLPOOL_OK) {
         ucs_error("cxl: %s", cxlpool_last_error());
     }
     ucs_free(memh);
     return uct_cxl_pool_status(cstatus);
+}
+
+/*
+ * The extent holding [address, address + length): first among this
+ * process's own allocations (UCP registers every rendezvous buffer, and
+ * most live there), else by a scan of the pool's extent table.
+ */
+static int uct_cxl_find_extent(uct_cxl_pool_t *pool, void *address,
+                               size_t length, cxlpool_extent_t *ext)
+{
+    uintptr_t start = (uintptr_t)address;
+    uct_cxl_memh_t *alloc;
+    int found = 0;
+
+    pthread_mutex_lock(&pool->allocs_lock);
+    ucs_list_for_each(alloc, &pool->allocs, list) {
+        if ((start >= (uintptr_t)alloc->address) &&
+            (length <= alloc->length) &&
+            (start - (uintptr_t)alloc->address <= alloc->length - length)) {
+            ext->index = alloc->ext_index;
+            ext->gen   = alloc->ext_gen;
+            found      = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pool->allocs_lock);
+
+    return found ||
+           (cxlpool_extent_find(pool->cxlpool, (uint8_t*)address - pool->base,
+                                length, ext) == CXLPOOL_OK);
 }
 
 static ucs_status_t uct_cxl_mem_reg(uct_md_h tl_md, void *address, size_t length,
@@ -231,8 +272,7 @@ static ucs_status_t uct_cxl_mem_reg(uct_md_h tl_md, void *address, size_t length
         }
     }
     if ((pool != NULL) && (i < md->num_pools) &&
-        (cxlpool_extent_find(pool->cxlpool, (uint8_t*)address - pool->base,
-                             length, &ext) == CXLPOOL_OK)) {
+        uct_cxl_find_extent(pool, address, length, &ext)) {
         memh->pool      = pool;
         memh->offset    = (uint8_t*)address - pool->base;
         memh->ext_index = ext.index;

@@ -8,6 +8,7 @@
 #include <uct/base/uct_md.h>
 #include <inttypes.h>
 #include <ucs/datastruct/list.h>
+#include <pthread.h>
 #include <ucx_cxl/cxlpool.h>
 
 #define UCT_CXL_NAME       "cxl"
@@ -35,6 +36,8 @@ typedef struct uct_cxl_pool {
     cxlpool_backend_t backend;
     char             path[256];
     char             dev_name[UCT_DEVICE_NAME_MAX]; /* device shown to UCT */
+    pthread_mutex_t  allocs_lock;
+    ucs_list_link_t  allocs;      /* this process's allocations (memh) */
 } uct_cxl_pool_t;
 
 typedef struct uct_cxl_md_config {
@@ -60,6 +63,7 @@ typedef struct uct_cxl_md {
  * they cannot reach it.
  */
 typedef struct uct_cxl_memh {
+    ucs_list_link_t  list;        /* allocated: in pool->allocs */
     uct_cxl_pool_t  *pool;
     void            *address;
     size_t           length;

@@ -179,6 +179,8 @@ ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,
 
     cxlpool_info(pool->cxlpool, &info);
     pool->refcount    = 1;
+    pthread_mutex_init(&pool->allocs_lock, NULL);
+    ucs_list_head_init(&pool->allocs);
     pool->base        = cxlpool_base(pool->cxlpool);
     pool->size        = info.size;
     pool->heap_offset = info.heap_offset;
@@ -205,6 +207,7 @@ void uct_cxl_pool_put(uct_cxl_pool_t *pool)
     if (--pool->refcount == 0) {
         ucs_list_del(&pool->list);
         cxlpool_close(pool->cxlpool);
+        pthread_mutex_destroy(&pool->allocs_lock);
         ucs_free(pool);
     }
     pthread_mutex_unlock(&uct_cxl_pools_lock);

@@ -97,9 +97,12 @@ TEST_F(cxl_md, md_attributes)
     EXPECT_STREQ("cxl", a.component_name);
     EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_ALLOC);
     EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_NEED_RKEY);
-    EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_RKEY_PTR);
-    /* default: every registrable buffer is remotely reachable */
-    EXPECT_FALSE(a.cap.flags & UCT_MD_FLAG_REG);
+    /* default (UCX_CXL_REG_ANY=y): any host memory registers, so UCP can
+     * register its buffers and use one-copy rendezvous from the pool;
+     * rkey_ptr is off (UCP 1.13 aborts on a key it cannot reach) */
+    EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_REG);
+    EXPECT_TRUE(a.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
+    EXPECT_FALSE(a.cap.flags & UCT_MD_FLAG_RKEY_PTR);
     EXPECT_TRUE(a.cap.alloc_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
     EXPECT_TRUE(a.cap.access_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
     EXPECT_EQ(sizeof(packed_rkey), a.rkey_packed_size);
@@ -375,10 +378,14 @@ TEST_F(cxl_alloc, sizes_rounded_and_aligned)
 
 class cxl_reg : public cxl_test {
 protected:
+    /* starts in the pool-only mode (UCX_CXL_REG_ANY=n) */
     void SetUp() override
     {
         ASSERT_NO_FATAL_FAILURE(cxl_test::SetUp());
+        setenv("UCX_CXL_REG_ANY", "n", 1);
         ASSERT_EQ(UCS_OK, m_stack.open_md()) << m_stack.error;
+        EXPECT_FALSE(m_stack.md_attr.cap.flags & UCT_MD_FLAG_REG);
+        EXPECT_TRUE(m_stack.md_attr.cap.flags & UCT_MD_FLAG_RKEY_PTR);
     }
 
     void TearDown() override
@@ -458,7 +465,7 @@ TEST_F(cxl_reg, sub_range_of_pool_memory)
  * with zero copy), but its key tells the peer it cannot reach it, so UCP
  * falls back to active messages for that memory.
  */
-TEST_F(cxl_reg, foreign_memory_unsupported_by_default)
+TEST_F(cxl_reg, foreign_memory_unsupported_without_reg_any)
 {
     void *heap = malloc(64 * KiB);
     uct_mem_h memh;
@@ -943,6 +950,7 @@ TEST_F(cxl_md, host_index_of_a_multi_host_pool)
 /* A peer's direct pointer would read what the owner never wrote back. */
 TEST_F(cxl_md, no_rkey_ptr_with_sw_coherence)
 {
+    setenv("UCX_CXL_REG_ANY", "n", 1); /* the mode with rkey_ptr */
     {
         stack s;
         ASSERT_EQ(UCS_OK, s.open_md()) << s.error;
@@ -953,4 +961,5 @@ TEST_F(cxl_md, no_rkey_ptr_with_sw_coherence)
     ASSERT_EQ(UCS_OK, s.open_md()) << s.error;
     EXPECT_FALSE(s.md_attr.cap.flags & UCT_MD_FLAG_RKEY_PTR);
     EXPECT_TRUE(s.md_attr.cap.flags & UCT_MD_FLAG_ALLOC);
+    unsetenv("UCX_CXL_REG_ANY");
 }
