@@ -50,11 +50,14 @@ void cxl_coh_fence(cxl_coh_mode_t mode);
 /*
  * Non-coherent pool emulator (emulate-nc): a private view of [view,
  * view+len) stands for this host's cache, [mem, mem+len) for the shared
- * memory.  In sw mode, write-back of a registered range copies its cache
- * lines view -> mem and invalidate copies them mem -> view.  Returns 0, or
- * -1 when the table of registrations is full.
+ * memory, and [clean, clean+len) holds the view's lines as this host last
+ * synchronised them (to tell lines it stored into).  In sw mode, write-back
+ * of a registered range copies its cache lines view -> memory; invalidate
+ * writes back lines the host stored into, then reloads them memory ->
+ * view (clean and invalidate, like CLFLUSHOPT).  Returns 0, or -1 for
+ * unaligned or overlapping ranges or when the table is full.
  */
-int  cxl_coh_emu_register(void *view, const void *mem, size_t len);
+int  cxl_coh_emu_register(void *view, const void *mem, void *clean, size_t len);
 void cxl_coh_emu_unregister(void *view);
 
 /*

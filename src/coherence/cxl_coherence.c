@@ -25,6 +25,7 @@ typedef struct {
     unsigned  seq;   /* odd while the slot is being changed */
     uintptr_t view;  /* 0: free */
     uintptr_t mem;
+    uintptr_t clean; /* the view's lines as last synchronised with mem */
     size_t    len;
 } cxl_coh_emu_slot_t;
 
@@ -145,7 +146,8 @@ static inline int cxl_coh_emu_active(void)
 }
 
 static void cxl_coh_emu_read_slot(const cxl_coh_emu_slot_t *slot,
-                                  uintptr_t *view, uintptr_t *mem, size_t *len)
+                                  uintptr_t *view, uintptr_t *mem,
+                                  uintptr_t *clean, size_t *len)
 {
     unsigned seq;
 
@@ -155,8 +157,9 @@ static void cxl_coh_emu_read_slot(const cxl_coh_emu_slot_t *slot,
             continue;
         }
         *view = __atomic_load_n(&slot->view, __ATOMIC_RELAXED);
-        *mem  = __atomic_load_n(&slot->mem, __ATOMIC_RELAXED);
-        *len  = __atomic_load_n(&slot->len, __ATOMIC_RELAXED);
+        *mem   = __atomic_load_n(&slot->mem, __ATOMIC_RELAXED);
+        *clean = __atomic_load_n(&slot->clean, __ATOMIC_RELAXED);
+        *len   = __atomic_load_n(&slot->len, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&slot->seq, __ATOMIC_RELAXED) == seq) {
             return;
@@ -165,7 +168,7 @@ static void cxl_coh_emu_read_slot(const cxl_coh_emu_slot_t *slot,
 }
 
 static void cxl_coh_emu_write_slot(cxl_coh_emu_slot_t *slot, uintptr_t view,
-                                   uintptr_t mem, size_t len)
+                                   uintptr_t mem, uintptr_t clean, size_t len)
 {
     unsigned seq = __atomic_load_n(&slot->seq, __ATOMIC_RELAXED);
 
@@ -173,6 +176,7 @@ static void cxl_coh_emu_write_slot(cxl_coh_emu_slot_t *slot, uintptr_t view,
     __atomic_thread_fence(__ATOMIC_RELEASE);
     __atomic_store_n(&slot->view, view, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->mem, mem, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->clean, clean, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->len, len, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->seq, seq + 2, __ATOMIC_RELEASE);
 }
@@ -183,22 +187,23 @@ static void cxl_coh_emu_write_slot(cxl_coh_emu_slot_t *slot, uintptr_t view,
  * UINTPTR_MAX), so the caller can flush the gap for real in one go.
  */
 static int cxl_coh_emu_find(uintptr_t p, uintptr_t *view, uintptr_t *mem,
-                            size_t *len, uintptr_t *next)
+                            uintptr_t *clean, size_t *len, uintptr_t *next)
 {
-    uintptr_t v, m;
+    uintptr_t v, m, c;
     size_t l;
     int i;
 
     *next = UINTPTR_MAX;
     for (i = 0; i < CXL_COH_EMU_SLOTS; ++i) {
-        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &v, &m, &l);
+        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &v, &m, &c, &l);
         if (v == 0) {
             continue;
         }
         if ((p >= v) && (p - v < l)) {
-            *view = v;
-            *mem  = m;
-            *len  = l;
+            *view  = v;
+            *mem   = m;
+            *clean = c;
+            *len   = l;
             return 1;
         }
         if ((v > p) && (v < *next)) {
@@ -208,46 +213,103 @@ static int cxl_coh_emu_find(uintptr_t p, uintptr_t *view, uintptr_t *mem,
     return 0;
 }
 
-/*
- * Whole lines, one aligned 8-byte word at a time: a concurrent reader of
- * the destination never sees a torn word, but may see a line half old and
- * half new (what one writer per line rules out).
- */
-static void cxl_coh_emu_copy(uintptr_t dst, uintptr_t src, size_t len)
+/* Did this host store into the line since it last synchronised it? */
+static int cxl_coh_emu_dirty(const uint64_t *v, const uint64_t *c)
 {
-    uint64_t *d       = (uint64_t*)dst;
-    const uint64_t *s = (const uint64_t*)src;
     size_t i;
 
-    for (i = 0; i < len / sizeof(uint64_t); ++i) {
-        __atomic_store_n(&d[i], __atomic_load_n(&s[i], __ATOMIC_RELAXED),
-                         __ATOMIC_RELAXED);
+    for (i = 0; i < CXL_CACHE_LINE / sizeof(uint64_t); ++i) {
+        if (__atomic_load_n(&v[i], __ATOMIC_RELAXED) !=
+            __atomic_load_n(&c[i], __ATOMIC_RELAXED)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The whole line view -> memory; clean records what was written. */
+static void cxl_coh_emu_wb_line(const uint64_t *v, uint64_t *m, uint64_t *c)
+{
+    uint64_t w;
+    size_t i;
+
+    for (i = 0; i < CXL_CACHE_LINE / sizeof(uint64_t); ++i) {
+        /* one load for both copies: a store that lands after it leaves
+         * the word dirty (view != clean) instead of looking clean */
+        w = __atomic_load_n(&v[i], __ATOMIC_RELAXED);
+        __atomic_store_n(&m[i], w, __ATOMIC_RELAXED);
+        __atomic_store_n(&c[i], w, __ATOMIC_RELAXED);
+    }
+}
+
+/*
+ * Reload the line memory -> view.  Each word is replaced only if it still
+ * holds its clean value (CAS): a store that another thread or process of
+ * this host makes at the same moment is kept, as a real cache would keep
+ * it, and stays dirty until it is written back.
+ */
+static void cxl_coh_emu_reload_line(uint64_t *v, const uint64_t *m, uint64_t *c)
+{
+    uint64_t old, w;
+    size_t i;
+
+    for (i = 0; i < CXL_CACHE_LINE / sizeof(uint64_t); ++i) {
+        old = __atomic_load_n(&c[i], __ATOMIC_RELAXED);
+        w   = __atomic_load_n(&m[i], __ATOMIC_RELAXED);
+        if (__atomic_compare_exchange_n(&v[i], &old, w, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+            __atomic_store_n(&c[i], w, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+/*
+ * Emulated lines [p, stop) of one view.  Write-back copies view -> memory.
+ * Invalidate has the semantics of the instructions it stands for
+ * (CLFLUSHOPT/CLFLUSH: clean and invalidate): a line the host stored into
+ * since it last synchronised it is written back whole first, then the
+ * line is reloaded from memory.  So a host never loses its own stores,
+ * even when another thread or process of the same host invalidates the
+ * line, but sees other hosts' data only by invalidating.
+ */
+static void cxl_coh_emu_sync(int writeback, uintptr_t p, uintptr_t stop,
+                             uintptr_t view, uintptr_t mem, uintptr_t clean)
+{
+    uint64_t *v, *m, *c;
+    uintptr_t off;
+
+    for (; p < stop; p += CXL_CACHE_LINE) {
+        off = p - view;
+        v   = (uint64_t*)p;
+        m   = (uint64_t*)(mem + off);
+        c   = (uint64_t*)(clean + off);
+        if (writeback || cxl_coh_emu_dirty(v, c)) {
+            cxl_coh_emu_wb_line(v, m, c);
+        }
+        if (!writeback) {
+            cxl_coh_emu_reload_line(v, m, c);
+        }
     }
 }
 
 /*
  * Lines covering [addr, addr+len): those inside a registered view are
- * copied view -> memory (writeback) or memory -> view (invalidate); the
- * rest take the real instruction.
+ * emulated; the rest take the real instruction.
  */
 static void cxl_coh_emu_lines(int writeback, cxl_coh_insn_t insn,
                               const void *addr, size_t len)
 {
     uintptr_t p   = (uintptr_t)addr & ~(uintptr_t)(CXL_CACHE_LINE - 1);
     uintptr_t end = (uintptr_t)addr + len;
-    uintptr_t view, mem, next, stop;
+    uintptr_t view, mem, clean, next, stop;
     size_t vlen;
 
     while (p < end) {
-        if (cxl_coh_emu_find(p, &view, &mem, &vlen, &next)) {
+        if (cxl_coh_emu_find(p, &view, &mem, &clean, &vlen, &next)) {
             stop = (end - view < vlen) ? end : view + vlen;
             stop = (stop + CXL_CACHE_LINE - 1) &
                    ~(uintptr_t)(CXL_CACHE_LINE - 1);
-            if (writeback) {
-                cxl_coh_emu_copy(mem + (p - view), p, stop - p);
-            } else {
-                cxl_coh_emu_copy(p, mem + (p - view), stop - p);
-            }
+            cxl_coh_emu_sync(writeback, p, stop, view, mem, clean);
         } else {
             stop = (next < end) ? next : end;
             cxl_coh_lines(insn, (const void*)p, stop - p);
@@ -258,22 +320,23 @@ static void cxl_coh_emu_lines(int writeback, cxl_coh_insn_t insn,
     }
 }
 
-int cxl_coh_emu_register(void *view, const void *mem, size_t len)
+int cxl_coh_emu_register(void *view, const void *mem, void *clean, size_t len)
 {
-    uintptr_t v = (uintptr_t)view, m = (uintptr_t)mem;
-    uintptr_t ov, om;
+    uintptr_t v = (uintptr_t)view, m = (uintptr_t)mem, c = (uintptr_t)clean;
+    uintptr_t ov, om, oc;
     cxl_coh_emu_slot_t *free_slot = NULL;
     size_t olen;
     int i;
 
     /* whole lines only, so a covering line never leaves its view */
-    if ((v == 0) || (len == 0) || ((v | m | len) & (CXL_CACHE_LINE - 1))) {
+    if ((v == 0) || (c == 0) || (len == 0) ||
+        ((v | m | c | len) & (CXL_CACHE_LINE - 1))) {
         return -1;
     }
 
     pthread_mutex_lock(&cxl_coh_emu_mutex);
     for (i = 0; i < CXL_COH_EMU_SLOTS; ++i) {
-        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &ov, &om, &olen);
+        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &ov, &om, &oc, &olen);
         if (ov == 0) {
             if (free_slot == NULL) {
                 free_slot = &cxl_coh_emu_tab[i];
@@ -284,7 +347,7 @@ int cxl_coh_emu_register(void *view, const void *mem, size_t len)
         }
     }
     if (free_slot != NULL) {
-        cxl_coh_emu_write_slot(free_slot, v, m, len);
+        cxl_coh_emu_write_slot(free_slot, v, m, c, len);
         __atomic_add_fetch(&cxl_coh_emu_count, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&cxl_coh_emu_mutex);
@@ -297,15 +360,15 @@ int cxl_coh_emu_register(void *view, const void *mem, size_t len)
  */
 void cxl_coh_emu_unregister(void *view)
 {
-    uintptr_t ov, om;
+    uintptr_t ov, om, oc;
     size_t olen;
     int i;
 
     pthread_mutex_lock(&cxl_coh_emu_mutex);
     for (i = 0; i < CXL_COH_EMU_SLOTS; ++i) {
-        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &ov, &om, &olen);
+        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &ov, &om, &oc, &olen);
         if ((ov != 0) && (ov == (uintptr_t)view)) {
-            cxl_coh_emu_write_slot(&cxl_coh_emu_tab[i], 0, 0, 0);
+            cxl_coh_emu_write_slot(&cxl_coh_emu_tab[i], 0, 0, 0, 0);
             __atomic_sub_fetch(&cxl_coh_emu_count, 1, __ATOMIC_RELEASE);
             break;
         }

@@ -35,6 +35,8 @@
 struct cxlpool_emu {
     uint8_t  *mem;       /* the pool file, mapped a second time */
     uint8_t  *view;      /* this host's view; pool->base */
+    uint8_t  *clean;     /* the view as last synchronised (second half of
+                            the view file) */
     uint64_t  len;
     int       view_fd;   /* carries the liveness flock */
     int       registered;
@@ -205,17 +207,18 @@ static cxlpool_status_t cxlpool_emu_join(cxlpool_t *pool,
 
     if (fresh) {
         /* drop whatever a dead host left, then size it like the pool */
-        if ((ftruncate(fd, 0) < 0) || (ftruncate(fd, (off_t)emu->len) < 0)) {
+        if ((ftruncate(fd, 0) < 0) ||
+            (ftruncate(fd, 2 * (off_t)emu->len) < 0)) {
             status = cxlpool_error_errno(errno, emu->view_path, "ftruncate");
             goto out_close;
         }
     } else if (fstat(fd, &st) < 0) {
         status = cxlpool_error_errno(errno, emu->view_path, "fstat");
         goto out_close;
-    } else if ((uint64_t)st.st_size != emu->len) {
+    } else if ((uint64_t)st.st_size != 2 * emu->len) {
         status = cxlpool_error(CXLPOOL_ERR_CORRUPT,
-                               "%s: emulate-nc view has %lld bytes, the pool "
-                               "%llu; stop the processes of host %u",
+                               "%s: emulate-nc view has %lld bytes, not twice "
+                               "the pool's %llu; stop the processes of host %u",
                                emu->view_path, (long long)st.st_size,
                                (unsigned long long)emu->len, k);
         goto out_close;
@@ -226,7 +229,15 @@ static cxlpool_status_t cxlpool_emu_join(cxlpool_t *pool,
         goto out_close;
     }
 
-    if (cxl_coh_emu_register(emu->view, emu->mem, emu->len) != 0) {
+    emu->clean = mmap(NULL, emu->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                      (off_t)emu->len);
+    if (emu->clean == MAP_FAILED) {
+        emu->clean = NULL;
+        status     = cxlpool_error_errno(errno, emu->view_path, "mmap");
+        goto out_unmap;
+    }
+
+    if (cxl_coh_emu_register(emu->view, emu->mem, emu->clean, emu->len) != 0) {
         status = cxlpool_error(CXLPOOL_ERR_NO_SLOT,
                                "%s: too many emulate-nc pools open in this "
                                "process", pool->path);
@@ -255,6 +266,10 @@ out_unregister:
     cxl_coh_emu_unregister(emu->view);
     emu->registered = 0;
 out_unmap:
+    if (emu->clean != NULL) {
+        munmap(emu->clean, emu->len);
+        emu->clean = NULL;
+    }
     munmap(emu->view, emu->len);
     emu->view = NULL;
 out_close:
@@ -421,6 +436,9 @@ void cxlpool_emu_close(cxlpool_t *pool)
 
     if (emu->registered) {
         cxl_coh_emu_unregister(emu->view);
+    }
+    if (emu->clean != NULL) {
+        munmap(emu->clean, emu->len);
     }
     if (emu->view != NULL) {
         munmap(emu->view, emu->len);

@@ -372,7 +372,7 @@ TEST_F(emulate_nc, auto_choice_runs_out_of_hosts)
 }
 
 /* (5) invalidate drops this host's own un-written-back data in the line */
-TEST_F(emulate_nc, invalidate_discards_own_dirty_line)
+TEST_F(emulate_nc, invalidate_writes_back_own_stores_first)
 {
     cxlpool_t *h0, *h1;
 
@@ -383,14 +383,33 @@ TEST_F(emulate_nc, invalidate_discards_own_dirty_line)
     cxl_coh_publish(CXL_COH_SW, (void*)word(h0, 0), 8);
     *word(h0, 1) = 0x88;                    /* same line, not written back */
     *word(h0, LINE_WORDS) = 0x99;           /* next line, not written back */
+    /* clean and invalidate (CLFLUSHOPT): the host's own store survives and
+     * reaches memory */
     cxl_coh_invalidate(CXL_COH_SW, (void*)word(h0, 0), 8);
     EXPECT_EQ(0x77u, *word(h0, 0));
-    EXPECT_EQ(0u, *word(h0, 1));            /* lost, as the rule says */
+    EXPECT_EQ(0x88u, *word(h0, 1));
     EXPECT_EQ(0x99u, *word(h0, LINE_WORDS)); /* other lines untouched */
 
-    cxl_coh_invalidate(CXL_COH_SW, (void*)word(h1, 0), 8);
+    cxl_coh_invalidate(CXL_COH_SW, (void*)word(h1, 0), 2 * CXL_CACHE_LINE);
     EXPECT_EQ(0x77u, *word(h1, 0));
-    EXPECT_EQ(0u, *word(h1, 1));
+    EXPECT_EQ(0x88u, *word(h1, 1));
+    EXPECT_EQ(0u, *word(h1, LINE_WORDS));   /* never flushed: invisible */
+
+    /* a line host 1 did not store into takes host 0's newer data ... */
+    *word(h0, 2) = 0xaa;
+    cxl_coh_writeback(CXL_COH_SW, (void*)word(h0, 2), 8);
+    cxl_coh_invalidate(CXL_COH_SW, (void*)word(h1, 2), 8);
+    EXPECT_EQ(0xaau, *word(h1, 2));
+    /* ... but two hosts storing into one line clobber each other: the
+     * one-writer-per-line rule, made visible */
+    *word(h1, 3) = 0xbb;
+    *word(h0, 4) = 0xcc;
+    cxl_coh_writeback(CXL_COH_SW, (void*)word(h0, 4), 8);
+    cxl_coh_writeback(CXL_COH_SW, (void*)word(h1, 3), 8);
+    cxl_coh_invalidate(CXL_COH_SW, (void*)word(h0, 0), 8);
+    EXPECT_EQ(0xbbu, *word(h0, 3));
+    EXPECT_EQ(0u, *word(h0, 4)) << "host 1's write-back carried its stale "
+                                   "copy of host 0's word";
 
     cxlpool_close(h1);
     cxlpool_close(h0);
@@ -571,26 +590,35 @@ TEST_F(emulate_nc, attach_and_close)
 TEST(coherence_emu, registry)
 {
     const size_t len = 4 * CXL_CACHE_LINE;
-    alignas(64) static uint8_t view[len], mem[len], other[len];
+    alignas(64) static uint8_t view[len], mem[len], clean[len], other[len];
 
     memset(view, 0, len);
     memset(mem, 0, len);
-    EXPECT_EQ(-1, cxl_coh_emu_register(view + 8, mem, len - 64));
-    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, 100));
-    ASSERT_EQ(0, cxl_coh_emu_register(view, mem, len));
-    EXPECT_EQ(-1, cxl_coh_emu_register(view + 64, other, 64)); /* overlap */
+    memset(clean, 0, len);
+    EXPECT_EQ(-1, cxl_coh_emu_register(view + 8, mem, clean, len - 64));
+    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, clean, 100));
+    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, NULL, len));
+    ASSERT_EQ(0, cxl_coh_emu_register(view, mem, clean, len));
+    EXPECT_EQ(-1, cxl_coh_emu_register(view + 64, other, clean, 64)); /* overlap */
 
     view[70] = 1;
     view[130] = 2;
     cxl_coh_writeback(CXL_COH_SW, view + 65, 64);  /* lines 1 and 2 */
     EXPECT_EQ(1, mem[70]);
     EXPECT_EQ(2, mem[130]);
+    EXPECT_EQ(1, clean[70]);
 
-    mem[0]   = 3;
-    view[10] = 4;
+    /* line 0 unchanged here: invalidate takes memory's new data */
+    mem[0] = 3;
     cxl_coh_invalidate(CXL_COH_SW, view + 63, 1);
     EXPECT_EQ(3, view[0]);
-    EXPECT_EQ(0, view[10]);
+    EXPECT_EQ(3, clean[0]);
+    /* line 0 stored into here: written back first, then reloaded */
+    view[10] = 4;
+    cxl_coh_invalidate(CXL_COH_SW, view + 10, 1);
+    EXPECT_EQ(4, mem[10]);
+    EXPECT_EQ(4, view[10]);
+    EXPECT_EQ(3, view[0]);
 
     /* a range that runs past the view: the rest is flushed for real */
     other[0] = 5;

@@ -1,0 +1,305 @@
+/*
+ * Software coherence against the strict non-coherent emulator
+ * (UCX_CXL_POOL=emulate-nc:PATH): two processes on two emulated hosts
+ * exchange active messages whose payloads are checked byte by byte.
+ *
+ * The same exchange runs with the test-only knob that leaves out the
+ * write-back of record bodies (UCX_CXL_TEST_SKIP_WRITEBACK=y): on the
+ * emulator the receiver must then see wrong payloads - the emulator
+ * catches a missing flush - while on a coherent pool the knob changes
+ * nothing, which shows that it is the emulator that catches it.
+ */
+#include "cxl_uct_util.h"
+
+#include <chrono>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace cxluct;
+
+namespace {
+
+typedef std::chrono::steady_clock clk;
+
+const uint8_t  AM_ID   = 11;
+const unsigned NUM_MSG = 200;
+const size_t   MSG_LEN = 1000; /* 16 record lines: the body spans lines */
+
+struct rx_result {
+    uint32_t good;
+    uint32_t bad;
+    int32_t  rc;
+    char     error[128];
+};
+
+struct addr_msg {
+    uint32_t dev_len;
+    uint32_t iface_len;
+    uint8_t  dev[32];
+    uint8_t  iface[32];
+};
+
+uint8_t pattern(unsigned msg, size_t i)
+{
+    return (uint8_t)(msg * 131 + i * 7 + 1);
+}
+
+struct rx_state {
+    uint32_t good = 0;
+    uint32_t bad  = 0;
+};
+
+ucs_status_t rx_cb(void *arg, void *data, size_t length, unsigned)
+{
+    rx_state *st     = static_cast<rx_state*>(arg);
+    const uint8_t *p = static_cast<const uint8_t*>(data);
+    uint32_t msg;
+
+    if (length != MSG_LEN) {
+        st->bad++;
+        return UCS_OK;
+    }
+    memcpy(&msg, p, sizeof(msg));
+    for (size_t i = sizeof(msg); i < MSG_LEN; ++i) {
+        if (p[i] != pattern(msg, i)) {
+            st->bad++;
+            return UCS_OK;
+        }
+    }
+    st->good++;
+    return UCS_OK;
+}
+
+struct tx_arg {
+    unsigned msg;
+};
+
+size_t tx_pack(void *dest, void *arg)
+{
+    unsigned msg = static_cast<tx_arg*>(arg)->msg;
+    uint8_t *p   = static_cast<uint8_t*>(dest);
+    uint32_t m   = msg;
+
+    memcpy(p, &m, sizeof(m));
+    for (size_t i = sizeof(m); i < MSG_LEN; ++i) {
+        p[i] = pattern(msg, i);
+    }
+    return MSG_LEN;
+}
+
+void set_env(const char *pool, const char *coherence, const char *host,
+             bool skip_wb)
+{
+    setenv("UCX_CXL_POOL", pool, 1);
+    setenv("UCX_CXL_COHERENCE", coherence, 1);
+    if (host != nullptr) {
+        setenv("UCX_CXL_HOST_INDEX", host, 1);
+    } else {
+        unsetenv("UCX_CXL_HOST_INDEX");
+    }
+    setenv("UCX_CXL_TEST_SKIP_WRITEBACK", skip_wb ? "y" : "n", 1);
+}
+
+/* Receiver child: publish the address, count good and bad messages. */
+int run_receiver(const std::string &dev, int addr_fd, int res_fd, int go_fd)
+{
+    rx_result res = {};
+    rx_state st;
+    addr_msg am   = {};
+    stack s;
+    char byte;
+
+    if (s.open(dev) != UCS_OK) {
+        res.rc = 1;
+        snprintf(res.error, sizeof(res.error), "open: %s", s.error.c_str());
+    } else if (uct_iface_set_am_handler(s.iface, AM_ID, rx_cb, &st,
+                                        UCT_CB_FLAG_ASYNC) != UCS_OK) {
+        res.rc = 2;
+        snprintf(res.error, sizeof(res.error), "set_am_handler failed");
+    }
+    if (res.rc != 0) {
+        write_full(addr_fd, &am, sizeof(am)); /* dev_len 0: failed */
+        write_full(res_fd, &res, sizeof(res));
+        return 1;
+    }
+    uct_iface_progress_enable(s.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+
+    am.dev_len   = (uint32_t)s.dev_addr.size();
+    am.iface_len = (uint32_t)s.iface_addr.size();
+    memcpy(am.dev, s.dev_addr.data(), am.dev_len);
+    memcpy(am.iface, s.iface_addr.data(), am.iface_len);
+    write_full(addr_fd, &am, sizeof(am));
+
+    clk::time_point deadline = clk::now() + std::chrono::seconds(20);
+    while ((st.good + st.bad < NUM_MSG) && (clk::now() < deadline)) {
+        uct_worker_progress(s.worker);
+    }
+    res.good = st.good;
+    res.bad  = st.bad;
+    write_full(res_fd, &res, sizeof(res));
+    read_full(go_fd, &byte, 1); /* the sender is gone: close */
+    return 0;
+}
+
+/* Sender child: connect and send NUM_MSG checked messages. */
+int run_sender(const std::string &dev, int addr_fd, int res_fd, int go_fd)
+{
+    rx_result res = {};
+    addr_msg am;
+    uct_ep_h ep;
+    stack s;
+    char byte;
+
+    if (!read_full(addr_fd, &am, sizeof(am)) || (am.dev_len == 0)) {
+        res.rc = 1;
+        snprintf(res.error, sizeof(res.error), "no receiver address");
+    } else if (s.open(dev) != UCS_OK) {
+        res.rc = 2;
+        snprintf(res.error, sizeof(res.error), "open: %s", s.error.c_str());
+    } else if (s.connect(am.dev, am.iface, &ep) != UCS_OK) {
+        res.rc = 3;
+        snprintf(res.error, sizeof(res.error), "connect: %s", s.error.c_str());
+    }
+    for (unsigned m = 0; (res.rc == 0) && (m < NUM_MSG); ++m) {
+        tx_arg arg = {m};
+        ssize_t len;
+        clk::time_point deadline = clk::now() + std::chrono::seconds(20);
+
+        while ((len = uct_ep_am_bcopy(ep, AM_ID, tx_pack, &arg, 0)) ==
+               UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(s.worker);
+            if (clk::now() > deadline) {
+                break;
+            }
+        }
+        if (len != (ssize_t)MSG_LEN) {
+            res.rc = 4;
+            snprintf(res.error, sizeof(res.error), "am_bcopy %u: %zd", m, len);
+        }
+    }
+    if ((res.rc == 0) && (uct_ep_flush(ep, 0, NULL) != UCS_OK)) {
+        res.rc = 5;
+        snprintf(res.error, sizeof(res.error), "flush failed");
+    }
+    write_full(res_fd, &res, sizeof(res));
+    read_full(go_fd, &byte, 1);
+    return 0;
+}
+
+} // namespace
+
+class cxl_sw : public cxl_test {
+protected:
+    /*
+     * Receiver on host rx_host, sender on host tx_host of the pool spec;
+     * returns what the receiver counted.
+     */
+    rx_result exchange(const std::string &spec, const std::string &dev,
+                       const char *coherence, const char *rx_host,
+                       const char *tx_host, bool skip_wb)
+    {
+        int addr[2], rres[2], tres[2], rgo[2], tgo[2];
+        rx_result rx = {}, tx = {};
+        pid_t rpid, tpid;
+        int status;
+
+        rx.rc = -1;
+        if ((pipe(addr) < 0) || (pipe(rres) < 0) || (pipe(tres) < 0) ||
+            (pipe(rgo) < 0) || (pipe(tgo) < 0)) {
+            ADD_FAILURE() << "pipe: " << strerror(errno);
+            return rx;
+        }
+
+        rpid = fork();
+        if (rpid == 0) {
+            set_env(spec.c_str(), coherence, rx_host, false);
+            int rc = run_receiver(dev, addr[1], rres[1], rgo[0]);
+            fflush(NULL); /* UCX's log is a buffered stdio stream */
+            _exit(rc);
+        }
+        tpid = fork();
+        if (tpid == 0) {
+            set_env(spec.c_str(), coherence, tx_host, skip_wb);
+            int rc = run_sender(dev, addr[0], tres[1], tgo[0]);
+            fflush(NULL);
+            _exit(rc);
+        }
+
+        bool ok_r = read_full(rres[0], &rx, sizeof(rx));
+        bool ok_t = read_full(tres[0], &tx, sizeof(tx));
+        char byte = 1;
+        write_full(tgo[1], &byte, 1);
+        waitpid(tpid, &status, 0);
+        EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
+                << "sender status " << status;
+        write_full(rgo[1], &byte, 1);
+        waitpid(rpid, &status, 0);
+        EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0))
+                << "receiver status " << status;
+
+        for (int *p : {addr, rres, tres, rgo, tgo}) {
+            close(p[0]);
+            close(p[1]);
+        }
+        EXPECT_TRUE(ok_r && ok_t) << "a child died before reporting";
+        EXPECT_EQ(0, tx.rc) << "sender: " << tx.error;
+        EXPECT_EQ(0, rx.rc) << "receiver: " << rx.error;
+        return rx;
+    }
+
+    std::string emu_pool()
+    {
+        /* 8 host arenas of 32 MiB: room for a few 8 MiB receive blocks each */
+        std::string path = new_pool(256ull << 20, CXL_COH_SW);
+        return path;
+    }
+};
+
+/* Correct code on the emulator: every payload arrives intact. */
+TEST_F(cxl_sw, emulated_hosts_exchange_checked_messages)
+{
+    std::string path = emu_pool();
+    rx_result r = exchange("emulate-nc:" + path, dev_name_of(path), "sw",
+                           "1", "0", false);
+
+    EXPECT_EQ(NUM_MSG, r.good);
+    EXPECT_EQ(0u, r.bad);
+}
+
+/* One write-back left out: the emulator makes the receiver see it. */
+TEST_F(cxl_sw, emulator_catches_missing_writeback)
+{
+    std::string path = emu_pool();
+    rx_result r = exchange("emulate-nc:" + path, dev_name_of(path), "sw",
+                           "1", "0", true);
+
+    EXPECT_GT(r.bad + (NUM_MSG - r.good - r.bad), 0u)
+            << "all " << r.good << " messages arrived intact although their "
+            << "bodies were never written back";
+    EXPECT_LT(r.good, NUM_MSG);
+}
+
+/* The same knob on a coherent mapping changes nothing: it is the emulator
+ * that exposes the bug, not the knob that breaks the protocol. */
+TEST_F(cxl_sw, knob_is_harmless_on_coherent_pool)
+{
+    rx_result r = exchange(m_path, dev_name_of(m_path), "sw", nullptr, nullptr,
+                           true);
+
+    EXPECT_EQ(NUM_MSG, r.good);
+    EXPECT_EQ(0u, r.bad);
+}
+
+/* Two processes of one emulated host share its view: coherent between
+ * them, like processes that share one host's caches. */
+TEST_F(cxl_sw, same_emulated_host_processes_share_view)
+{
+    std::string path = emu_pool();
+    rx_result r = exchange("emulate-nc:" + path, dev_name_of(path), "sw",
+                           "2", "2", false);
+
+    EXPECT_EQ(NUM_MSG, r.good);
+    EXPECT_EQ(0u, r.bad);
+}
