@@ -37,8 +37,10 @@ static ucs_config_field_t uct_cxl_iface_config_table[] = {
      ucs_offsetof(uct_cxl_iface_config_t, ring_size), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"NUM_CHANNELS", "128",
-     "Receive channels per interface: how many endpoints can connect to it.\n"
-     "The receive block takes NUM_CHANNELS x (RING_SIZE + 128) bytes of pool.",
+     "Receive channels per interface: how many sending interfaces can connect\n"
+     "to it (all endpoints of one sending interface share one channel). In sw\n"
+     "mode they are split evenly among the pool's host partitions. The receive\n"
+     "block takes NUM_CHANNELS x (RING_SIZE + 128) bytes of pool.",
      ucs_offsetof(uct_cxl_iface_config_t, num_channels), UCS_CONFIG_TYPE_UINT},
 
     {"MAX_POLL", "16",
