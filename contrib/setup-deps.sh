@@ -55,7 +55,7 @@ DEB_PACKAGES=(
     libucx-dev libucx0 ucx-utils
     libdaxctl-dev libnuma-dev numactl
     googletest libgtest-dev
-    dpkg-dev xz-utils jq util-linux
+    dpkg-dev xz-utils jq util-linux iproute2
     libibverbs-dev librdmacm-dev
     valgrind openmpi-bin libopenmpi-dev
     gnuplot-nox
