@@ -4,6 +4,9 @@ report.md and gnuplot inputs (plots/plots.gp + plots/*.dat).
 
 Input: OUTDIR/raw/samples.csv (figure,layer,transport,variant,unit,better,
 rep,value,status,note), OUTDIR/meta.env, OUTDIR/logs/ucp-lanes-*.txt.
+Transports "cxl" (hardware coherence), "cxl-sw" (UCX_CXL_COHERENCE=sw on a
+real pool file) and "cxl-emu" (the emulate-nc emulator) are the cxl labels;
+sw_hw.csv and the report's sw/hw ratios compare cxl-sw with cxl.
 Standard library only (Debian's /usr/bin/python3); plots are gnuplot's job.
 It reports numbers and comparisons; it asserts nothing about timings.
 """
@@ -136,9 +139,9 @@ with open(os.path.join(OUT, "results.csv"), "w", newline="") as f:
                ["rep%d" % i for i in range(1, REPS + 1)] +
                ["median", "min", "max", "ok_reps", "note"])
     fpos = {k: i for i, k in enumerate(fig_order)}
-    tpos = {}
+    tpos = {"cxl": -3, "cxl-sw": -2, "cxl-emu": -1}
     for k in series:
-        tpos.setdefault(k[2], len(tpos) if k[2] != "cxl" else -1)
+        tpos.setdefault(k[2], len(tpos))
     ordered = sorted(series.items(), key=lambda kv: (
         fpos.get((kv[0][0], kv[0][1]), 1 << 30), kv[0][3], kv[0][4], tpos[kv[0][2]]))
     for (layer, fig, tl, var, unit), s in ordered:
@@ -454,6 +457,89 @@ for layer, fig, var in (("uct", "add_lat 8B", "-"), ("uct", "fadd 8B", "-"),
                None if met else (overlap_note(layer, fig, var, "us(p50)", "posix")[2:] or None))
 
 # --------------------------------------------------------------------------
+# Software coherence: cxl-sw vs cxl (hw), and the emulator
+# --------------------------------------------------------------------------
+SW_GROUPS = (("uct", "-", "UCT"), ("ucp", "host", "UCP, ordinary buffers"),
+             ("ucp", "pool", "UCP, pool-resident buffers"))
+SW_UNITS = ("us(p50)", "MB/s", "Mmsg/s")
+
+
+def sw_path(layer, fig):
+    """How cxl-sw does a figure (what its cost consists of)."""
+    op = fig.split()[0]
+    if layer == "uct":
+        if op.startswith("am_"):
+            return "AM channels, write-back + flush per record"
+        return "not advertised in sw mode"
+    if op.startswith("tag_"):
+        return "AM (eager; rendezvous as AM fragments)"
+    if op in ("ucp_put_bw", "ucp_get"):
+        return "UCP's AM-based RMA emulation"
+    if op.startswith("ucp_fadd"):
+        return "UCP's AM-based atomic emulation"
+    return ""
+
+
+def cost_factor(hw, sw):
+    """How many times worse cxl-sw is than cxl (>1: sw worse)."""
+    if not hw or not sw or hw["median"] is None or sw["median"] is None:
+        return None
+    if hw["median"] <= 0 or sw["median"] <= 0:
+        return None
+    r = sw["median"] / hw["median"]
+    return r if hw["better"] == "lower" else 1.0 / r
+
+
+def sw_rows(layer, var):
+    """[(fig, unit, hw, sw, emu)] where cxl-sw has a series"""
+    rows = []
+    for (ly, fig) in fig_order:
+        if ly != layer:
+            continue
+        for unit in SW_UNITS:
+            ss = get(layer, fig, "cxl-sw", var, unit)
+            if ss is None:
+                continue
+            rows.append((fig, unit, get(layer, fig, "cxl", var, unit), ss,
+                         get(layer, fig, "cxl-emu", var, unit)))
+    return rows
+
+
+def geomean(vals):
+    vals = [v for v in vals if v]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+HAVE_SW = any(k[2] == "cxl-sw" for k in series)
+HAVE_EMU = any(k[2] == "cxl-emu" for k in series)
+
+if HAVE_SW or HAVE_EMU:
+    with open(os.path.join(OUT, "sw_hw.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["figure", "layer", "variant", "unit", "better", "hw_median",
+                    "sw_median", "sw_over_hw", "sw_cost_factor", "emu_median", "sw_path",
+                    "note"])
+        for layer, var, _ in SW_GROUPS:
+            for fig, unit, hw, sw, emu in sw_rows(layer, var):
+                if sw["na"] is not None:
+                    w.writerow([fig, layer, var, unit, sw["better"],
+                                num(hw["median"]) if hw else "", "n/a", "", "", "", "",
+                                "n/a (%s)" % sw["na"]])
+                    continue
+                r = (sw["median"] / hw["median"]) if (hw and hw["median"] and
+                                                      sw["median"] is not None) else None
+                cf = cost_factor(hw, sw)
+                w.writerow([fig, layer, var, unit, sw["better"],
+                            num(hw["median"]) if hw else "",
+                            num(sw["median"]) if sw["median"] is not None else "FAILED",
+                            "%.4g" % r if r is not None else "",
+                            "%.4g" % cf if cf else "",
+                            num(emu["median"]) if emu and emu["median"] is not None else "",
+                            sw_path(layer, fig), "; ".join(sw["notes"])])
+
+# --------------------------------------------------------------------------
 # Markdown
 # --------------------------------------------------------------------------
 UCT_PEERS = ["posix", "sysv", "cma", "tcp"]
@@ -491,10 +577,15 @@ def ratio_cell(sc, sp):
                         " ≈" if overlap(sc, sp) else "")
 
 
+def has_sw(layer, variant):
+    return any(k[0] == layer and k[2] == "cxl-sw" and k[3] == variant for k in series)
+
+
 def md_table(layer, variant, peers, units=PRIMARY_UNITS):
     rows = []
-    head = (["Figure", "unit", "better", "cxl"] + peers +
-            ["cxl/" + p for p in peers] + ["cxl % of limit", "target"])
+    sw = has_sw(layer, variant)
+    head = (["Figure", "unit", "better", "cxl"] + (["cxl-sw", "sw/hw"] if sw else []) +
+            peers + ["cxl/" + p for p in peers] + ["cxl % of limit", "target"])
     rows.append("| " + " | ".join(head) + " |")
     rows.append("|" + "---|" * len(head))
     for (ly, fig) in fig_order:
@@ -509,8 +600,12 @@ def md_table(layer, variant, peers, units=PRIMARY_UNITS):
             mark = target_marks.get((layer, fig, variant, unit), "")
             if mark == "MISSED":
                 mark = "**MISSED**"
+            swc = []
+            if sw:
+                ss = get(layer, fig, "cxl-sw", variant, unit)
+                swc = [cell(ss), ratio_cell(ss, sc)]
             rows.append("| " + " | ".join(
-                [fig, unit, sc["better"], cell(sc)] + [cell(x) for x in sps] +
+                [fig, unit, sc["better"], cell(sc)] + swc + [cell(x) for x in sps] +
                 [ratio_cell(sc, x) for x in sps] +
                 ["%.0f%%" % pct if pct is not None else "—", mark]) + " |")
     return "\n".join(rows)
@@ -561,6 +656,14 @@ md.append("| MPI | %s |" % meta.get("ompi", "?"))
 md.append("| module | `%s` (sha256 %s…, copied into the output folder before the run) |" %
           (meta.get("module", "?"), meta.get("module_sha256", "?")[:16]))
 md.append("| pool | private, `%s`, 1 GiB, created and destroyed by the run |" % meta.get("pool", "?"))
+if meta.get("pool_sw"):
+    md.append("| cxl-sw pool | private, `%s`, 1 GiB, `cxlpool create --coherence sw --hosts 1` "
+              "(a real file mapped directly, not emulated), `UCX_CXL_COHERENCE=sw` |"
+              % meta["pool_sw"])
+if meta.get("pool_emu"):
+    md.append("| cxl-emu pool | `%s` (`--coherence sw`, 8 host partitions; every process "
+              "is its own emulated host) — **an emulator: its numbers measure memcpy "
+              "through a file, not hardware** |" % meta["pool_emu"])
 if meta.get("cxl_env"):
     md.append("| extra cxl environment | `%s` (--cxl-env) |" % meta["cxl_env"])
 md.append("| mode | %s, %s repetitions per figure, alternating cxl and peers |" %
@@ -627,6 +730,19 @@ md.append("* UCP buffers: ucx_perftest allocates them with `ucp_mem_map(UCP_MEM_
           "1.13 offers; there is no option to place buffers in the pool other than "
           "the allocation order (`-z`, which passes the memory handle to the send calls, "
           "was not used)." % probe_text())
+md.append("* **cxl** is the hardware-coherent mode (`UCX_CXL_COHERENCE=hw`). **cxl-sw** "
+          "is the same transport with `UCX_CXL_COHERENCE=sw` on a second private pool file "
+          "(created `--coherence sw --hosts 1`, mapped directly): every write another "
+          "host must see is written back (CLWB/CLFLUSHOPT + fence) and every read of "
+          "another host's data is preceded by a cache-line flush, and no RMA or CPU "
+          "atomics are advertised. So in sw mode UCP runs `ucp_put_bw`, `ucp_get` and "
+          "`ucp_fadd` through its **software emulation over active messages**, "
+          "rendezvous moves data as AM fragments, and the UCT put/get/atomic figures "
+          "are `n/a (not advertised in sw mode)`. Both processes run on this one CPU, "
+          "so the flushes cost what they cost here, but no line is actually fetched "
+          "from another host's memory. `sw/hw` = ratio of medians cxl-sw/cxl (✓ sw "
+          "better, ✗ sw worse, ≈ ranges overlap); cxl and cxl-sw were run alternately "
+          "with the peers.")
 md.append("* UCP configurations: `UCX_TLS=cxl | posix | sysv | cma,posix | tcp | sm` "
           "(tcp with `UCX_NET_DEVICES=lo`); `sm` is what UCP users get by default and "
           "does not include cxl. MPI: Open MPI with pml/osc ucx, `UCX_TLS=cxl` vs "
@@ -701,6 +817,74 @@ md.append("`mpi_lat`: ping-pong, one-way; `mpi_bw`: window of 64 MPI_Isend; `mpi
           "MPI_Win_flush on an MPI_Win_allocate window (lock_all), average.")
 md.append("")
 
+if HAVE_SW:
+    md.append("## Cost of software coherence (cxl-sw vs cxl)")
+    md.append("")
+    md.append("The same ucx_perftest cases as `cxl`, with `UCX_CXL_COHERENCE=sw` on a real "
+              "(non-emulated) pool file. `cost` = how many times worse cxl-sw is "
+              "(latency sw/hw, bandwidth and rate hw/sw). In sw mode the transport "
+              "advertises no RMA and no CPU atomics: UCP emulates put/get/atomics over "
+              "active messages (`sw path`), and UCT-level RMA/atomic tests are not "
+              "available. MPI was not run in sw mode.")
+    md.append("")
+    summ = []
+    for layer, var, title in SW_GROUPS:
+        cf = [cost_factor(hw, sw) for _, _, hw, sw, _ in sw_rows(layer, var)]
+        cf = [c for c in cf if c]
+        g = geomean(cf)
+        if g:
+            summ.append("%s: %s× over %d figures (range %s–%s×)" %
+                        (title, f3(g), len(cf), f3(min(cf)), f3(max(cf))))
+    if summ:
+        md.append("Geometric mean of the cost: " + "; ".join(summ) + ".")
+        md.append("")
+    for layer, var, title in SW_GROUPS:
+        rows = sw_rows(layer, var)
+        if not rows:
+            continue
+        md.append("### " + title)
+        md.append("")
+        md.append("| Figure | unit | better | cxl (hw) | cxl-sw | sw/hw | cost | sw path |")
+        md.append("|---|---|---|---|---|---|---|---|")
+        na = OrderedDict()
+        for fig, unit, hw, sw, _ in rows:
+            if sw["na"] is not None and sw["na"].startswith("not advertised in sw mode"):
+                na.setdefault(fig, None)
+                continue
+            cf = cost_factor(hw, sw)
+            md.append("| %s | %s | %s | %s | %s | %s | %s | %s |" %
+                      (fig, unit, sw["better"], cell(hw), cell(sw), ratio_cell(sw, hw),
+                       ("%s×" % f3(cf)) if cf else "—", sw_path(layer, fig)))
+        if na:
+            md.append("| %s | | | (see the %s table) | n/a (not advertised in sw mode) | n/a | — | "
+                      "UCT RMA/atomics need hardware coherence |" %
+                      (", ".join(OrderedDict((f.split()[0], None) for f in na)), title))
+        md.append("")
+if HAVE_EMU:
+    md.append("## Emulator (emulate-nc) — not hardware")
+    md.append("")
+    md.append("`UCX_CXL_POOL=emulate-nc:POOL` with `UCX_CXL_COHERENCE=sw`: every process "
+              "is its own emulated host with a private view of the pool, and write-back / "
+              "invalidate are memcpy between that view and the shared file. These numbers "
+              "measure **the emulator's memcpy**, not a CXL device or the coherence "
+              "protocol; it exists to check correctness (a missing write-back is a visible "
+              "bug there). A few UCP figures, ordinary buffers, small iteration counts.")
+    md.append("")
+    md.append("| Figure | unit | better | cxl-emu (emulator) | cxl-sw | cxl (hw) | emu/sw |")
+    md.append("|---|---|---|---|---|---|---|")
+    for (ly, fig) in fig_order:
+        if ly != "ucp":
+            continue
+        for unit in SW_UNITS:
+            se = get("ucp", fig, "cxl-emu", "host", unit)
+            if se is None:
+                continue
+            ss = get("ucp", fig, "cxl-sw", "host", unit)
+            md.append("| %s | %s | %s | %s | %s | %s | %s |" %
+                      (fig, unit, se["better"], cell(se), cell(ss),
+                       cell(get("ucp", fig, "cxl", "host", unit)), ratio_cell(se, ss)))
+    md.append("")
+
 md.append("## Average latencies (us(avg), same runs)")
 md.append("")
 for layer, var, peers, title in (("uct", "-", UCT_PEERS, "UCT"),
@@ -724,7 +908,7 @@ else:
 md.append("")
 md.append("## UCP lanes (`ucx_info -e -u t`)")
 md.append("")
-for label in ("cxl", "posix", "sysv", "cma+posix", "tcp", "sm"):
+for label in ("cxl", "cxl-sw", "cxl-emu", "posix", "sysv", "cma+posix", "tcp", "sm"):
     try:
         text = open(os.path.join(LOGS, "ucp-lanes-%s.txt" % label)).read()
     except OSError:
@@ -739,6 +923,7 @@ for name, what in (("ratios_uct.png", "UCT: cxl advantage over each peer"),
                    ("ratios_ucp_host.png", "UCP host buffers: cxl advantage"),
                    ("ratios_ucp_pool.png", "UCP pool buffers: cxl advantage"),
                    ("ratios_mpi.png", "MPI: cxl advantage over sm"),
+                   ("sw_cost.png", "cost of software coherence: cxl-sw vs cxl per figure"),
                    ("tag_bw_host.png", "UCP tag_bw vs size, ordinary buffers"),
                    ("tag_bw_pool.png", "UCP tag_bw vs size, pool buffers"),
                    ("tag_lat_host.png", "UCP tag_lat vs size, ordinary buffers"),
@@ -748,7 +933,7 @@ for name, what in (("ratios_uct.png", "UCT: cxl advantage over each peer"),
 md.append("")
 md.append("\"Advantage\" in the ratio charts = cxl/peer for higher-is-better figures and "
           "peer/cxl for lower-is-better ones, so above 1 always means cxl is better "
-          "(log scale). Raw data: `results.csv`, `raw/`.")
+          "(log scale). Raw data: `results.csv`, `raw/`; cxl-sw vs cxl: `sw_hw.csv`.")
 md.append("")
 
 with open(os.path.join(OUT, "report.md"), "w") as f:
@@ -873,7 +1058,54 @@ def size_plot(fname, layer, op, suffix, variant, transports, unit, title, with_m
     gp.append("unset xlabel")
 
 
-UCP_ALL = ["cxl"] + UCP_PEERS
+def sw_cost_plot(fname):
+    """cost factor cxl-sw vs cxl per figure, one bar per layer/variant"""
+    cols = [(ly, v, t) for ly, v, t in SW_GROUPS if sw_rows(ly, v)]
+    if not cols:
+        return
+    rows = OrderedDict()
+    for ci, (ly, v, _) in enumerate(cols):
+        for fig, unit, hw, sw, _ in sw_rows(ly, v):
+            cf = cost_factor(hw, sw)
+            if cf is None:
+                continue
+            r = rows.setdefault("%s %s [%s]" % (ly.upper(), fig, unit), ["?"] * len(cols))
+            r[ci] = "%.5g" % cf
+    if not rows:
+        return
+    dat = fname.replace(".png", ".dat")
+    with open(os.path.join(PLOTS, dat), "w") as f:
+        f.write("\t".join(["figure"] + [t for _, _, t in cols]) + "\n")
+        for k, r in rows.items():
+            f.write("\t".join([k] + r) + "\n")
+    vals = [float(x) for r in rows.values() for x in r if x != "?"]
+    gp.append("")
+    gp.append('set output "%s"' % fname)
+    gp.append('set title "Cost of software coherence: cxl-sw vs cxl (hw) (above 1: sw worse; log scale)"')
+    gp.append("set style data histograms")
+    gp.append("set style histogram clustered gap 1")
+    gp.append("set style fill solid 0.8 border -1")
+    gp.append("set boxwidth 0.9")
+    gp.append("set logscale y")
+    gp.append("set yrange [%g:%g]" % (min(vals + [1.0]) / 1.5, max(vals + [1.0]) * 1.5))
+    gp.append('set ylabel "cost factor (latency sw/hw, bandwidth hw/sw)"')
+    gp.append("set xtics rotate by -45 scale 0")
+    gp.append("unset xlabel")
+    gp.append("set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead lw 2 lc rgb 'black'")
+    parts = []
+    for i, (_, _, t) in enumerate(cols):
+        parts.append('"%s" using %d%s title "%s"' % (dat, i + 2, ":xtic(1)" if i == 0 else "", t))
+    gp.append("plot " + ", \\\n     ".join(parts))
+    gp.append("unset arrow 1")
+    gp.append("unset logscale y")
+    gp.append("set yrange [*:*]")
+    gp.append("set xtics norotate")
+    gp.append('set ylabel ""')
+
+
+sw_cost_plot("sw_cost.png")
+
+UCP_ALL = ["cxl"] + (["cxl-sw"] if HAVE_SW else []) + UCP_PEERS
 UCT_ALL = ["cxl"] + UCT_PEERS
 size_plot("tag_bw_host.png", "ucp", "tag_bw", None, "host", UCP_ALL, "MB/s",
           "UCP tag_bw, ordinary buffers (median)", True)

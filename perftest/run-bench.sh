@@ -30,10 +30,22 @@
 #   * a private pool is created for the run and destroyed at the end.
 #   * UCT cxl runs use UCX_CXL_ALLOC=md: ucx_perftest's buffers come from
 #     the cxl MD, i.e. the pool.
+#   * cxl is measured twice: "cxl" (UCX_CXL_COHERENCE=hw, the CPU keeps the
+#     pool coherent) and "cxl-sw" (UCX_CXL_COHERENCE=sw on a second private
+#     pool, a real /dev/shm file created with --coherence sw --hosts 1):
+#     every cross-host write is written back (CLWB/CLFLUSHOPT + fence) and
+#     every read of another host's data is preceded by a flush, and no RMA
+#     or CPU atomics are advertised, so UCP emulates put/get/atomics over
+#     active messages and the UCT RMA/atomic figures are n/a.  The ratio
+#     cxl-sw/cxl is the cost of software coherence on this CPU.
+#   * "cxl-emu" (UCX_CXL_POOL=emulate-nc:POOL, every process its own
+#     emulated host) runs a few UCP figures with small iteration counts; its
+#     numbers measure the emulator's memcpy, not hardware (--no-emu: skip).
 #   * nothing here asserts timings; it measures and reports.
 #
 # Usage: perftest/run-bench.sh [--quick] [--reps N] [--out DIR]
-#                              [--builddir DIR] [--timeout S] [--help]
+#                              [--builddir DIR] [--timeout S] [--no-sw]
+#                              [--no-emu] [--help]
 #
 set -uo pipefail
 
@@ -47,16 +59,21 @@ OUT=""
 BUILDDIR=""
 BATCH_TIMEOUT=""
 CXL_ENV_STR=""
+SW=1
+EMU=1
 
 usage() {
     cat <<EOF
 Usage: ${0##*/} [--quick] [--reps N] [--out DIR] [--builddir DIR] [--timeout S]
-                    [--cxl-env "VAR=VALUE ..."]
+                    [--cxl-env "VAR=VALUE ..."] [--no-sw] [--no-emu]
 
 Runs the side-by-side benchmark matrix (UCT, UCP, MPI, machine limits) of
 the cxl transport against posix, sysv, cma, tcp and sm, and writes
 results.csv, report.md and PNG plots into the output folder; prints the
-report.
+report.  cxl runs twice: hardware-coherent ("cxl") and software-coherent
+("cxl-sw", UCX_CXL_COHERENCE=sw on a real pool file; sw/hw ratios in
+sw_hw.csv and the report), plus a few UCP figures on the emulate-nc
+emulator ("cxl-emu", a separate table: the emulator's speed, not hardware).
 
   --quick         3 repetitions, fewer sizes and iterations (project demo;
                   about 2 minutes on 2 cores; the default about 10, more
@@ -74,6 +91,8 @@ report.
   --cxl-env STR   extra environment for every cxl run (UCT, UCP, MPI, the
                   residency probe), e.g. "UCX_CXL_REG_ANY=y"; recorded in
                   the report
+  --no-sw         do not measure cxl-sw (nor cxl-emu)
+  --no-emu        do not measure cxl-emu
   -h, --help      this text
 EOF
 }
@@ -93,6 +112,8 @@ while (($#)); do
         --timeout=*) BATCH_TIMEOUT=${1#*=} ;;
         --cxl-env) [[ $# -ge 2 ]] || die "--cxl-env needs a value"; CXL_ENV_STR=$2; shift ;;
         --cxl-env=*) CXL_ENV_STR=${1#*=} ;;
+        --no-sw) SW=0; EMU=0 ;;
+        --no-emu) EMU=0 ;;
         -h | --help) usage; exit 0 ;;
         *) printf '%s: unknown option %q (see --help)\n' "$PROG" "$1" >&2; exit 2 ;;
     esac
@@ -175,27 +196,64 @@ mpicc -O2 -Wall -o "$BIN/mpi_bench" "$SCRIPT_DIR/mpi_bench.c" >"$LOGS/build-mpi_
 # ---------------------------------------------------------------------------
 # Private pool
 # ---------------------------------------------------------------------------
-POOL="/dev/shm/ucx-cxl-bench-$$-$RANDOM.pool"
+POOL_TAG="ucx-cxl-bench-$$-$RANDOM"
+POOL="/dev/shm/$POOL_TAG.pool"
 DEV=$(basename "$POOL" .pool)
+# software coherence on a real (directly mapped) pool file: one host
+# partition, so that only the coherence mode differs from $POOL
+POOL_SW="/dev/shm/$POOL_TAG-sw.pool"
+DEV_SW=$(basename "$POOL_SW" .pool)
+# the strict non-coherent emulator (every process its own emulated host)
+POOL_EMU="/dev/shm/$POOL_TAG-emu.pool"
 declare -A SERVER_PIDS=()   # pid -> 1: our running ucx_perftest servers
 cleanup() {
     local p
     for p in "${!SERVER_PIDS[@]}"; do
         kill -TERM "$p" 2>/dev/null
     done
-    if [[ -e $POOL ]]; then
-        "$CXLPOOL" destroy "$POOL" >>"$LOGS/pool.log" 2>&1 ||
-            "$CXLPOOL" destroy "$POOL" --force >>"$LOGS/pool.log" 2>&1 ||
-            rm -f -- "$POOL"
-    fi
+    for p in "$POOL" "$POOL_SW" "$POOL_EMU"; do
+        if [[ -e $p ]]; then
+            "$CXLPOOL" destroy "$p" >>"$LOGS/pool.log" 2>&1 ||
+                "$CXLPOOL" destroy "$p" --force >>"$LOGS/pool.log" 2>&1 ||
+                rm -f -- "$p"
+        fi
+    done
 }
 trap cleanup EXIT
 trap 'msg "interrupted"; exit 130' INT TERM
 "$CXLPOOL" create "$POOL" --size 1G >"$LOGS/pool.log" 2>&1 ||
     die "cxlpool create $POOL failed: $(tail -n1 "$LOGS/pool.log")"
 msg "private pool $POOL (UCT device '$DEV'); output in $OUT"
+if ((SW)); then
+    if "$CXLPOOL" create "$POOL_SW" --size 1G --coherence sw --hosts 1 >>"$LOGS/pool.log" 2>&1; then
+        msg "private sw pool $POOL_SW (UCT device '$DEV_SW', UCX_CXL_COHERENCE=sw)"
+    else
+        msg "cxlpool create $POOL_SW --coherence sw failed: $(tail -n1 "$LOGS/pool.log"); no cxl-sw/cxl-emu figures"
+        SW=0 EMU=0
+    fi
+fi
+if ((EMU)); then
+    if "$CXLPOOL" create "$POOL_EMU" --size 1G --coherence sw >>"$LOGS/pool.log" 2>&1; then
+        msg "private emulator pool emulate-nc:$POOL_EMU"
+    else
+        msg "cxlpool create $POOL_EMU --coherence sw failed: $(tail -n1 "$LOGS/pool.log"); no cxl-emu figures"
+        EMU=0
+    fi
+fi
 
 BASE_ENV=(LD_PRELOAD="$MODULE" UCX_CXL_POOL="$POOL")
+# What makes a cxl label: the environment every cxl run of that label gets
+# last (after --cxl-env), so that it cannot be overridden by accident.
+SW_ENV=(UCX_CXL_POOL="$POOL_SW" UCX_CXL_COHERENCE=sw)
+EMU_ENV=(UCX_CXL_POOL="emulate-nc:$POOL_EMU" UCX_CXL_COHERENCE=sw)
+label_env() {   # label_env LABEL -> words on stdout
+    case $1 in
+        cxl) echo "UCX_CXL_COHERENCE=hw" ;;
+        cxl-sw) echo "${SW_ENV[*]}" ;;
+        cxl-emu) echo "${EMU_ENV[*]}" ;;
+    esac
+}
+is_cxl() { [[ $1 == cxl || $1 == cxl-* ]]; }
 
 # ---------------------------------------------------------------------------
 # Machine record
@@ -212,6 +270,10 @@ BASE_ENV=(LD_PRELOAD="$MODULE" UCX_CXL_POOL="$POOL")
     printf 'module=%s\n' "$MODULE_SRC"
     printf 'module_sha256=%s\n' "$MODULE_SHA"
     printf 'pool=%s\n' "$POOL"
+    printf 'sw=%s\n' "$SW"
+    printf 'pool_sw=%s\n' "$( ((SW)) && echo "$POOL_SW")"
+    printf 'emu=%s\n' "$EMU"
+    printf 'pool_emu=%s\n' "$( ((EMU)) && echo "emulate-nc:$POOL_EMU")"
     printf 'mode=%s\n' "$( ((QUICK)) && echo quick || echo default)"
     printf 'reps=%s\n' "$REPS"
     printf 'load_start=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -222,9 +284,13 @@ BASE_ENV=(LD_PRELOAD="$MODULE" UCX_CXL_POOL="$POOL")
 # ---------------------------------------------------------------------------
 # Capabilities (what each UCT transport can do) and UCP lanes
 # ---------------------------------------------------------------------------
-env "${BASE_ENV[@]}" "${CXL_ENV[@]}" ucx_info -d >"$LOGS/ucx_info-d.txt" 2>&1
+env "${BASE_ENV[@]}" "${CXL_ENV[@]}" $(label_env cxl) ucx_info -d >"$LOGS/ucx_info-d.txt" 2>&1
+if ((SW)); then
+    # cxl-sw: what the transport advertises with software coherence
+    env "${BASE_ENV[@]}" "${CXL_ENV[@]}" $(label_env cxl-sw) ucx_info -d >"$LOGS/ucx_info-d-sw.txt" 2>&1
+fi
 # "tl dev cap maxbytes" (maxbytes: a number, or inf); atomics only with 64-bit
-awk '
+caps_of() { awk '
     function bytes(s,   n, u) {
         if (s ~ /^unlimited/) return "inf"
         if (s !~ /^<= *[0-9]/) return "inf"
@@ -243,27 +309,45 @@ awk '
             val = $0; sub(/^#[ \t]+[a-z_]+: */, "", val)
             print tl, dev, key, bytes(val)
         }
-    }' "$LOGS/ucx_info-d.txt" | sort -u >"$LOGS/caps.txt"
+    }' "$@"; }
+caps_of "$LOGS/ucx_info-d.txt" | sort -u >"$LOGS/caps.txt"
 grep -q "^cxl $DEV " "$LOGS/caps.txt" ||
     die "ucx_info -d with the module preloaded shows no cxl/$DEV transport (see $LOGS/ucx_info-d.txt)"
+if ((SW)); then
+    caps_of "$LOGS/ucx_info-d-sw.txt" | awk -v d="$DEV_SW" '$1 == "cxl" && $2 == d' >>"$LOGS/caps.txt"
+    if ! grep -q "^cxl $DEV_SW " "$LOGS/caps.txt"; then
+        msg "ucx_info -d with UCX_CXL_COHERENCE=sw shows no cxl/$DEV_SW transport (see $LOGS/ucx_info-d-sw.txt); no cxl-sw/cxl-emu figures"
+        SW=0 EMU=0
+        sed -i 's/^sw=.*/sw=0/; s/^emu=.*/emu=0/' "$OUT/meta.env"
+    fi
+fi
 
-# cap_check TL DEV CAP SIZE: empty if the transport can do it, else the reason
+# cap_check TL DEV CAP SIZE [LABEL]: empty if the transport can do it, else
+# the reason
 cap_check() {
     local max who="$1/$2"
     [[ $1 == cxl ]] && who=cxl   # its device is the (private) pool's name
     max=$(awk -v t="$1" -v d="$2" -v c="$3" '$1 == t && $2 == d && $3 == c {print $4; exit}' "$LOGS/caps.txt")
-    if [[ -z $max ]]; then
+    if [[ -z $max && ${5:-} == cxl-sw ]]; then
+        echo "not advertised in sw mode: $3"
+    elif [[ -z $max ]]; then
         echo "$who has no $3 (ucx_info -d)"
     elif [[ $max != inf ]] && (($4 > max)); then
         echo "$who $3 is limited to $max bytes (ucx_info -d)"
     fi
 }
 
-# UCT transports: name device
-UCT_TLS=("cxl $DEV" "posix memory" "sysv memory" "cma memory" "tcp lo")
-# UCP configurations: label|environment
+# UCT transports: label transport device
+UCT_TLS=("cxl cxl $DEV")
+((SW)) && UCT_TLS+=("cxl-sw cxl $DEV_SW")
+UCT_TLS+=("posix posix memory" "sysv sysv memory" "cma cma memory" "tcp tcp lo")
+# UCP configurations: label|environment (cxl labels also get label_env)
 UCP_CFGS=(
     "cxl|UCX_TLS=cxl"
+)
+((SW)) && UCP_CFGS+=("cxl-sw|UCX_TLS=cxl")
+((EMU)) && UCP_CFGS+=("cxl-emu|UCX_TLS=cxl")
+UCP_CFGS+=(
     "posix|UCX_TLS=posix"
     "sysv|UCX_TLS=sysv"
     "cma+posix|UCX_TLS=cma,posix"
@@ -273,7 +357,11 @@ UCP_CFGS=(
 for c in "${UCP_CFGS[@]}"; do
     label=${c%%|*}
     read -r -a cenv <<<"${c#*|}"
-    [[ $label == cxl ]] && cenv+=("${CXL_ENV[@]}")
+    if is_cxl "$label"; then
+        cenv+=("${CXL_ENV[@]}")
+        read -r -a lenv <<<"$(label_env "$label")"
+        cenv+=("${lenv[@]}")
+    fi
     env "${BASE_ENV[@]}" "${cenv[@]}" ucx_info -e -u t >"$LOGS/ucp-lanes-$label.txt" 2>&1
 done
 
@@ -419,13 +507,18 @@ declare -A BATCH_TIMEOUTS=() # key -> how many times it timed out
 SEQ=0
 
 # run_batch KEY LAYER TL VARIANT REP ENVSTR BATCHFILE LINESPEC -- perftest args
+#   TL: the label recorded (cxl, cxl-sw, cxl-emu, posix, ...)
 #   LINESPEC: file with "name|figure|kind" per batch line
 run_batch() {
     local key=$1 layer=$2 tl=$3 var=$4 rep=$5 envstr=$6 batch=$7 spec=$8
     shift 9
-    local -a penv args=("$@")
+    local -a penv lenv args=("$@")
     read -r -a penv <<<"$envstr"
-    [[ $tl == cxl ]] && penv+=("${CXL_ENV[@]}")
+    if is_cxl "$tl"; then
+        penv+=("${CXL_ENV[@]}")
+        read -r -a lenv <<<"$(label_env "$tl")"
+        penv+=("${lenv[@]}")
+    fi
     local to=$BATCH_TIMEOUT
     if [[ -n ${BATCH_MAXDUR[$key]:-} ]]; then
         to=$((3 * BATCH_MAXDUR[$key] + 10))
@@ -491,11 +584,10 @@ run_batch() {
     fi
     if [[ -n $why ]]; then
         local err
-        if ((crc != 124 && crc != 137)); then
-            err=$(grep -h -m1 -E 'ERROR|error|Assertion|Segmentation|abort' "$base.cli" "$base.srv" 2>/dev/null |
-                head -n1 | sed -E 's/^\[[^]]*\] *\[[^]]*\] *//' | cut -c1-160)
-            [[ -n $err ]] && why="$why: $err"
-        fi
+        # also after a timeout: a pair that loops on an error says why
+        err=$(grep -h -m1 -E 'ERROR|error|Assertion|Segmentation|abort' "$base.cli" "$base.srv" 2>/dev/null |
+            head -n1 | sed -E 's/^\[[^]]*\] *\[[^]]*\] *//' | cut -c1-160)
+        [[ -n $err ]] && why="$why: $err"
         msg "  FAILED $key r$rep ($why); raw: ${base#"$OUT"/}.{cli,srv}"
     fi
 
@@ -579,35 +671,35 @@ for fam in "${UCT_FAMILIES[@]}"; do
     # n/a lines (once) and, per transport, the runnable batch
     declare -A FAM_BATCH=() FAM_SPEC=()
     for t in "${UCT_TLS[@]}"; do
-        read -r tl dev <<<"$t"
-        div=$(tl_div "$tl")
-        bf="$RAW/uct-$fam-$tl.batch.tmp"
-        sf="$RAW/uct-$fam-$tl.spec.tmp"
+        read -r lbl tl dev <<<"$t"
+        div=$(tl_div "$lbl")
+        bf="$RAW/uct-$fam-$lbl.batch.tmp"
+        sf="$RAW/uct-$fam-$lbl.spec.tmp"
         : >"$bf"; : >"$sf"
         while IFS='|' read -r name fig kind args cap size; do
             echo "uct|$fig" >>"$RAW/figures.txt"
-            reason=$(cap_check "$tl" "$dev" "$cap" "$size")
+            reason=$(cap_check "$tl" "$dev" "$cap" "$size" "$lbl")
             if [[ -z $reason ]]; then
                 echo "$name $(scale_iters "$args" "$div")" >>"$bf"
                 echo "$name|$fig|$kind|$size" >>"$sf"
             else
-                emit_na "$fig" "$kind" uct "$tl" - "$reason"
+                emit_na "$fig" "$kind" uct "$lbl" - "$reason"
             fi
         done < <(uct_family "$fam")
         if [[ -s $bf ]]; then
-            FAM_BATCH[$tl]=$bf
-            FAM_SPEC[$tl]=$sf
+            FAM_BATCH[$lbl]=$bf
+            FAM_SPEC[$lbl]=$sf
         fi
     done
     for ((rep = 1; rep <= REPS; ++rep)); do
         for t in "${UCT_TLS[@]}"; do
-            read -r tl dev <<<"$t"
-            [[ -n ${FAM_BATCH[$tl]:-} ]] || continue
+            read -r lbl tl dev <<<"$t"
+            [[ -n ${FAM_BATCH[$lbl]:-} ]] || continue
             # cxl: buffers from the cxl MD, i.e. the pool, even if the MD
             # registers ordinary memory (UCX_CXL_REG_ANY=y)
             uenv=""
-            [[ $tl == cxl ]] && uenv="UCX_CXL_ALLOC=md"
-            run_batch "uct-$fam-$tl" uct "$tl" - "$rep" "$uenv" "${FAM_BATCH[$tl]}" "${FAM_SPEC[$tl]}" -- \
+            is_cxl "$lbl" && uenv="UCX_CXL_ALLOC=md"
+            run_batch "uct-$fam-$lbl" uct "$lbl" - "$rep" "$uenv" "${FAM_BATCH[$lbl]}" "${FAM_SPEC[$lbl]}" -- \
                 -x "$tl" -d "$dev"
         done
     done
@@ -650,11 +742,31 @@ ucp_family() {   # ucp_family FAMILY [RMA_DIV]
     esac
 }
 
+# cxl-emu: a few figures of a family, small iteration counts (the
+# emulator copies every written-back / invalidated line through a file;
+# its numbers are the emulator's, not hardware's)
+emu_family() {   # emu_family FAMILY
+    local f
+    case $1 in
+        all) for f in tag rma; do emu_family "$f"; done ;;
+        tag)
+            echo "tag_lat_8|tag_lat 8B|lat|-t tag_lat -s 8 -n 2000 -w 100"
+            echo "tag_bw_65536|tag_bw 64KiB|bw|-t tag_bw -s 65536 -n 200 -w 10"
+            echo "tag_bw_1048576|tag_bw 1MiB|bw|-t tag_bw -s 1048576 -n 40 -w 4"
+            ;;
+        rma)
+            echo "ucp_put_bw_65536|ucp_put_bw 64KiB|bw|-t ucp_put_bw -s 65536 -n 100 -w 10"
+            echo "ucp_get_1048576|ucp_get 1MiB|bw|-t ucp_get -s 1048576 -n 20 -w 2"
+            echo "ucp_fadd_8|ucp_fadd 8B|lat|-t ucp_fadd -s 8 -n 1000 -w 50"
+            ;;
+    esac
+}
+
 # variant environment for a UCP configuration
 ucp_variant_env() {   # ucp_variant_env LABEL VARIANT
     case $2 in
         host) echo "UCX_ALLOC_PRIO=thp,mmap,heap" ;;
-        pool) if [[ $1 == cxl ]]; then echo "UCX_ALLOC_PRIO=md:cxl,thp,mmap,heap"; else echo ""; fi ;;
+        pool) if is_cxl "$1"; then echo "UCX_ALLOC_PRIO=md:cxl,thp,mmap,heap"; else echo ""; fi ;;
     esac
 }
 
@@ -713,25 +825,29 @@ for fam in "${UCP_FAMILIES[@]}"; do
         declare -A FAM_BATCH=() FAM_SPEC=()
         for c in "${UCP_CFGS[@]}"; do
             label=${c%%|*}
+            # the emulator: ordinary buffers only (a separate small table)
+            [[ $label == cxl-emu && $var != host ]] && continue
             div=$(tl_div "$label")
             bf="$RAW/ucp-$fam-$var-$label.batch.tmp"
             sf="$RAW/ucp-$fam-$var-$label.spec.tmp"
             : >"$bf"; : >"$sf"
             # with ordinary buffers UCP emulates put/get over active
-            # messages (no registration), 10-100x slower: fewer iterations
+            # messages (no registration), 10-100x slower: fewer iterations;
+            # in sw mode always (no RMA advertised)
             rdiv=1
-            [[ $var == host ]] && rdiv=4
+            [[ $var == host || $label == cxl-sw ]] && rdiv=4
             while IFS='|' read -r name fig kind args; do
                 echo "ucp|$fig" >>"$RAW/figures.txt"
                 echo "$name $(scale_iters "$args" "$div")" >>"$bf"
                 echo "$name|$fig|$kind|$(awk '{for (i = 1; i < NF; ++i) if ($i == "-s") print $(i + 1)}' <<<"$args")" >>"$sf"
-            done < <(ucp_family "$fam" "$rdiv")
+            done < <(if [[ $label == cxl-emu ]]; then emu_family "$fam"; else ucp_family "$fam" "$rdiv"; fi)
             FAM_BATCH[$label]=$bf
             FAM_SPEC[$label]=$sf
         done
         for ((rep = 1; rep <= REPS; ++rep)); do
             for c in "${UCP_CFGS[@]}"; do
                 label=${c%%|*}
+                [[ -n ${FAM_BATCH[$label]:-} ]] || continue
                 envstr="${c#*|} $(ucp_variant_env "$label" "$var")"
                 run_batch "ucp-$fam-$var-$label" ucp "$label" "$var" "$rep" "$envstr" \
                     "${FAM_BATCH[$label]}" "${FAM_SPEC[$label]}" --
