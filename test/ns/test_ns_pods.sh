@@ -25,16 +25,16 @@
 #   4. UCX_TLS=cxl between pods that map different pools: unreachable
 # (b) each pod maps its own pool (pool A in pod-1, pool B in pod-2),
 #     UCX_TLS=cxl,tcp
-#   5. inside pod-1 (UCX_CXL_REG_ANY=y): lanes cxl only, under 1 MiB over lo
-#   6. inside pod-2 (UCX_CXL_REG_ANY=y): the same with pool B
+#   5. inside pod-1 (default settings, UCX_CXL_REG_ANY=y): every lane cxl,
+#      none tcp (ep_cfg and lane lines); under 1 MiB over lo
+#   6. inside pod-2 (default settings): the same with pool B
 #   7. pod-1 to pod-2: lanes tcp on the veth devices only (no cxl, not lo);
 #      the payload (> 4 MiB) crosses the veth, nothing goes over lo
-#   8. pod-1 to pod-2 with UCX_CXL_REG_ANY=y: still tcp only
-#   9. inside pod-1 with default settings: the am lane (eager tag, AM,
-#      stream), rma and amo are cxl; UCP 1.13 adds tcp lanes only as
-#      rendezvous bandwidth (rma_bw) and wireup lanes, because the cxl
-#      memory domain registers only pool memory unless UCX_CXL_REG_ANY=y;
-#      the bytes that took them are printed
+#   8. inside pod-1 with UCX_CXL_REG_ANY=n: the am lane (eager tag, AM,
+#      stream), rma and amo are cxl; the memory domain registers only pool
+#      memory, so UCP 1.13 adds tcp lanes, as rendezvous bandwidth
+#      (rma_bw) and wireup lanes only, and at least one of them; the
+#      rendezvous payload (> 4 MiB) goes over lo
 #
 # Coherence mode: NS_PODS_COHERENCE (or the first argument) = auto | hw | sw
 #   hw    the checks above on ordinary (hardware-coherent) pools
@@ -188,20 +188,6 @@ make_pool() {
 # dev_of POOL: the UCT device name (the file name without .pool)
 dev_of() { local b=${1##*/}; echo "${b%.pool}"; }
 
-# net_bytes POD: "IF=BYTES ..." (received + sent) for each interface of POD
-net_bytes() {
-    in_pod "$1" cat /proc/net/dev |
-        awk -F'[: ]+' 'NR > 2 { sub(/^ +/, ""); n = split($0, f, /[: ]+/);
-                                printf "%s=%d ", f[1], f[2] + f[10] }'
-}
-# net_delta BEFORE AFTER: "IF +BYTES ..."
-net_delta() {
-    awk -v a="$1" -v b="$2" 'BEGIN {
-        n = split(a, x, " "); for (i = 1; i <= n; i++) { split(x[i], kv, "="); old[kv[1]] = kv[2] }
-        n = split(b, x, " "); for (i = 1; i <= n; i++) { split(x[i], kv, "=");
-            printf "%s%s +%d", (i > 1 ? ", " : ""), kv[1], kv[2] - old[kv[1]] } }'
-}
-
 # ---- one server/client run ----
 # run_pair NAME SERVER_POD SERVER_POOL CLIENT_POD CLIENT_POOL ADDR TLS EXPECT_TL [ENV...]
 # The server runs in SERVER_POD and listens on ADDR, the client runs in
@@ -209,7 +195,7 @@ net_delta() {
 # $SCR/NAME.srv and $SCR/NAME.cli, exit statuses in SRC and CRC, the IP
 # bytes each pod moved meanwhile in NET1 and NET2 ("IF +BYTES, ...").
 run_pair() {
-    local name=$1 spod=$2 spool=$3 cpod=$4 cpool=$5 addr=$6 tls=$7 exp=$8 port= srv b1 b2
+    local name=$1 spod=$2 spool=$3 cpod=$4 cpool=$5 addr=$6 tls=$7 exp=$8 port='' srv b1 b2
     shift 8
     local common=(env "LD_PRELOAD=$PRELOAD" "UCX_TLS=$tls" UCX_LOG_LEVEL=info
                   "UCP_CXL_TEST_EXPECT_TL=$exp" "$@")
@@ -292,36 +278,48 @@ check_traffic() {
     fi
 }
 
-# check_lanes_only NAME WHAT TL DEV_SRV DEV_CLI FORBIDDEN: every ep_cfg
-# line names TL/DEV for tag and no FORBIDDEN transport at all
+# check_lanes_only NAME WHAT TL DEV_SRV DEV_CLI FORBIDDEN: on each side,
+# every ep_cfg line names TL/DEV for tag and no FORBIDDEN transport at all,
+# and every lane of ucp_ep_print_info is on TL/DEV (rma_bw lanes included,
+# which the ep_cfg line does not name)
 check_lanes_only() {
-    local name=$1 what=$2 tl=$3 ds=$4 dc=$5 bad=$6 side dev l why= n
+    local name=$1 what=$2 tl=$3 ds=$4 dc=$5 bad=$6 side dev l why='' n
     for side in srv cli; do
         dev=$ds; [ $side = cli ] && dev=$dc
         n=0
         while read -r l; do
             [ -n "$l" ] || continue
             n=$((n + 1))
-            grep -q "tag($tl/$dev[ )]" <<<"$l" || why+="$side: tag not on $tl/$dev; "
+            grep -q "tag($tl/${dev}[ )]" <<<"$l" || why+="$side: tag not on $tl/$dev; "
             grep -q "[( ]$bad/" <<<"$l" && why+="$side: $bad lane; "
         done <<<"$(ep_cfg "$SCR/$name.$side")"
         [ $n -gt 0 ] || why+="$side: no ep_cfg line; "
+        n=0
+        while read -r l; do
+            [ -n "$l" ] || continue
+            n=$((n + 1))
+            grep -q "[0-9]:$tl/$dev\\.[0-9]" <<<"$l" ||
+                why+="$side: lane not on $tl/$dev: '$(sed 's/^# [a-z]*: *//' <<<"$l")'; "
+        done <<<"$(lanes "$SCR/$name.$side")"
+        [ $n -gt 0 ] || why+="$side: no lane line; "
     done
     if [ -z "$why" ]; then
         ok "$what: UCP lanes all on $tl ($tl/$ds, $tl/$dc), none on $bad"
         ep_cfg "$SCR/$name.srv" | sed 's/^/#   server: /'
         ep_cfg "$SCR/$name.cli" | sed 's/^/#   client: /'
+        lanes "$SCR/$name.cli" | sed 's/^# client: */#   client: /'
     else
         show_once "$name"
         fail "$what: UCP lanes all on $tl, none on $bad" "$why"
     fi
 }
 
-# check_lanes_primary NAME WHAT TL DEV: TL/DEV carries the am lane (eager
-# tag/AM/stream) and amo, rma/amo/stream list TL/DEV only; other
-# transports' lanes are only rendezvous bandwidth (rma_bw) or wireup lanes
+# check_lanes_primary NAME WHAT TL DEV OTHER: TL/DEV carries the am lane
+# (eager tag/AM/stream) and amo, rma/amo/stream list TL/DEV only; there is
+# at least one OTHER lane, and other transports' lanes are only rendezvous
+# bandwidth (rma_bw) or wireup lanes
 check_lanes_primary() {
-    local name=$1 what=$2 tl=$3 dev=$4 side l roles why= n
+    local name=$1 what=$2 tl=$3 dev=$4 other=$5 side l roles why='' n no
     for side in srv cli; do
         n=0
         while read -r l; do
@@ -330,29 +328,31 @@ check_lanes_primary() {
             for f in rma amo stream; do
                 grep -qE "(^| )$f\\($tl/$dev\\)" <<<"$l" || why+="$side: $f not on $tl/$dev alone; "
             done
-            grep -q "tag($tl/$dev[ )]" <<<"$l" || why+="$side: tag not on $tl/$dev; "
+            grep -q "tag($tl/${dev}[ )]" <<<"$l" || why+="$side: tag not on $tl/$dev; "
         done <<<"$(ep_cfg "$SCR/$name.$side")"
         [ $n -gt 0 ] || why+="$side: no ep_cfg line; "
-        n=0
+        n=0 no=0
         while read -r l; do
             [ -n "$l" ] || continue
             roles=$(sed -E 's/.*sysdev\[[0-9]+\] *//' <<<"$l")
             if grep -q ":$tl/$dev\\." <<<"$l"; then
                 grep -qw am <<<"$roles" && n=$((n + 1))
             else
+                grep -q "[0-9]:$other/" <<<"$l" && grep -q 'rma_bw#' <<<"$roles" && no=$((no + 1))
                 grep -qvE '^((rma_bw#[0-9]+|wireup) *)+$' <<<"$roles" &&
                     why+="$side: lane '$l' does more than rma_bw/wireup; "
             fi
         done <<<"$(lanes "$SCR/$name.$side")"
         [ $n = 1 ] || why+="$side: the am lane is not on $tl/$dev; "
+        [ $no -gt 0 ] || why+="$side: no $other rma_bw lane; "
     done
     if [ -z "$why" ]; then
-        ok "$what: UCP's am, tag, rma, amo and stream lanes on $tl/$dev; other lanes only rma_bw/wireup"
+        ok "$what: UCP's am, tag, rma, amo and stream lanes on $tl/$dev; $other lanes, only rma_bw/wireup"
         ep_cfg "$SCR/$name.cli" | sed 's/^/#   client: /'
         lanes "$SCR/$name.cli" | sed 's/^# client: */#   client: /'
     else
         show_once "$name"
-        fail "$what: UCP's primary lanes on $tl/$dev" "$why"
+        fail "$what: UCP's primary lanes on $tl/$dev, $other only rma_bw/wireup" "$why"
     fi
 }
 
@@ -360,7 +360,7 @@ check_lanes_primary() {
 check_bytes() {
     local what=$1 net=$2 ifc=$3 cmp=$4 lim=$5 b
     b=$(bytes_of "$net" "$ifc")
-    if [ "$b" "$cmp" "$lim" ]; then
+    if test "$b" "$cmp" "$lim"; then
         ok "$what: $b IP bytes on $ifc ($cmp $lim)"
     else
         fail "$what: IP bytes on $ifc $cmp $lim" "$b"
@@ -370,7 +370,7 @@ check_bytes() {
 # check_unreachable NAME WHAT TL: both sides fail ucp_ep_create and UCX
 # names TL/... as unreachable
 check_unreachable() {
-    local name=$1 what=$2 tl=$3 f why= line
+    local name=$1 what=$2 tl=$3 f why='' line
     for f in "$SCR/$name.srv" "$SCR/$name.cli"; do
         line=$(grep -m1 "no .* transport to .*$tl/[^ ]* - Destination is unreachable" "$f")
         if [ -z "$line" ] || ! grep -q '^FAIL ep-create: .*Destination is unreachable' "$f"; then
@@ -389,7 +389,7 @@ check_unreachable() {
 
 # ---- the software-coherence emulator, probed ----
 # EMU_CREATE: how an emulate-nc pool is created (a cxlpool argument prefix)
-EMU_WHY= EMU_CREATE=
+EMU_WHY='' EMU_CREATE=''
 emu_probe() {
     local pool=$POOLPFX-probe.pool form out
     for form in "emulate-nc:" ""; do
@@ -445,15 +445,17 @@ run_hw() {
     check_unreachable diff-cxl "4. different pools, cxl, pod-1 <-> pod-2" cxl
 
     echo "# (b) pool A in pod-1 ($A), pool B in pod-2 ($B), UCX_TLS=cxl,tcp"
-    run_pair pod1-cxltcp "$P1" "$A" "$P1" "$A" 127.0.0.1 cxl,tcp cxl UCX_CXL_REG_ANY=y
-    check_traffic    pod1-cxltcp "5. cxl,tcp inside pod-1 (UCX_CXL_REG_ANY=y)"
-    check_lanes_only pod1-cxltcp "5. cxl,tcp inside pod-1 (UCX_CXL_REG_ANY=y)" cxl "$DA" "$DA" tcp
+    # UCX_CXL_REG_ANY=y (the default): the cxl memory domain registers any
+    # memory, so inside a pod UCP needs no tcp lane at all
+    run_pair pod1-cxltcp "$P1" "$A" "$P1" "$A" 127.0.0.1 cxl,tcp cxl
+    check_traffic    pod1-cxltcp "5. cxl,tcp inside pod-1 (default settings)"
+    check_lanes_only pod1-cxltcp "5. cxl,tcp inside pod-1 (default settings)" cxl "$DA" "$DA" tcp
     check_bytes "5. cxl,tcp inside pod-1: the payload goes through pool A, only the test's own socket over lo" \
         "$NET1" lo -lt 1048576
 
-    run_pair pod2-cxltcp "$P2" "$B" "$P2" "$B" 127.0.0.1 cxl,tcp cxl UCX_CXL_REG_ANY=y
-    check_traffic    pod2-cxltcp "6. cxl,tcp inside pod-2 (UCX_CXL_REG_ANY=y)"
-    check_lanes_only pod2-cxltcp "6. cxl,tcp inside pod-2 (UCX_CXL_REG_ANY=y)" cxl "$DB" "$DB" tcp
+    run_pair pod2-cxltcp "$P2" "$B" "$P2" "$B" 127.0.0.1 cxl,tcp cxl
+    check_traffic    pod2-cxltcp "6. cxl,tcp inside pod-2 (default settings)"
+    check_lanes_only pod2-cxltcp "6. cxl,tcp inside pod-2 (default settings)" cxl "$DB" "$DB" tcp
     check_bytes "6. cxl,tcp inside pod-2: the payload goes through pool B, only the test's own socket over lo" \
         "$NET2" lo -lt 1048576
 
@@ -463,17 +465,14 @@ run_hw() {
     check_bytes "7. cxl,tcp pod-1 <-> pod-2: the payload crosses the veth" "$NET1" "$VETH1" -gt 4194304
     check_bytes "7. cxl,tcp pod-1 <-> pod-2: nothing over pod-1's loopback" "$NET1" lo -lt 65536
 
-    run_pair cross-cxltcp-reg "$P2" "$B" "$P1" "$A" "$NET.2" cxl,tcp tcp UCX_CXL_REG_ANY=y
-    check_traffic    cross-cxltcp-reg "8. cxl,tcp pod-1 <-> pod-2 (UCX_CXL_REG_ANY=y)"
-    check_lanes_only cross-cxltcp-reg "8. cxl,tcp pod-1 <-> pod-2 (UCX_CXL_REG_ANY=y)" tcp "$VETH2" "$VETH1" cxl
-
-    # Without UCX_CXL_REG_ANY the cxl memory domain registers only pool
+    # With UCX_CXL_REG_ANY=n the cxl memory domain registers only pool
     # memory, so UCP 1.13 gives rendezvous zero-copy of ordinary buffers to
     # tcp (rma_bw lanes); everything else stays on cxl.
-    run_pair pod1-cxltcp-def "$P1" "$A" "$P1" "$A" 127.0.0.1 cxl,tcp cxl,tcp
-    check_traffic       pod1-cxltcp-def "9. cxl,tcp inside pod-1 (default settings)"
-    check_lanes_primary pod1-cxltcp-def "9. cxl,tcp inside pod-1 (default settings)" cxl "$DA"
-    echo "#   (IP bytes over pod-1's loopback meanwhile, i.e. on the tcp rma_bw lanes: $(bytes_of "$NET1" lo))"
+    run_pair pod1-cxltcp-pool "$P1" "$A" "$P1" "$A" 127.0.0.1 cxl,tcp cxl,tcp UCX_CXL_REG_ANY=n
+    check_traffic       pod1-cxltcp-pool "8. cxl,tcp inside pod-1 (UCX_CXL_REG_ANY=n)"
+    check_lanes_primary pod1-cxltcp-pool "8. cxl,tcp inside pod-1 (UCX_CXL_REG_ANY=n)" cxl "$DA" tcp
+    check_bytes "8. cxl,tcp inside pod-1 (UCX_CXL_REG_ANY=n): the rendezvous payload takes the tcp rma_bw lanes over lo" \
+        "$NET1" lo -gt 4194304
 }
 
 # ---- (a) on software-coherent pools through the emulator ----
