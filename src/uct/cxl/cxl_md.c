@@ -5,19 +5,24 @@
  * buffers there with UCX_ALLOC_PRIO=md:cxl or ucp_mem_map(ALLOCATE).
  *
  * Registration has two modes (UCX_CXL_REG_ANY):
- *  y (default): any host memory registers (UCT_MD_FLAG_REG).  Pool memory
- *     gets a key every process of the pool can use; memory outside the
- *     pool gets a local-only key: usable in the registering process
- *     (loopback), UCS_ERR_UNREACHABLE in every other one, so UCP reaches
- *     such memory with active messages and uses zero copy exactly where
- *     the remote side lives in the pool (one-copy rendezvous from
- *     pool-resident buffers).  RKEY_PTR is not advertised: UCP 1.13's
- *     rkey_ptr rendezvous aborts on an unreachable key instead of falling
- *     back.
- *  n: UCT_MD_FLAG_REG is not advertised; mem_reg works only for ranges
- *     inside one pool allocation, every key is usable by every process of
- *     the pool, and rkey_ptr is advertised.  UCP can then not register
- *     its send buffers, so its rendezvous copies through active messages.
+ *  n (default): UCT_MD_FLAG_REG is not advertised; mem_reg works only for
+ *     ranges inside one pool allocation, every key is usable by every
+ *     process of the pool, and rkey_ptr is advertised.  UCP can then not
+ *     register its send buffers, so its rendezvous copies through active
+ *     messages.
+ *  y: any host memory registers (UCT_MD_FLAG_REG).  Pool memory gets a
+ *     key every process of the pool can use; memory outside the pool gets
+ *     a local-only key: usable in the registering process (loopback),
+ *     UCS_ERR_UNREACHABLE in every other one, so UCP reaches such memory
+ *     with active messages and uses zero copy exactly where the remote
+ *     side lives in the pool (one-copy rendezvous from pool-resident
+ *     buffers).  RKEY_PTR is not advertised: UCP 1.13's rkey_ptr
+ *     rendezvous aborts on an unreachable key instead of falling back.
+ *     Not the default: one memory then has two atomic paths (the owner's
+ *     own CPU atomics, everybody else's through active messages), and Open
+ *     MPI 4.1.4's osc ucx spins on its own atomics without progressing
+ *     the worker that must serve the others (its passive-target lock
+ *     hangs).
  *
  * With software coherence RKEY_PTR is not advertised either: a peer on
  * another host would load the buffer straight from pool memory through the
@@ -74,15 +79,16 @@ static ucs_config_field_t uct_cxl_md_config_table[] = {
      ucs_offsetof(uct_cxl_md_config_t, coherence),
      UCS_CONFIG_TYPE_ENUM(uct_cxl_coh_names)},
 
-    {"REG_ANY", "y",
+    {"REG_ANY", "n",
      "Register any host memory, not only pool allocations.\n"
+     " n - only pool allocations register (UCT_MD_FLAG_REG off), rkey_ptr\n"
+     "     is offered; UCP's rendezvous copies through active messages.\n"
      " y - pool memory gets a key every process of the pool can use, other\n"
      "     memory a key only the registering process can use (others fall\n"
      "     back to active messages for it). UCP registers its buffers, so\n"
      "     rendezvous from pool-resident buffers moves data with one copy\n"
-     "     (get_zcopy). rkey_ptr is not offered.\n"
-     " n - only pool allocations register (UCT_MD_FLAG_REG off), rkey_ptr\n"
-     "     is offered; UCP's rendezvous then copies through active messages.",
+     "     (get_zcopy); rkey_ptr is not offered. Known issue: Open MPI\n"
+     "     4.1.4 one-sided passive-target locks can hang in this mode.",
      ucs_offsetof(uct_cxl_md_config_t, reg_any), UCS_CONFIG_TYPE_BOOL},
 
     {"NUMA_NODE", "-1",

@@ -97,12 +97,10 @@ TEST_F(cxl_md, md_attributes)
     EXPECT_STREQ("cxl", a.component_name);
     EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_ALLOC);
     EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_NEED_RKEY);
-    /* default (UCX_CXL_REG_ANY=y): any host memory registers, so UCP can
-     * register its buffers and use one-copy rendezvous from the pool;
-     * rkey_ptr is off (UCP 1.13 aborts on a key it cannot reach) */
-    EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_REG);
-    EXPECT_TRUE(a.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
-    EXPECT_FALSE(a.cap.flags & UCT_MD_FLAG_RKEY_PTR);
+    /* default (UCX_CXL_REG_ANY=n): only pool memory registers, every key
+     * a peer gets is usable, and rkey_ptr is offered */
+    EXPECT_FALSE(a.cap.flags & UCT_MD_FLAG_REG);
+    EXPECT_TRUE(a.cap.flags & UCT_MD_FLAG_RKEY_PTR);
     EXPECT_TRUE(a.cap.alloc_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
     EXPECT_TRUE(a.cap.access_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
     EXPECT_EQ(sizeof(packed_rkey), a.rkey_packed_size);
