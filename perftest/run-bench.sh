@@ -502,6 +502,27 @@ listening() {
         /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
+# stall_watch PID FILE: stop a client that printed a UCX error and then
+# printed nothing for 5 s (e.g. an operation UCP cannot complete), instead of
+# waiting for the pair's timeout; leaves FILE.stalled behind
+stall_watch() {
+    local pid=$1 f=$2 last=-1 same=0 sz
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 1
+        sz=$(stat -c %s "$f" 2>/dev/null || echo 0)
+        if ((sz == last)) && grep -q 'UCX  ERROR' "$f" 2>/dev/null; then
+            if ((++same >= 5)); then
+                : >"$f.stalled"
+                kill -TERM "$pid" 2>/dev/null
+                return
+            fi
+        else
+            same=0
+        fi
+        last=$sz
+    done
+}
+
 declare -A BATCH_MAXDUR=()   # key -> longest successful duration (s)
 declare -A BATCH_TIMEOUTS=() # key -> how many times it timed out
 SEQ=0
@@ -553,8 +574,18 @@ run_batch() {
         sleep 0.02
     done
     env "${BASE_ENV[@]}" "${penv[@]}" timeout -k 5 "$to" \
-        ucx_perftest 127.0.0.1 -p "$port" -c 1 -v -f -b "$base.batch" "${args[@]}" >"$base.cli" 2>&1
-    local crc=$?
+        ucx_perftest 127.0.0.1 -p "$port" -c 1 -v -f -b "$base.batch" "${args[@]}" >"$base.cli" 2>&1 &
+    local cpid=$! wpid crc stalled=0
+    stall_watch "$cpid" "$base.cli" &
+    wpid=$!
+    wait "$cpid"
+    crc=$?
+    kill "$wpid" 2>/dev/null
+    wait "$wpid" 2>/dev/null
+    if [[ -e $base.cli.stalled ]]; then
+        stalled=1
+        rm -f -- "$base.cli.stalled"
+    fi
     if ((crc != 0)); then
         # the server may spin forever waiting for a dead client
         for ((i = 0; i < 100; ++i)); do
@@ -574,7 +605,9 @@ run_batch() {
     fi
 
     local why=""
-    if ((crc == 124 || crc == 137)); then
+    if ((stalled)); then
+        why="stopped after $dur s: no output for 5 s after a UCX error"
+    elif ((crc == 124 || crc == 137)); then
         why="timeout after ${to}s (client rc=$crc)"
         BATCH_TIMEOUTS[$key]=$((${BATCH_TIMEOUTS[$key]:-0} + 1))
     elif ((crc != 0)); then
