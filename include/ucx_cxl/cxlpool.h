@@ -170,6 +170,9 @@ const char *cxlpool_default_path(char *buf, size_t len);
 /* Default size of an emulated pool: UCX_CXL_POOL_SIZE or 1 GiB. */
 uint64_t    cxlpool_default_size(void);
 int         cxlpool_parse_size(const char *str, uint64_t *size);
+/* A host index as UCX_CXL_HOST_INDEX gives it: NULL or "auto" -> -1, a
+ * decimal 0..CXLPOOL_MAX_HOSTS-1 -> itself.  Returns 0, or -1 if invalid. */
+int         cxlpool_parse_host_index(const char *str, int *index);
 
 cxlpool_status_t cxlpool_open(const cxlpool_params_t *params, cxlpool_t **pool_p);
 void             cxlpool_close(cxlpool_t *pool);

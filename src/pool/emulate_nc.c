@@ -290,8 +290,6 @@ static cxlpool_status_t cxlpool_emu_want(cxlpool_t *pool,
                                          int *index, const char **from)
 {
     const char *env;
-    unsigned long v;
-    char *end;
 
     *from  = "params.host_index";
     *index = params->host_index;
@@ -306,20 +304,12 @@ static cxlpool_status_t cxlpool_emu_want(cxlpool_t *pool,
 
     env   = getenv(CXLPOOL_EMU_HOST_ENV);
     *from = CXLPOOL_EMU_HOST_ENV;
-    if ((env == NULL) || !strcmp(env, "auto")) {
-        return CXLPOOL_OK;
-    }
-
-    errno = 0;
-    v     = strtoul(env, &end, 10);
-    if ((*env < '0') || (*env > '9') || (*end != '\0') || (errno != 0) ||
-        (v > INT_MAX)) {
+    if (cxlpool_parse_host_index(env, index) != 0) {
         return cxlpool_error(CXLPOOL_ERR_INVAL,
                              "%s: %s='%s' is not a host index: give a decimal "
                              "number 0..%u or 'auto'", pool->path,
                              CXLPOOL_EMU_HOST_ENV, env, pool->nr_hosts - 1);
     }
-    *index = (int)v;
     return CXLPOOL_OK;
 }
 

@@ -11,6 +11,7 @@
 #include "pool_int.h"
 
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 #define CXLPOOL_HOST_INDEX_ENV "UCX_CXL_HOST_INDEX"
@@ -20,28 +21,37 @@ void cxlpool_partition_init(cxlpool_t *pool)
     pool->nr_hosts = cxlpool_sb_nr_hosts(pool->sb);
 }
 
-/* UCX_CXL_HOST_INDEX: unset or "auto" -> -1, else a decimal index. */
-static cxlpool_status_t cxlpool_host_index_env(cxlpool_t *pool, int *index)
+int cxlpool_parse_host_index(const char *str, int *index)
 {
-    const char *env = getenv(CXLPOOL_HOST_INDEX_ENV);
     unsigned long v;
     char *end;
 
     *index = -1;
-    if ((env == NULL) || !strcmp(env, "auto")) {
-        return CXLPOOL_OK;
+    if ((str == NULL) || !strcmp(str, "auto")) {
+        return 0;
     }
-
-    v = strtoul(env, &end, 10);
-    if ((*env < '0') || (*env > '9') || (*end != '\0') ||
+    errno = 0;
+    v     = strtoul(str, &end, 10);
+    if ((*str < '0') || (*str > '9') || (*end != '\0') || (errno != 0) ||
         (v >= CXLPOOL_MAX_HOSTS)) {
+        return -1;
+    }
+    *index = (int)v;
+    return 0;
+}
+
+/* UCX_CXL_HOST_INDEX: unset or "auto" -> -1, else a decimal index. */
+static cxlpool_status_t cxlpool_host_index_env(cxlpool_t *pool, int *index)
+{
+    const char *env = getenv(CXLPOOL_HOST_INDEX_ENV);
+
+    if (cxlpool_parse_host_index(env, index) != 0) {
         return cxlpool_error(CXLPOOL_ERR_INVAL,
                              "%s: %s='%s' is not a host index: give a decimal "
                              "number 0..%u (the pool has %u host partition(s))"
                              " or 'auto'", pool->path, CXLPOOL_HOST_INDEX_ENV,
                              env, pool->nr_hosts - 1, pool->nr_hosts);
     }
-    *index = (int)v;
     return CXLPOOL_OK;
 }
 

@@ -94,22 +94,11 @@ static cxl_coh_mode_t uct_cxl_pool_coh(const char *path,
 static ucs_status_t uct_cxl_pool_host_index(const uct_cxl_md_config_t *cfg,
                                             int *index)
 {
-    const char *str = cfg->host_index;
-    unsigned long v;
-    char *end;
-
-    if ((str == NULL) || !strcmp(str, "auto")) {
-        *index = -1;
-        return UCS_OK;
-    }
-    v = strtoul(str, &end, 10);
-    if ((*str < '0') || (*str > '9') || (*end != '\0') ||
-        (v >= CXLPOOL_MAX_HOSTS)) {
+    if (cxlpool_parse_host_index(cfg->host_index, index) != 0) {
         ucs_error("cxl: UCX_CXL_HOST_INDEX='%s' is invalid: 'auto' or a host "
-                  "partition 0..%d", str, CXLPOOL_MAX_HOSTS - 1);
+                  "partition 0..%d", cfg->host_index, CXLPOOL_MAX_HOSTS - 1);
         return UCS_ERR_INVALID_PARAM;
     }
-    *index = (int)v;
     return UCS_OK;
 }
 
