@@ -76,7 +76,7 @@ sw_hw.csv and the report), plus a few UCP figures on the emulate-nc
 emulator ("cxl-emu", a separate table: the emulator's speed, not hardware).
 
   --quick         3 repetitions, fewer sizes and iterations (project demo;
-                  about 2 minutes on 2 cores; the default about 10, more
+                  about 4 minutes on a busy 2-vCPU VM; the default about 10, more
                   when the machine is busy)
   --reps N        repetitions per figure (default 5; --quick: 3); at least 1
   --out DIR       output folder (default perftest/out/<date>-<time>)
