@@ -18,11 +18,13 @@
  *     side lives in the pool (one-copy rendezvous from pool-resident
  *     buffers).  RKEY_PTR is not advertised: UCP 1.13's rkey_ptr
  *     rendezvous aborts on an unreachable key instead of falling back.
- *     Not the default: one memory then has two atomic paths (the owner's
- *     own CPU atomics, everybody else's through active messages), and Open
- *     MPI 4.1.4's osc ucx spins on its own atomics without progressing
- *     the worker that must serve the others (its passive-target lock
- *     hangs).
+ *     Not the default: UCP 1.13 picks cxl lanes for ordinary memory whose
+ *     keys other processes cannot reach, so its atomics on such memory fail
+ *     ("remote memory is unreachable"), and one memory gets two atomic
+ *     paths (the owner's own CPU atomics, everybody else's through active
+ *     messages), on which Open MPI 4.1.4's osc ucx spins without
+ *     progressing the worker that must serve the others (its
+ *     passive-target lock hangs).
  *
  * With software coherence RKEY_PTR is not advertised either: a peer on
  * another host would load the buffer straight from pool memory through the
@@ -87,8 +89,10 @@ static ucs_config_field_t uct_cxl_md_config_table[] = {
      "     memory a key only the registering process can use (others fall\n"
      "     back to active messages for it). UCP registers its buffers, so\n"
      "     rendezvous from pool-resident buffers moves data with one copy\n"
-     "     (get_zcopy); rkey_ptr is not offered. Known issue: Open MPI\n"
-     "     4.1.4 one-sided passive-target locks can hang in this mode.",
+     "     (get_zcopy); rkey_ptr is not offered. Known issues with UCP 1.13:\n"
+     "     atomics on ordinary memory of another process fail (unreachable\n"
+     "     key on the chosen cxl lane), and Open MPI 4.1.4 one-sided\n"
+     "     passive-target locks can hang.",
      ucs_offsetof(uct_cxl_md_config_t, reg_any), UCS_CONFIG_TYPE_BOOL},
 
     {"NUMA_NODE", "-1",
