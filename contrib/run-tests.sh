@@ -10,7 +10,10 @@
 #
 # The release pass also runs UCX 1.13.1's own UCT test suite against the
 # transport (make check-ucx-gtest; the first run builds UCX's gtest outside
-# the tree, cached in /var/cache/ucx-cxl: 15-25 minutes once).
+# the tree, cached in /var/cache/ucx-cxl: 15-25 minutes once), then the same
+# suite in software-coherent mode on the non-coherent pool emulator (make
+# check-ucx-gtest-sw).  `make check` itself runs the UCP and MPI tests in
+# both modes (test/sw/).
 #
 # Options: --no-sanitizers   skip the ASan/UBSan pass
 #          --no-ucx-gtest    skip UCX's UCT suite
@@ -24,7 +27,7 @@ for arg in "$@"; do
     case "$arg" in
         --no-sanitizers) variants=(release) ;;
         --no-ucx-gtest) ucx_gtest=0 ;;
-        -h|--help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run-tests.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -88,6 +91,14 @@ for variant in "${variants[@]}"; do
             >"$dir/ucx-gtest.trs"
         count_log "$dir/ucx-gtest.log"
         [ $rc -eq 0 ] || tail -30 "$dir/ucx-gtest.log"
+        echo "=== the same in sw mode on the non-coherent pool emulator ==="
+        make -C "$dir" check-ucx-gtest-sw >"$dir/ucx-gtest-sw.log" 2>&1
+        rc=$?
+        grep -E '^(ucx-gtest-sw:|\[  FAILED  \] cxl/)' "$dir/ucx-gtest-sw.log" | sort -u
+        echo ":test-result: $([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
+            >"$dir/ucx-gtest-sw.trs"
+        count_log "$dir/ucx-gtest-sw.log"
+        [ $rc -eq 0 ] || tail -30 "$dir/ucx-gtest-sw.log"
     fi
 done
 

@@ -24,7 +24,9 @@
  * Window memory lies in the CXL pool: checked against /proc/self/maps when
  * UCX_ALLOC_PRIO starts with "md:cxl" or MPI_CXL_CHECK_POOL=1
  * (MPI_CXL_CHECK_POOL=0 skips it).  The pool is UCX_CXL_POOL (first entry),
- * else the per-user default /dev/shm/ucx-cxl-UID.pool.
+ * else the per-user default /dev/shm/ucx-cxl-UID.pool; for an emulated
+ * non-coherent pool "emulate-nc:PATH" the memory must lie in the rank's
+ * view of it, PATH.host<k>.
  *
  * Rank 0 prints one line per check ("PASS: ...", "FAIL: ..." with each
  * failing rank's first error), then "mpi: N passed, N failed"; every rank
@@ -865,7 +867,19 @@ static void coll_gather_scatter(void)
 #define N_CAS     200
 #define N_EXCL    200
 
-/* the pool file UCX's cxl transport maps (UCX_CXL_POOL, else the default) */
+#define EMU_NC "emulate-nc:"
+
+/* Is the pool (first entry of UCX_CXL_POOL) an emulate-nc pool? */
+static int pool_emulated(void)
+{
+    const char *env = getenv("UCX_CXL_POOL");
+
+    return (env != NULL) && !strncmp(env, EMU_NC, strlen(EMU_NC));
+}
+
+/* the pool file UCX's cxl transport maps (UCX_CXL_POOL, else the default);
+ * for "emulate-nc:PATH" the file PATH, of which each emulated host maps its
+ * own view PATH.host<k> */
 static void pool_path(char *path, size_t max)
 {
     const char *env = getenv("UCX_CXL_POOL");
@@ -875,8 +889,27 @@ static void pool_path(char *path, size_t max)
         snprintf(path, max, "/dev/shm/ucx-cxl-%u.pool", (unsigned)getuid());
         return;
     }
+    if (pool_emulated()) {
+        env += strlen(EMU_NC);
+    }
     len = strcspn(env, ",");
     snprintf(path, max, "%.*s", (int)len, env);
+}
+
+/* Is the mapped file 'name' the pool 'path' (emulated: a view of it)? */
+static int pool_file_match(const char *name, const char *path)
+{
+    size_t len = strlen(path);
+    const char *k;
+
+    if (!pool_emulated()) {
+        return !strcmp(name, path);
+    }
+    if (strncmp(name, path, len) || strncmp(name + len, ".host", 5)) {
+        return 0;
+    }
+    k = name + len + 5;
+    return (*k != '\0') && (strspn(k, "0123456789") == strlen(k));
 }
 
 /* /proc/self/maps names the file by its canonical path */
@@ -913,7 +946,7 @@ static int in_pool(const char *path, uintptr_t addr, size_t len,
         name[0] = '\0';
         n = sscanf(line, "%lx-%lx %*s %lx %*s %lu %4095[^\n]", &lo, &hi, &off,
                    &ino, name);
-        if ((n < 5) || strcmp(name, path)) {
+        if ((n < 5) || !pool_file_match(name, path)) {
             continue;
         }
         ++*nmaps_p;

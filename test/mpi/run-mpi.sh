@@ -20,6 +20,24 @@
 #   RUN_MPI_TUNE=1          1: MCA parameters from --tune contrib/openmpi-cxl.conf
 #                           0: the same parameters as --mca options
 #   RUN_MPI_NEGATIVE=1      0: skip the negative control
+#   CXL_TEST_COHERENCE=hw   sw: the same job in software-coherent mode on the
+#                           strict non-coherent pool emulator
+#                           (doc/design/sw-coherence.md): the pool is created
+#                           with --coherence sw (1 GiB, at least 8 host
+#                           partitions and one more than the ranks: each
+#                           emulated host gets 1/N of the heap), the ranks get
+#                           UCX_CXL_POOL=emulate-nc:POOL and
+#                           UCX_CXL_COHERENCE=sw and no UCX_CXL_HOST_INDEX, so
+#                           every rank is an emulated host of its own and all
+#                           MPI traffic crosses emulated hosts.  The window
+#                           placement check then looks for the rank's view
+#                           POOL.host<k>.  sw mode adds two checks after the
+#                           job: 'cxlpool check' of the pool (as an emulated
+#                           host of its own, so it sees only what the ranks
+#                           wrote back) is clean with nothing allocated or
+#                           attached, and no view is left; and it ends with
+#                           "mpi-sw: N passed, N failed" (the program's
+#                           counts plus the lane check and those two).
 #
 # The run is made with UCX_LOG_LEVEL=info (UCX_LOG_FILE: per-rank files, of
 # which warnings and errors are shown), which makes UCX 1.13 log each
@@ -44,7 +62,7 @@ else
     BUILD=$TOP/build
 fi
 case "$BUILD" in
-    -h|--help) sed -n '3,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || {
     echo "run-mpi.sh: build directory '${1:-}' not found" >&2; exit 99; }
@@ -58,6 +76,17 @@ OUTDIR=$BUILD/test/mpi
 BIN=$OUTDIR/mpi_cxl_test
 POOL=/dev/shm/ucx-cxl-mpitest-$$.pool
 ALLOC_PRIO=md:cxl,huge,thp,mmap,heap
+COHERENCE=${CXL_TEST_COHERENCE:-hw}
+case "$COHERENCE" in
+    hw) SPEC=$POOL
+        CREATE_OPTS=(--size 1G) ;;
+    sw) SPEC=emulate-nc:$POOL
+        HOSTS=$((NP + 1 > 8 ? NP + 1 : 8))
+        CREATE_OPTS=(--size "$((HOSTS > 8 ? HOSTS * 128 : 1024))M"
+                     --coherence sw --hosts "$HOSTS") ;;
+    *)  echo "run-mpi.sh: CXL_TEST_COHERENCE must be hw or sw, not '$COHERENCE'" >&2
+        exit 99 ;;
+esac
 
 for tool in mpicc mpirun; do
     command -v "$tool" >/dev/null 2>&1 || {
@@ -71,9 +100,10 @@ done
 SCR=$(mktemp -d "${TMPDIR:-/tmp}/run-mpi.XXXXXX") || exit 99
 cleanup() {
     if [ -e "$POOL" ]; then
-        "$CXLPOOL" destroy "$POOL" >/dev/null 2>&1 ||
-            "$CXLPOOL" destroy "$POOL" --force >/dev/null 2>&1 || rm -f "$POOL"
+        "$CXLPOOL" destroy "$SPEC" >/dev/null 2>&1 ||
+            "$CXLPOOL" destroy "$SPEC" --force >/dev/null 2>&1 || rm -f "$POOL"
     fi
+    rm -f "$POOL".host*
     rm -rf "$SCR"
 }
 trap cleanup EXIT
@@ -88,7 +118,7 @@ if ! mpicc -O2 -g -Wall -Wextra -Werror -o "$BIN" "$SRC"; then
 fi
 
 # --- private pool -------------------------------------------------------
-if ! "$CXLPOOL" create "$POOL" --size 1G; then
+if ! "$CXLPOOL" create "$POOL" "${CREATE_OPTS[@]}"; then
     echo "run-mpi.sh: could not create the pool $POOL" >&2
     exit 99
 fi
@@ -99,7 +129,13 @@ MCA=(--mca pml ucx --mca osc ucx --mca opal_common_ucx_tls any
 if [ "${RUN_MPI_TUNE:-1}" = 1 ]; then
     MCA=(--tune "$CONF")
 fi
-ENVS=(-x "UCX_TLS=cxl" -x "UCX_ALLOC_PRIO=$ALLOC_PRIO" -x "UCX_CXL_POOL=$POOL")
+ENVS=(-x "UCX_TLS=cxl" -x "UCX_ALLOC_PRIO=$ALLOC_PRIO" -x "UCX_CXL_POOL=$SPEC")
+if [ "$COHERENCE" = sw ]; then
+    # each rank an emulated host of its own: no UCX_CXL_HOST_INDEX
+    unset UCX_CXL_HOST_INDEX
+    ENVS+=(-x "UCX_CXL_COHERENCE=sw")
+    echo "run-mpi.sh: sw mode: pool emulate-nc:$POOL (${CREATE_OPTS[*]}), each rank its own emulated host"
+fi
 [ -n "${MPI_CXL_TIMEOUT:-}" ] && ENVS+=(-x "MPI_CXL_TIMEOUT=$MPI_CXL_TIMEOUT")
 [ -n "${MPI_CXL_SW_RMA:-}" ] && ENVS+=(-x "MPI_CXL_SW_RMA=$MPI_CXL_SW_RMA")
 BASE=(mpirun -np "$NP" --allow-run-as-root --oversubscribe "${MCA[@]}")
@@ -116,8 +152,8 @@ echo "  $(printf '%q ' "${CMD[@]}")"
 }
 
 t0=$(date +%s.%N)
-timeout --kill-after=15 "${RUN_MPI_TIMEOUT:-1800}" "${CMD[@]}"
-rc=$?
+timeout --kill-after=15 "${RUN_MPI_TIMEOUT:-1800}" "${CMD[@]}" | tee "$SCR/mpi.out"
+rc=${PIPESTATUS[0]}
 t1=$(date +%s.%N)
 
 # UCX's warnings and errors (its log went to files)
@@ -147,7 +183,34 @@ else
     fi
 fi
 echo "run-mpi.sh: pool after the job:"
-"$CXLPOOL" info "$POOL" 2>&1 | grep -E '^(used|attachments) ' | sed 's/^/    /'
+"$CXLPOOL" info "$SPEC" 2>&1 | grep -E '^(used|attachments) ' | sed 's/^/    /'
+
+# --- sw mode: what the ranks wrote back leaves a clean pool, no view -------
+sw_pass=0
+sw_fail=0
+if [ "$COHERENCE" = sw ]; then
+    [ $lane_rc -eq 0 ] && sw_pass=$((sw_pass + 1)) || sw_fail=$((sw_fail + 1))
+    "$CXLPOOL" check "$SPEC" >"$SCR/check.out" 2>&1
+    crc=$?
+    "$CXLPOOL" info "$SPEC" >"$SCR/info.out" 2>&1
+    if [ $crc -eq 0 ] && grep -qE '^used +0 bytes in 0 of' "$SCR/info.out" &&
+       grep -qE '^attachments +0 of' "$SCR/info.out"; then
+        echo "run-mpi.sh: PASS: sw: pool clean after the job (check, nothing allocated or attached)"
+        sw_pass=$((sw_pass + 1))
+    else
+        echo "run-mpi.sh: FAIL: sw: pool clean after the job: check exit $crc:"
+        sed 's/^/    /' "$SCR/check.out" "$SCR/info.out"
+        sw_fail=$((sw_fail + 1))
+    fi
+    views=$(ls "$POOL".host* 2>/dev/null | tr '\n' ' ')
+    if [ -z "$views" ]; then
+        echo "run-mpi.sh: PASS: sw: no emulated-host view left"
+        sw_pass=$((sw_pass + 1))
+    else
+        echo "run-mpi.sh: FAIL: sw: no emulated-host view left: $views"
+        sw_fail=$((sw_fail + 1))
+    fi
+fi
 
 # --- negative control: no module, no transport --------------------------
 if [ "${RUN_MPI_NEGATIVE:-1}" = 1 ]; then
@@ -167,5 +230,19 @@ fi
 awk -v a="$t0" -v b="$t1" -v rc="$rc" 'BEGIN { printf "run-mpi.sh: mpirun took %.2f s (rc %d)\n", b - a, rc }'
 if [ $rc -eq 0 ] && [ $lane_rc -ne 0 ]; then
     rc=1
+fi
+if [ "$COHERENCE" = sw ]; then
+    line=$(grep -E '^mpi: [0-9]+ passed, [0-9]+ failed$' "$SCR/mpi.out" | tail -n 1)
+    p=$(sed -E 's/^mpi: ([0-9]+) passed, ([0-9]+) failed$/\1/' <<<"$line")
+    f=$(sed -E 's/^mpi: ([0-9]+) passed, ([0-9]+) failed$/\2/' <<<"$line")
+    if [ -z "$line" ]; then
+        echo "run-mpi.sh: the program printed no 'mpi: N passed, N failed' line (rc $rc)"
+        p=0
+        f=1
+    elif [ $rc -ne 0 ] && [ "$f" = 0 ] && [ $lane_rc -eq 0 ]; then
+        f=1   # failed outside the counted checks
+    fi
+    [ $sw_fail -eq 0 ] || { [ $rc -ne 0 ] || rc=1; }
+    echo "mpi-sw: $((p + sw_pass)) passed, $((f + sw_fail)) failed"
 fi
 exit $rc

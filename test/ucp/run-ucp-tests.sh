@@ -27,10 +27,27 @@
 #                    the current directory (make check), next to this script,
 #                    or ../../build/test/ucp/; else it is compiled into a
 #                    temporary directory with gcc ... -lucp -lucs)
+#   CXL_TEST_COHERENCE  hw (default) or sw.  sw: the same tests in software-
+#                    coherent mode on the strict non-coherent pool emulator
+#                    (doc/design/sw-coherence.md): every pool is created with
+#                    --coherence sw (1 GiB, 8 host partitions), every program
+#                    gets UCX_CXL_POOL=emulate-nc:POOL and
+#                    UCX_CXL_COHERENCE=sw and no UCX_CXL_HOST_INDEX, so each
+#                    process is an emulated host of its own and all traffic
+#                    between processes crosses emulated hosts.  The cxlpool
+#                    checks open the pool the same way (an emulated host of
+#                    their own, seeing only what the programs wrote back).
+#                    Adapted in sw mode: after the peer-failure kill,
+#                    'check --repair' runs as the dead process's host
+#                    (--host-index K, K its attachment's host_partition from
+#                    'cxlpool info --json'), since a process may repair only
+#                    its own partition; after clean exits no view
+#                    (POOL.host<k>) may be left.
 #
-# Prints every program's output, then "ucp-tests: N passed, N failed": the
-# sum of the programs' "ucp: N passed, N failed" lines plus this script's own
-# checks (pool state, exit codes).  Exit status 0 only when nothing failed.
+# Prints every program's output, then "ucp-tests: N passed, N failed"
+# ("ucp-tests-sw: ..." in sw mode): the sum of the programs' "ucp: N passed,
+# N failed" lines plus this script's own checks (pool state, exit codes).
+# Exit status 0 only when nothing failed.
 
 set -u
 
@@ -48,6 +65,15 @@ fi
 WATCHDOG=120
 ALLOC_PRIO=md:cxl,huge,thp,mmap,heap
 KEEPALIVE=1s
+COHERENCE=${CXL_TEST_COHERENCE:-hw}
+case "$COHERENCE" in
+    hw) NAME=ucp-tests; POOL_SIZE=256M; CREATE_OPTS=() ;;
+    # every emulated host gets 1/8 of the heap; an interface's receive
+    # block alone is ~8.4 MiB
+    sw) NAME=ucp-tests-sw; POOL_SIZE=1G; CREATE_OPTS=(--coherence sw) ;;
+    *)  echo "run-ucp-tests.sh: CXL_TEST_COHERENCE must be hw or sw, not '$COHERENCE'" >&2
+        exit 99 ;;
+esac
 
 if [ ! -x "$CXL" ]; then
     echo "run-ucp-tests.sh: cxlpool '$CXL' not found or not executable (build first)" >&2
@@ -82,7 +108,7 @@ cleanup() {
         kill -KILL "$pid" 2>/dev/null
         wait "$pid" 2>/dev/null
     done
-    rm -f "$POOLPFX"-*.pool
+    rm -f "$POOLPFX"-*.pool "$POOLPFX"-*.pool.host*
     rm -rf "$SCR"
 }
 trap cleanup EXIT
@@ -143,11 +169,22 @@ show() {
     echo "--- end of $1 ---"
 }
 
-# make_pool NAME: prints the path of a fresh 256 MiB pool
+# spec POOL: how programs and cxlpool name the pool (sw: the emulator)
+spec() {
+    if [ "$COHERENCE" = sw ]; then
+        echo "emulate-nc:$1"
+    else
+        echo "$1"
+    fi
+}
+
+# make_pool NAME: prints the path of a fresh pool (256 MiB; sw: 1 GiB, sw
+# coherence, 8 host partitions)
 make_pool() {
     local pool=$POOLPFX-$1.pool
-    rm -f "$pool"
-    if ! "$CXL" create "$pool" --size 256M >"$SCR/create.out" 2>&1; then
+    rm -f "$pool" "$pool".host*
+    if ! "$CXL" create "$pool" --size "$POOL_SIZE" \
+            ${CREATE_OPTS[@]+"${CREATE_OPTS[@]}"} >"$SCR/create.out" 2>&1; then
         fail "pool create $1" "$(cat "$SCR/create.out")"
         return 1
     fi
@@ -156,15 +193,24 @@ make_pool() {
 
 # pool_clean NAME POOL: nothing left in the pool after clean exits
 pool_clean() {
-    local name=$1 pool=$2 out=$SCR/check.out rc
-    "$CXL" check "$pool" >"$out" 2>&1
+    local name=$1 pool=$2 out=$SCR/check.out rc views
+    if [ "$COHERENCE" = sw ]; then
+        # the last process of an emulated host removes its view
+        views=$(ls "$pool".host* 2>/dev/null | tr '\n' ' ')
+        if [ -z "$views" ]; then
+            ok "$name: no emulated-host view left"
+        else
+            fail "$name: no emulated-host view left" "$views"
+        fi
+    fi
+    "$CXL" check "$(spec "$pool")" >"$out" 2>&1
     rc=$?
     if [ $rc = 0 ]; then
         ok "$name: cxlpool check clean"
     else
         fail "$name: cxlpool check clean" "exit $rc: $(tr '\n' ' ' <"$out")"
     fi
-    "$CXL" info "$pool" >"$out" 2>&1
+    "$CXL" info "$(spec "$pool")" >"$out" 2>&1
     if grep -qE '^used +0 bytes in 0 of' "$out" &&
        grep -qE '^attachments +0 of' "$out"; then
         ok "$name: no extents or attachments left"
@@ -175,19 +221,25 @@ pool_clean() {
 }
 
 destroy_pool() {
-    "$CXL" destroy "$1" >/dev/null 2>&1 || "$CXL" destroy "$1" --force \
+    local s
+    s=$(spec "$1")
+    "$CXL" destroy "$s" >/dev/null 2>&1 || "$CXL" destroy "$s" --force \
         >/dev/null 2>&1 || rm -f "$1"
+    rm -f "$1".host*
 }
 
 # launch POOL ARGS...: the program under the watchdog, with UCX_TLS=cxl,
 # the module preloaded and its pool; EXTRA_ENV adds settings
 EXTRA_ENV=()
+COH_ENV=()
+[ "$COHERENCE" = sw ] && COH_ENV=(-u UCX_CXL_HOST_INDEX UCX_CXL_COHERENCE=sw)
 launch() {
     local pool=$1
     shift
-    env "LD_PRELOAD=$PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}" \
+    env ${COH_ENV[@]+"${COH_ENV[@]}"} \
+        "LD_PRELOAD=$PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}" \
         UCX_TLS=cxl \
-        "UCX_CXL_POOL=$pool" \
+        "UCX_CXL_POOL=$(spec "$pool")" \
         "UCX_ALLOC_PRIO=$ALLOC_PRIO" \
         ${EXTRA_ENV[@]+"${EXTRA_ENV[@]}"} \
         timeout -k 5 "$WATCHDOG" "$PROG" "$@"
@@ -197,6 +249,7 @@ echo "# program: $PROG"
 echo "# module:  $MODULE"
 echo "# preload: $PRELOAD"
 echo "# cxlpool: $CXL"
+echo "# coherence: $COHERENCE$([ "$COHERENCE" = sw ] && echo ' (emulate-nc pools, each process its own emulated host)')"
 
 # ---- 1. loopback ----
 if POOL=$(make_pool lb); then
@@ -251,7 +304,7 @@ if POOL=$(make_pool pf); then
     count "$SCR/pf.out" $rc "peer-failure"
 
     out=$SCR/check.out
-    "$CXL" check "$POOL" >"$out" 2>&1
+    "$CXL" check "$(spec "$POOL")" >"$out" 2>&1
     rc=$?
     show "cxlpool check (after the kill)" "$out"
     dead=$(sed -n 's/.* \([0-9][0-9]*\) dead attachment(s).*/\1/p' "$out")
@@ -263,16 +316,35 @@ if POOL=$(make_pool pf); then
              "exit $rc (expected 1), ${dead:-?} dead attachment(s), ${dext:-?} dead extent(s)"
     fi
 
-    "$CXL" check --repair "$POOL" >"$out" 2>&1
+    REPAIR=()
+    if [ "$COHERENCE" = sw ]; then
+        # A process may repair only its own host partition; the dead server
+        # was an emulated host of its own, so acting as that host now that
+        # its process is dead is legitimate.  Its partition: the
+        # host_partition of the dead attachment in 'cxlpool info --json'.
+        "$CXL" info "$(spec "$POOL")" --json >"$SCR/info.json" 2>&1
+        parts=$(grep -o '{"slot":[^}]*}' "$SCR/info.json" |
+                grep '"alive":false' |
+                sed -n 's/.*"host_partition":\([0-9][0-9]*\).*/\1/p' | sort -u)
+        if [ "$(echo "$parts" | grep -c .)" = 1 ]; then
+            ok "peer-failure: the dead attachment's host partition is $parts"
+            echo "# sw mode: check --repair acts as the dead process's emulated host: --host-index $parts"
+            REPAIR=(--host-index "$parts")
+        else
+            fail "peer-failure: the dead attachment's host partition" \
+                 "expected one, found '$(echo $parts)' in: $(cat "$SCR/info.json")"
+        fi
+    fi
+    "$CXL" check --repair ${REPAIR[@]+"${REPAIR[@]}"} "$(spec "$POOL")" >"$out" 2>&1
     rc=$?
-    show "cxlpool check --repair" "$out"
+    show "cxlpool check --repair ${REPAIR[*]:-}" "$out"
     if [ "$rc" = 0 ] && grep -q 'reclaimed' "$out"; then
         ok "peer-failure: check --repair reclaims"
     else
         fail "peer-failure: check --repair reclaims" "exit $rc: $(tr '\n' ' ' <"$out")"
     fi
 
-    "$CXL" check "$POOL" >"$out" 2>&1
+    "$CXL" check "$(spec "$POOL")" >"$out" 2>&1
     rc=$?
     show "cxlpool check (after the repair)" "$out"
     if [ "$rc" = 0 ] && grep -q ' 0 dead attachment(s)' "$out"; then
@@ -294,5 +366,5 @@ if POOL=$(make_pool cg); then
     destroy_pool "$POOL"
 fi
 
-echo "ucp-tests: $PASS passed, $FAIL failed"
+echo "$NAME: $PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]
