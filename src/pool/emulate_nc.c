@@ -110,6 +110,23 @@ static int cxlpool_emu_lock_init(const char *lock_path, mode_t mode, int *fd_p)
     }
 }
 
+void cxlpool_emu_discard(cxlpool_t *pool, uint64_t offset, uint64_t length)
+{
+    struct cxlpool_emu *emu = pool->emu;
+    const int mode          = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+
+    if ((emu == NULL) || (length == 0) || (offset + length > emu->len)) {
+        return;
+    }
+    /* best effort: a filesystem without hole punching keeps the bytes */
+    (void)fallocate(pool->fd, mode, (off_t)offset, (off_t)length);
+    if (emu->view_fd >= 0) {
+        (void)fallocate(emu->view_fd, mode, (off_t)offset, (off_t)length);
+        (void)fallocate(emu->view_fd, mode, (off_t)(emu->len + offset),
+                        (off_t)length);
+    }
+}
+
 /*
  * A fresh view holds what memory holds: copy only the parts of the pool
  * file that have data, so that untouched heap stays unallocated in both.

@@ -27,6 +27,13 @@ cxlpool_status_t cxlpool_emu_open(cxlpool_t *pool,
 /* Unmap view and memory; the last process of the host removes the view. */
 void cxlpool_emu_close(cxlpool_t *pool);
 
+/*
+ * A freed extent's bytes carry nothing anybody may read: drop them from
+ * memory and from this host's view, so that tmpfs gives the pages back
+ * and a later view fill does not copy them.
+ */
+void cxlpool_emu_discard(cxlpool_t *pool, uint64_t offset, uint64_t length);
+
 /* After the pool file is destroyed: remove views that no process holds. */
 void cxlpool_emu_remove_stale(const char *path);
 

@@ -12,6 +12,7 @@
  * records (invalidating each line first) for lookups and key checks.
  */
 #include "pool_int.h"
+#include "emulate_nc.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -266,6 +267,9 @@ cxlpool_status_t cxlpool_free(cxlpool_t *pool, uint64_t offset)
         } else {
             rec->state = CXLPOOL_EXT_FREE;
             cxl_coh_publish(pool->coh, rec, sizeof(*rec));
+            if (pool->emu != NULL) {
+                cxlpool_emu_discard(pool, rec->offset, rec->length);
+            }
         }
         goto out;
     }

@@ -632,3 +632,33 @@ TEST(coherence_emu, registry)
     EXPECT_EQ(0, mem[200]);
     EXPECT_EQ(6, view[200]);
 }
+
+/* Freeing an extent drops its bytes from memory and from the view, so a
+ * later view fill does not copy what nobody may read any more. */
+TEST_F(emulate_nc, free_discards_the_extent)
+{
+    const uint64_t len = 1ull << 20;
+    cxlpool_extent_t ext;
+    struct stat before, after;
+    cxlpool_t *h;
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(0, &h, CXLPOOL_NO_HEARTBEAT))
+            << cxlpool_last_error();
+    ASSERT_EQ(CXLPOOL_OK, cxlpool_alloc(h, len, 4096, NULL, 0, &ext))
+            << cxlpool_last_error();
+    uint8_t *p = (uint8_t*)cxlpool_base(h) + ext.offset;
+    memset(p, 0x5a, len);
+    cxl_coh_writeback(CXL_COH_SW, p, len);
+    ASSERT_EQ(0, stat(m_path.c_str(), &before));
+
+    ASSERT_EQ(CXLPOOL_OK, cxlpool_free(h, ext.offset)) << cxlpool_last_error();
+    ASSERT_EQ(0, stat(m_path.c_str(), &after));
+    EXPECT_LE((uint64_t)after.st_blocks * 512 + len / 2,
+              (uint64_t)before.st_blocks * 512)
+            << "the freed megabyte still occupies the pool file";
+    EXPECT_EQ(0, p[0]);           /* the view dropped it too ... */
+    EXPECT_EQ(0, p[len - 1]);
+    cxl_coh_invalidate(CXL_COH_SW, p, 64);
+    EXPECT_EQ(0, p[0]);           /* ... consistently with memory */
+    cxlpool_close(h);
+}
