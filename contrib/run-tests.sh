@@ -61,6 +61,18 @@ count_log() {
     failed=$((failed + f))
 }
 
+# run_ucx_gtest DIR NAME TITLE: make check-NAME in DIR, counted like a test.
+run_ucx_gtest() {
+    local dir=$1 name=$2 rc
+    echo "=== $3 ==="
+    make -C "$dir" "check-$name" >"$dir/$name.log" 2>&1
+    rc=$?
+    grep -E "^($name:|\[  FAILED  \] cxl/)" "$dir/$name.log" | sort -u
+    echo ":test-result: $([ $rc -eq 0 ] && echo PASS || echo FAIL)" >"$dir/$name.trs"
+    count_log "$dir/$name.log"
+    [ $rc -eq 0 ] || tail -30 "$dir/$name.log"
+}
+
 for variant in "${variants[@]}"; do
     echo "=== $variant build ==="
     if ! dir=$("$top/contrib/build.sh" "$variant"); then
@@ -83,22 +95,10 @@ for variant in "${variants[@]}"; do
         [ "$failed" -gt 0 ] || failed=1
     fi
     if [ "$variant" = release ] && [ "$ucx_gtest" = 1 ]; then
-        echo "=== UCX 1.13.1 UCT suite against cxl (test/ucx-gtest/SKIPS.md) ==="
-        make -C "$dir" check-ucx-gtest >"$dir/ucx-gtest.log" 2>&1
-        rc=$?
-        grep -E '^(ucx-gtest:|\[  FAILED  \] cxl/)' "$dir/ucx-gtest.log" | sort -u
-        echo ":test-result: $([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
-            >"$dir/ucx-gtest.trs"
-        count_log "$dir/ucx-gtest.log"
-        [ $rc -eq 0 ] || tail -30 "$dir/ucx-gtest.log"
-        echo "=== the same in sw mode on the non-coherent pool emulator ==="
-        make -C "$dir" check-ucx-gtest-sw >"$dir/ucx-gtest-sw.log" 2>&1
-        rc=$?
-        grep -E '^(ucx-gtest-sw:|\[  FAILED  \] cxl/)' "$dir/ucx-gtest-sw.log" | sort -u
-        echo ":test-result: $([ $rc -eq 0 ] && echo PASS || echo FAIL)" \
-            >"$dir/ucx-gtest-sw.trs"
-        count_log "$dir/ucx-gtest-sw.log"
-        [ $rc -eq 0 ] || tail -30 "$dir/ucx-gtest-sw.log"
+        run_ucx_gtest "$dir" ucx-gtest \
+            "UCX 1.13.1 UCT suite against cxl (test/ucx-gtest/SKIPS.md)"
+        run_ucx_gtest "$dir" ucx-gtest-sw \
+            "the same in sw mode on the non-coherent pool emulator"
     fi
 done
 

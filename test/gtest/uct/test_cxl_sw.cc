@@ -249,6 +249,12 @@ protected:
         return rx;
     }
 
+    void expect_intact(const rx_result &r)
+    {
+        EXPECT_EQ(NUM_MSG, r.good);
+        EXPECT_EQ(0u, r.bad);
+    }
+
     std::string emu_pool()
     {
         /* 8 host arenas of 32 MiB: room for a few 8 MiB receive blocks each */
@@ -264,8 +270,7 @@ TEST_F(cxl_sw, emulated_hosts_exchange_checked_messages)
     rx_result r = exchange("emulate-nc:" + path, dev_name_of(path), "sw",
                            "1", "0", false);
 
-    EXPECT_EQ(NUM_MSG, r.good);
-    EXPECT_EQ(0u, r.bad);
+    expect_intact(r);
 }
 
 /* One write-back left out: the emulator makes the receiver see it. */
@@ -288,8 +293,7 @@ TEST_F(cxl_sw, knob_is_harmless_on_coherent_pool)
     rx_result r = exchange(m_path, dev_name_of(m_path), "sw", nullptr, nullptr,
                            true);
 
-    EXPECT_EQ(NUM_MSG, r.good);
-    EXPECT_EQ(0u, r.bad);
+    expect_intact(r);
 }
 
 /* Two processes of one emulated host share its view: coherent between
@@ -300,6 +304,5 @@ TEST_F(cxl_sw, same_emulated_host_processes_share_view)
     rx_result r = exchange("emulate-nc:" + path, dev_name_of(path), "sw",
                            "2", "2", false);
 
-    EXPECT_EQ(NUM_MSG, r.good);
-    EXPECT_EQ(0u, r.bad);
+    expect_intact(r);
 }
