@@ -78,9 +78,16 @@ static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish(uct_cxl_tx_t *tx,
     cxl_coh_writeback(coh, rec, UCT_CXL_LINE);
     tx->head += size;
     tx->seq++;
-    /* producer line: lets a later owner of the channel continue here */
+    /*
+     * Producer line: lets a later owner of the channel continue here.  It
+     * is written back too, so that this host never keeps a dirty line of
+     * the peer's block: if the peer closes and its memory is reused, a
+     * line left dirty here would be written back over the new owner's
+     * data by any later flush of it (on hardware also by an eviction).
+     */
     tx->chan->head = tx->head;
     tx->chan->seq  = tx->seq;
+    cxl_coh_writeback(coh, tx->chan, UCT_CXL_LINE);
 }
 
 /* Reserve a record; writes a filler first if it would wrap. */

@@ -195,6 +195,7 @@ ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events)
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (uct_cxl_iface_has_rx(iface)) {
         iface->block->armed = 0;
+        cxl_coh_writeback(iface->coh, iface->block, UCT_CXL_LINE);
         return UCS_ERR_BUSY;
     }
     return UCS_OK;

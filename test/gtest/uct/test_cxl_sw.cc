@@ -306,3 +306,190 @@ TEST_F(cxl_sw, same_emulated_host_processes_share_view)
 
     expect_intact(r);
 }
+
+/*
+ * A sender must not keep dirty lines of a peer's block.  It used to leave
+ * its producer line (head/seq) dirty after every send; when the peer closed
+ * and a new interface reused the block, the sender's next flush of that
+ * line (at its claim) wrote the old head over the new block, and the
+ * channel then looked owned and far ahead.  Seen as "corrupt record" in
+ * the sw-mode MPI test.
+ */
+namespace {
+
+const unsigned N_OLD = 200, N_NEW = 10;
+
+int reuse_receiver(const std::string &dev, int addr_fd, int res_fd, int sync_fd)
+{
+    rx_result res = {};
+    rx_state st;
+    addr_msg am;
+    char byte;
+
+    for (int round = 0; round < 2; ++round) {
+        unsigned want = (round == 0) ? N_OLD : N_NEW;
+        stack s;
+
+        st = rx_state();
+        memset(&am, 0, sizeof(am));
+        if ((s.open(dev) != UCS_OK) ||
+            (uct_iface_set_am_handler(s.iface, AM_ID, rx_cb, &st,
+                                      UCT_CB_FLAG_ASYNC) != UCS_OK)) {
+            write_full(addr_fd, &am, sizeof(am));
+            return 1;
+        }
+        uct_iface_progress_enable(s.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+        am.dev_len   = (uint32_t)s.dev_addr.size();
+        am.iface_len = (uint32_t)s.iface_addr.size();
+        memcpy(am.dev, s.dev_addr.data(), am.dev_len);
+        memcpy(am.iface, s.iface_addr.data(), am.iface_len);
+        write_full(addr_fd, &am, sizeof(am));
+
+        clk::time_point deadline = clk::now() + std::chrono::seconds(20);
+        while ((st.good + st.bad < want) && (clk::now() < deadline)) {
+            uct_worker_progress(s.worker);
+        }
+        res.good += st.good;
+        res.bad  += st.bad;
+        if (round == 0) {
+            s.close();                   /* the block is freed ... */
+            write_full(addr_fd, &am, sizeof(am));
+            read_full(sync_fd, &byte, 1); /* ... and the sender let go */
+        } else {
+            write_full(res_fd, &res, sizeof(res));
+            read_full(sync_fd, &byte, 1);
+        }
+    }
+    return 0;
+}
+
+int send_n(stack &s, uct_ep_h ep, unsigned n)
+{
+    for (unsigned m = 0; m < n; ++m) {
+        tx_arg arg = {m};
+        ssize_t len;
+        clk::time_point deadline = clk::now() + std::chrono::seconds(20);
+
+        while ((len = uct_ep_am_bcopy(ep, AM_ID, tx_pack, &arg, 0)) ==
+               UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(s.worker);
+            if (clk::now() > deadline) {
+                break;
+            }
+        }
+        if (len != (ssize_t)MSG_LEN) {
+            return 1;
+        }
+    }
+    return (uct_ep_flush(ep, 0, NULL) == UCS_OK) ? 0 : 1;
+}
+
+/* res.error carries the two blocks' offsets (first field of an address) */
+int reuse_sender(const std::string &dev, int addr_fd, int res_fd, int back_fd,
+                 int go_fd)
+{
+    rx_result res = {};
+    addr_msg am;
+    uct_ep_h ep;
+    stack s;
+    char byte = 1;
+
+    if (!read_full(addr_fd, &am, sizeof(am)) || (am.dev_len == 0) ||
+        (s.open(dev) != UCS_OK) || (s.connect(am.dev, am.iface, &ep) != UCS_OK) ||
+        send_n(s, ep, N_OLD)) {
+        res.rc = 1;
+    }
+    memcpy(res.error, am.iface, sizeof(uint64_t));
+    read_full(addr_fd, &am, sizeof(am));   /* the receiver closed */
+    if (res.rc == 0) {
+        s.disconnect(ep);                  /* the peer is gone: no release */
+    }
+    write_full(back_fd, &byte, 1);
+    if ((res.rc == 0) &&
+        (!read_full(addr_fd, &am, sizeof(am)) || (am.dev_len == 0) ||
+         (s.connect(am.dev, am.iface, &ep) != UCS_OK) || send_n(s, ep, N_NEW))) {
+        res.rc = 2;
+    }
+    memcpy(res.error + sizeof(uint64_t), am.iface, sizeof(uint64_t));
+    write_full(res_fd, &res, sizeof(res));
+    read_full(go_fd, &byte, 1);
+    return 0;
+}
+
+} // namespace
+
+TEST_F(cxl_sw, no_dirty_line_survives_a_closed_peer)
+{
+    std::string path = emu_pool();
+    std::string spec = "emulate-nc:" + path, dev = dev_name_of(path);
+    int addr[2], back[2], rres[2], tres[2], rgo[2], tgo[2];
+    rx_result rx = {}, tx = {};
+    pid_t rpid, tpid;
+    int status;
+
+    ASSERT_EQ(0, pipe(addr));
+    ASSERT_EQ(0, pipe(back));
+    ASSERT_EQ(0, pipe(rres));
+    ASSERT_EQ(0, pipe(tres));
+    ASSERT_EQ(0, pipe(rgo));
+    ASSERT_EQ(0, pipe(tgo));
+    rpid = fork();
+    if (rpid == 0) {
+        set_env(spec.c_str(), "sw", "1", false);
+        int rc = reuse_receiver(dev, addr[1], rres[1], rgo[0]);
+        fflush(NULL);
+        _exit(rc);
+    }
+    tpid = fork();
+    if (tpid == 0) {
+        set_env(spec.c_str(), "sw", "0", false);
+        int rc = reuse_sender(dev, addr[0], tres[1], back[1], tgo[0]);
+        fflush(NULL);
+        _exit(rc);
+    }
+
+    /* relay: the sender let go of the closed receiver -> receiver reopens */
+    char byte;
+    ASSERT_TRUE(read_full(back[0], &byte, 1));
+    ASSERT_TRUE(write_full(rgo[1], &byte, 1));
+    bool ok_r = read_full(rres[0], &rx, sizeof(rx));
+    bool ok_t = read_full(tres[0], &tx, sizeof(tx));
+
+    /* the new block in memory, through a coherent mapping of the file; it
+     * must sit where the closed one was, or there is nothing to catch */
+    uint64_t old_off, block_off;
+    memcpy(&old_off, tx.error, sizeof(old_off));
+    memcpy(&block_off, tx.error + sizeof(old_off), sizeof(block_off));
+    EXPECT_EQ(old_off, block_off);
+    cxlpool_t *ro = open_readonly(path);
+    ASSERT_TRUE(ro != nullptr) << cxlpool_last_error();
+    const uint8_t *blk = (const uint8_t*)cxlpool_base(ro) + block_off;
+    uint32_t num_channels, num_hosts;
+    uint64_t stride, head;
+    memcpy(&num_channels, blk + 24, 4);
+    memcpy(&stride, blk + 32, 8);
+    memcpy(&num_hosts, blk + 48, 4);
+    ASSERT_GT(num_hosts, 0u);
+    ASSERT_LE(num_hosts, (uint32_t)CXLPOOL_MAX_HOSTS);
+    for (uint32_t c = 0; c < num_channels; ++c) {
+        memcpy(&head, blk + 64 + 64ull * num_hosts + c * stride + 8, 8);
+        EXPECT_LE(head, (uint64_t)N_NEW * 1024)
+                << "channel " << c << " of the new block carries a head the "
+                << "sender wrote for the closed one";
+    }
+    cxlpool_close(ro);
+
+    byte = 1;
+    write_full(tgo[1], &byte, 1);
+    waitpid(tpid, &status, 0);
+    write_full(rgo[1], &byte, 1);
+    waitpid(rpid, &status, 0);
+    for (int *p : {addr, back, rres, tres, rgo, tgo}) {
+        close(p[0]);
+        close(p[1]);
+    }
+    EXPECT_TRUE(ok_r && ok_t);
+    EXPECT_EQ(0, tx.rc);
+    EXPECT_EQ(N_OLD + N_NEW, rx.good);
+    EXPECT_EQ(0u, rx.bad);
+}
