@@ -480,14 +480,19 @@ def sw_path(layer, fig):
     return ""
 
 
+def advantage(sc, sp):
+    """How many times better series sc is than sp (None if unknown)."""
+    if not sc or not sp or sc["median"] is None or sp["median"] is None:
+        return None
+    if sc["median"] <= 0 or sp["median"] <= 0:
+        return None
+    r = sc["median"] / sp["median"]
+    return r if sc["better"] == "higher" else 1.0 / r
+
+
 def cost_factor(hw, sw):
     """How many times worse cxl-sw is than cxl (>1: sw worse)."""
-    if not hw or not sw or hw["median"] is None or sw["median"] is None:
-        return None
-    if hw["median"] <= 0 or sw["median"] <= 0:
-        return None
-    r = sw["median"] / hw["median"]
-    return r if hw["better"] == "lower" else 1.0 / r
+    return advantage(hw, sw)
 
 
 def sw_rows(layer, var):
@@ -949,15 +954,6 @@ gp.append('set datafile separator "\\t"')
 gp.append('set datafile missing "?"')
 gp.append("set grid ytics")
 gp.append("set key outside right top")
-
-
-def advantage(sc, sp):
-    if not sc or not sp or sc["median"] is None or sp["median"] is None:
-        return None
-    if sc["median"] <= 0 or sp["median"] <= 0:
-        return None
-    r = sc["median"] / sp["median"]
-    return r if sc["better"] == "higher" else 1.0 / r
 
 
 def ratio_plot(fname, layer, variant, peers, units, title):
