@@ -480,12 +480,16 @@ emit_na() {   # emit_na figure kind layer tl variant reason
 # Server/client pairs
 # ---------------------------------------------------------------------------
 PORT=$((20000 + ($$ * 7 + RANDOM) % 30000))
-port_in_use() {
+# tcp_port PORT [STATE]: a local socket on PORT exists (in STATE, e.g. 0A =
+# listening, if given)
+tcp_port() {
     local hex
     hex=$(printf ':%04X' "$1")
-    awk -v p="$hex" 'FNR > 1 && substr($2, length($2) - 4) == p {f = 1} END {exit !f}' \
+    awk -v p="$hex" -v st="${2:-}" \
+        'FNR > 1 && substr($2, length($2) - 4) == p && (st == "" || $4 == st) {f = 1} END {exit !f}' \
         /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
+port_in_use() { tcp_port "$1"; }
 next_port() {
     local tries=0
     while :; do
@@ -495,12 +499,7 @@ next_port() {
         ((++tries > 1000)) && break
     done
 }
-listening() {
-    local hex
-    hex=$(printf ':%04X' "$1")
-    awk -v p="$hex" 'FNR > 1 && substr($2, length($2) - 4) == p && $4 == "0A" {f = 1} END {exit !f}' \
-        /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
+listening() { tcp_port "$1" 0A; }
 
 # stall_watch PID FILE: stop a client that printed a UCX error and then
 # printed nothing for 5 s (e.g. an operation UCP cannot complete), instead of
