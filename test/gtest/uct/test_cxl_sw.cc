@@ -102,40 +102,87 @@ void set_env(const char *pool, const char *coherence, const char *host,
     setenv("UCX_CXL_TEST_SKIP_WRITEBACK", skip_wb ? "y" : "n", 1);
 }
 
+/*
+ * Open a receiving interface on dev that counts into *st, and describe it
+ * in *am.  Returns NULL, or what failed (am->dev_len is then 0).
+ */
+const char *open_receiver(stack &s, const std::string &dev, rx_state *st,
+                          addr_msg *am)
+{
+    memset(am, 0, sizeof(*am));
+    if (s.open(dev) != UCS_OK) {
+        return "open";
+    }
+    if (uct_iface_set_am_handler(s.iface, AM_ID, rx_cb, st,
+                                 UCT_CB_FLAG_ASYNC) != UCS_OK) {
+        return "set_am_handler";
+    }
+    uct_iface_progress_enable(s.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    am->dev_len   = (uint32_t)s.dev_addr.size();
+    am->iface_len = (uint32_t)s.iface_addr.size();
+    memcpy(am->dev, s.dev_addr.data(), am->dev_len);
+    memcpy(am->iface, s.iface_addr.data(), am->iface_len);
+    return NULL;
+}
+
+/* Progress until want messages arrived (good or bad), 20 s at most. */
+void receive(stack &s, const rx_state &st, unsigned want)
+{
+    clk::time_point deadline = clk::now() + std::chrono::seconds(20);
+
+    while ((st.good + st.bad < want) && (clk::now() < deadline)) {
+        uct_worker_progress(s.worker);
+    }
+}
+
+/* Send n checked messages and flush; on error res->rc and res->error. */
+int send_n(stack &s, uct_ep_h ep, unsigned n, rx_result *res)
+{
+    for (unsigned m = 0; m < n; ++m) {
+        tx_arg arg = {m};
+        ssize_t len;
+        clk::time_point deadline = clk::now() + std::chrono::seconds(20);
+
+        while ((len = uct_ep_am_bcopy(ep, AM_ID, tx_pack, &arg, 0)) ==
+               UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(s.worker);
+            if (clk::now() > deadline) {
+                break;
+            }
+        }
+        if (len != (ssize_t)MSG_LEN) {
+            res->rc = 4;
+            snprintf(res->error, sizeof(res->error), "am_bcopy %u: %zd", m, len);
+            return res->rc;
+        }
+    }
+    if (uct_ep_flush(ep, 0, NULL) != UCS_OK) {
+        res->rc = 5;
+        snprintf(res->error, sizeof(res->error), "flush failed");
+    }
+    return res->rc;
+}
+
 /* Receiver child: publish the address, count good and bad messages. */
 int run_receiver(const std::string &dev, int addr_fd, int res_fd, int go_fd)
 {
     rx_result res = {};
     rx_state st;
-    addr_msg am   = {};
+    addr_msg am;
     stack s;
     char byte;
+    const char *failed = open_receiver(s, dev, &st, &am);
 
-    if (s.open(dev) != UCS_OK) {
+    write_full(addr_fd, &am, sizeof(am)); /* dev_len 0: failed */
+    if (failed != NULL) {
         res.rc = 1;
-        snprintf(res.error, sizeof(res.error), "open: %s", s.error.c_str());
-    } else if (uct_iface_set_am_handler(s.iface, AM_ID, rx_cb, &st,
-                                        UCT_CB_FLAG_ASYNC) != UCS_OK) {
-        res.rc = 2;
-        snprintf(res.error, sizeof(res.error), "set_am_handler failed");
-    }
-    if (res.rc != 0) {
-        write_full(addr_fd, &am, sizeof(am)); /* dev_len 0: failed */
+        snprintf(res.error, sizeof(res.error), "%s: %s", failed,
+                 s.error.c_str());
         write_full(res_fd, &res, sizeof(res));
         return 1;
     }
-    uct_iface_progress_enable(s.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 
-    am.dev_len   = (uint32_t)s.dev_addr.size();
-    am.iface_len = (uint32_t)s.iface_addr.size();
-    memcpy(am.dev, s.dev_addr.data(), am.dev_len);
-    memcpy(am.iface, s.iface_addr.data(), am.iface_len);
-    write_full(addr_fd, &am, sizeof(am));
-
-    clk::time_point deadline = clk::now() + std::chrono::seconds(20);
-    while ((st.good + st.bad < NUM_MSG) && (clk::now() < deadline)) {
-        uct_worker_progress(s.worker);
-    }
+    receive(s, st, NUM_MSG);
     res.good = st.good;
     res.bad  = st.bad;
     write_full(res_fd, &res, sizeof(res));
@@ -161,27 +208,8 @@ int run_sender(const std::string &dev, int addr_fd, int res_fd, int go_fd)
     } else if (s.connect(am.dev, am.iface, &ep) != UCS_OK) {
         res.rc = 3;
         snprintf(res.error, sizeof(res.error), "connect: %s", s.error.c_str());
-    }
-    for (unsigned m = 0; (res.rc == 0) && (m < NUM_MSG); ++m) {
-        tx_arg arg = {m};
-        ssize_t len;
-        clk::time_point deadline = clk::now() + std::chrono::seconds(20);
-
-        while ((len = uct_ep_am_bcopy(ep, AM_ID, tx_pack, &arg, 0)) ==
-               UCS_ERR_NO_RESOURCE) {
-            uct_worker_progress(s.worker);
-            if (clk::now() > deadline) {
-                break;
-            }
-        }
-        if (len != (ssize_t)MSG_LEN) {
-            res.rc = 4;
-            snprintf(res.error, sizeof(res.error), "am_bcopy %u: %zd", m, len);
-        }
-    }
-    if ((res.rc == 0) && (uct_ep_flush(ep, 0, NULL) != UCS_OK)) {
-        res.rc = 5;
-        snprintf(res.error, sizeof(res.error), "flush failed");
+    } else {
+        send_n(s, ep, NUM_MSG, &res);
     }
     write_full(res_fd, &res, sizeof(res));
     read_full(go_fd, &byte, 1);
@@ -331,24 +359,12 @@ int reuse_receiver(const std::string &dev, int addr_fd, int res_fd, int sync_fd)
         stack s;
 
         st = rx_state();
-        memset(&am, 0, sizeof(am));
-        if ((s.open(dev) != UCS_OK) ||
-            (uct_iface_set_am_handler(s.iface, AM_ID, rx_cb, &st,
-                                      UCT_CB_FLAG_ASYNC) != UCS_OK)) {
+        if (open_receiver(s, dev, &st, &am) != NULL) {
             write_full(addr_fd, &am, sizeof(am));
             return 1;
         }
-        uct_iface_progress_enable(s.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-        am.dev_len   = (uint32_t)s.dev_addr.size();
-        am.iface_len = (uint32_t)s.iface_addr.size();
-        memcpy(am.dev, s.dev_addr.data(), am.dev_len);
-        memcpy(am.iface, s.iface_addr.data(), am.iface_len);
         write_full(addr_fd, &am, sizeof(am));
-
-        clk::time_point deadline = clk::now() + std::chrono::seconds(20);
-        while ((st.good + st.bad < want) && (clk::now() < deadline)) {
-            uct_worker_progress(s.worker);
-        }
+        receive(s, st, want);
         res.good += st.good;
         res.bad  += st.bad;
         if (round == 0) {
@@ -363,27 +379,6 @@ int reuse_receiver(const std::string &dev, int addr_fd, int res_fd, int sync_fd)
     return 0;
 }
 
-int send_n(stack &s, uct_ep_h ep, unsigned n)
-{
-    for (unsigned m = 0; m < n; ++m) {
-        tx_arg arg = {m};
-        ssize_t len;
-        clk::time_point deadline = clk::now() + std::chrono::seconds(20);
-
-        while ((len = uct_ep_am_bcopy(ep, AM_ID, tx_pack, &arg, 0)) ==
-               UCS_ERR_NO_RESOURCE) {
-            uct_worker_progress(s.worker);
-            if (clk::now() > deadline) {
-                break;
-            }
-        }
-        if (len != (ssize_t)MSG_LEN) {
-            return 1;
-        }
-    }
-    return (uct_ep_flush(ep, 0, NULL) == UCS_OK) ? 0 : 1;
-}
-
 /* res.error carries the two blocks' offsets (first field of an address) */
 int reuse_sender(const std::string &dev, int addr_fd, int res_fd, int back_fd,
                  int go_fd)
@@ -396,7 +391,7 @@ int reuse_sender(const std::string &dev, int addr_fd, int res_fd, int back_fd,
 
     if (!read_full(addr_fd, &am, sizeof(am)) || (am.dev_len == 0) ||
         (s.open(dev) != UCS_OK) || (s.connect(am.dev, am.iface, &ep) != UCS_OK) ||
-        send_n(s, ep, N_OLD)) {
+        send_n(s, ep, N_OLD, &res)) {
         res.rc = 1;
     }
     memcpy(res.error, am.iface, sizeof(uint64_t));
@@ -407,7 +402,8 @@ int reuse_sender(const std::string &dev, int addr_fd, int res_fd, int back_fd,
     write_full(back_fd, &byte, 1);
     if ((res.rc == 0) &&
         (!read_full(addr_fd, &am, sizeof(am)) || (am.dev_len == 0) ||
-         (s.connect(am.dev, am.iface, &ep) != UCS_OK) || send_n(s, ep, N_NEW))) {
+         (s.connect(am.dev, am.iface, &ep) != UCS_OK) ||
+         send_n(s, ep, N_NEW, &res))) {
         res.rc = 2;
     }
     memcpy(res.error + sizeof(uint64_t), am.iface, sizeof(uint64_t));
