@@ -38,9 +38,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "bench_util.h"
 #include <time.h>
 
-#define MAX_SIZES  32
 #define MAX_TRIALS 1001
 #define LINE       64
 
@@ -164,33 +165,6 @@ static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
     return (x > y) - (x < y);
-}
-
-static int parse_sizes(const char *s, size_t *sizes)
-{
-    int n = 0;
-    char *end;
-
-    while (*s && n < MAX_SIZES) {
-        unsigned long long v = strtoull(s, &end, 0);
-        if (end == s) {
-            return -1;
-        }
-        if (*end == 'k' || *end == 'K') { v <<= 10; ++end; }
-        else if (*end == 'm' || *end == 'M') { v <<= 20; ++end; }
-        else if (*end == 'g' || *end == 'G') { v <<= 30; ++end; }
-        if (v == 0) {
-            return -1;
-        }
-        sizes[n++] = v;
-        s = end;
-        if (*s == ',') {
-            ++s;
-        } else if (*s) {
-            return -1;
-        }
-    }
-    return n;
 }
 
 static void usage(void)

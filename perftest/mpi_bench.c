@@ -32,38 +32,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SIZES 32
+#include "bench_util.h"
+
 #define WINDOW    64
 #define MBYTE     (1024.0 * 1024.0)
 
 static int rank;
 static int quick;
-
-static int parse_sizes(const char *s, size_t *sizes)
-{
-    int n = 0;
-    char *end;
-
-    while (*s && n < MAX_SIZES) {
-        unsigned long long v = strtoull(s, &end, 0);
-        if (end == s) {
-            return -1;
-        }
-        if (*end == 'k' || *end == 'K') { v <<= 10; ++end; }
-        else if (*end == 'm' || *end == 'M') { v <<= 20; ++end; }
-        if (v == 0) {
-            return -1;
-        }
-        sizes[n++] = v;
-        s = end;
-        if (*s == ',') {
-            ++s;
-        } else if (*s) {
-            return -1;
-        }
-    }
-    return n;
-}
 
 /* iterations: about `bytes_budget` bytes per figure, within [lo, hi] */
 static long iters_for(size_t size, double bytes_budget, long lo, long hi)
