@@ -243,6 +243,15 @@ static uint32_t cxlpool_find_offset(cxlpool_t *pool, uint32_t first,
     return pool->sb->max_extents;
 }
 
+void cxlpool_extent_release_locked(cxlpool_t *pool, cxlpool_extent_rec_t *rec)
+{
+    rec->state = CXLPOOL_EXT_FREE;
+    cxl_coh_publish(pool->coh, rec, sizeof(*rec));
+    if (pool->emu != NULL) {
+        cxlpool_emu_discard(pool, rec->offset, rec->length);
+    }
+}
+
 cxlpool_status_t cxlpool_free(cxlpool_t *pool, uint64_t offset)
 {
     cxlpool_status_t status = CXLPOOL_OK;
@@ -265,11 +274,7 @@ cxlpool_status_t cxlpool_free(cxlpool_t *pool, uint64_t offset)
                                    " belongs to another process", pool->path,
                                    offset);
         } else {
-            rec->state = CXLPOOL_EXT_FREE;
-            cxl_coh_publish(pool->coh, rec, sizeof(*rec));
-            if (pool->emu != NULL) {
-                cxlpool_emu_discard(pool, rec->offset, rec->length);
-            }
+            cxlpool_extent_release_locked(pool, rec);
         }
         goto out;
     }

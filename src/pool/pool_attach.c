@@ -233,8 +233,7 @@ uint32_t cxlpool_reclaim_token_locked(cxlpool_t *pool, uint64_t token)
         cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
         if ((token != 0) && (rec->state == CXLPOOL_EXT_ALLOCATED) &&
             (rec->owner == token)) {
-            rec->state = CXLPOOL_EXT_FREE;
-            cxl_coh_publish(pool->coh, rec, sizeof(*rec));
+            cxlpool_extent_release_locked(pool, rec);
             ++count;
         }
     }

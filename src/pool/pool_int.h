@@ -110,6 +110,9 @@ void cxlpool_lock(cxlpool_t *pool);
 void cxlpool_unlock(cxlpool_t *pool);
 int  cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token);
 
+/* Mark an extent free (caller holds the lock); the emulator drops its bytes. */
+void cxlpool_extent_release_locked(cxlpool_t *pool, cxlpool_extent_rec_t *rec);
+
 /* attachments (caller holds the lock unless noted) */
 cxlpool_status_t cxlpool_attach_claim(cxlpool_t *pool, uint32_t lease_ms);
 void             cxlpool_attach_release(cxlpool_t *pool);
