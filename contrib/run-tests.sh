@@ -12,11 +12,12 @@
 # transport (make check-ucx-gtest; the first run builds UCX's gtest outside
 # the tree, cached in /var/cache/ucx-cxl: 15-25 minutes once), then the same
 # suite in software-coherent mode on the non-coherent pool emulator (make
-# check-ucx-gtest-sw).  `make check` itself runs the UCP and MPI tests in
-# both modes (test/sw/).
+# check-ucx-gtest-sw).  `make check` itself runs the UCP tests in both
+# modes (test/sw/run-ucp-sw.sh); the MPI program in sw mode
+# (make check-mpi-sw) is not part of the run yet (intermittent failure).
 #
 # Options: --no-sanitizers   skip the ASan/UBSan pass
-#          --no-ucx-gtest    skip UCX's UCT suite
+#          --no-ucx-gtest    skip UCX's UCT suites (hw and sw)
 #          --help            this text
 set -uo pipefail
 

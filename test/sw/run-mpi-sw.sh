@@ -3,7 +3,8 @@
 # run-mpi-sw.sh - test/mpi/run-mpi.sh in software-coherent mode on the
 # strict non-coherent pool emulator (CXL_TEST_COHERENCE=sw; see that
 # script's header): the pool emulate-nc, UCX_CXL_COHERENCE=sw, each rank an
-# emulated host of its own.  A test of its own in `make check`, with its own
-# log and its own "mpi-sw: N passed, N failed" line.
+# emulated host of its own.  Ends with its own "mpi-sw: N passed, N failed"
+# line.  Run by `make check-mpi-sw`; not in `make check` yet, because it
+# fails intermittently (a corrupt channel record, see the open issue).
 export CXL_TEST_COHERENCE=sw
 exec bash "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../mpi/run-mpi.sh" "$@"
