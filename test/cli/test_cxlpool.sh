@@ -646,6 +646,10 @@ t "hosts: sw pool without --hosts" 0 "$CXL" create "$PD" --size 64M --coherence 
 out_hasF ", 8 host partitions"
 t "hosts: info --json of the default sw pool" 0 "$CXL" info --json "$PD"
 jq_ok "hosts: sw default is 8 partitions" '.nr_hosts == 8 and .layout_version == "1.1"'
+t "hosts: info through the emulator" 0 "$CXL" info "emulate-nc:$PD"
+out_has "^backend +emulate-nc$"
+t "hosts: info --json through the emulator" 0 "$CXL" info --json "emulate-nc:$PD"
+jq_ok "hosts: the emulator is its own backend" '.backend == "emulate-nc"'
 
 t "hosts: create --hosts 4" 0 "$CXL" create "$PH" --size 64M --coherence sw --hosts 4
 out_has "^created emulated pool $PH: 67108864 bytes, uuid [0-9a-f-]+, 4 host partitions$"

@@ -104,6 +104,8 @@ static const char *backend_name(cxlpool_backend_t b)
         return "devdax";
     case CXLPOOL_BACKEND_FILE:
         return "file";
+    case CXLPOOL_BACKEND_EMULATE_NC:
+        return "emulate-nc";
     default:
         return "emulated";
     }
@@ -641,7 +643,9 @@ static void usage(FILE *f)
     for (i = 0; i < NCMDS; ++i) {
         fprintf(f, "  %s\n", cmds[i].usage);
     }
-    fprintf(f, "\n'cxlpool COMMAND --help' describes one command.\n"
+    fprintf(f, "\nPATH 'emulate-nc:FILE' opens FILE through the non-coherent pool\n"
+            "emulator (software coherence; see doc/design/sw-coherence.md).\n"
+            "\n'cxlpool COMMAND --help' describes one command.\n"
             "Environment: UCX_CXL_POOL_SIZE (default size of emulated pools),\n"
             "UCX_CXL_HOST_INDEX (this host's partition of a shared pool)\n");
 }
