@@ -12,9 +12,8 @@
 # transport (make check-ucx-gtest; the first run builds UCX's gtest outside
 # the tree, cached in /var/cache/ucx-cxl: 15-25 minutes once), then the same
 # suite in software-coherent mode on the non-coherent pool emulator (make
-# check-ucx-gtest-sw).  `make check` itself runs the UCP tests in both
-# modes (test/sw/run-ucp-sw.sh); the MPI program in sw mode
-# (make check-mpi-sw) is not part of the run yet (intermittent failure).
+# check-ucx-gtest-sw).  `make check` itself runs the UCP tests and the MPI
+# program in both modes (test/sw/run-ucp-sw.sh, test/sw/run-mpi-sw.sh).
 #
 # Options: --no-sanitizers   skip the ASan/UBSan pass
 #          --no-ucx-gtest    skip UCX's UCT suites (hw and sw)
@@ -28,7 +27,9 @@ for arg in "$@"; do
     case "$arg" in
         --no-sanitizers) variants=(release) ;;
         --no-ucx-gtest) ucx_gtest=0 ;;
-        -h|--help) sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) # the header comment, whatever its length
+            awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+            exit 0 ;;
         *) echo "run-tests.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -127,15 +127,16 @@ uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
         return UCS_ERR_NO_RESOURCE;
     }
     /*
-     * Never write into a block its owner gave up: it may be reused.  In sw
-     * mode the header line is re-read from memory, since the receiver's
-     * close is invisible to a cached copy.
+     * Never write into a block its owner gave up: it may already belong to
+     * a new interface, so the id counts, not just the magic.  In sw mode
+     * the header line is re-read from memory, since the receiver's close
+     * is invisible to a cached copy.
      */
     if (iface->coh == CXL_COH_SW) {
         cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
     }
-    if (ucs_unlikely(tx->peer->magic != UCT_CXL_BLOCK_MAGIC) &&
-        !uct_cxl_tx_peer_alive(iface, tx)) {
+    if (ucs_unlikely((tx->peer->magic != UCT_CXL_BLOCK_MAGIC) ||
+                     (tx->peer->iface_id != tx->peer_id))) {
         tx->failed = 1;
         uct_cxl_ep_set_failed(ep);
         return UCS_ERR_CONNECTION_RESET;

@@ -83,6 +83,24 @@ static inline uint64_t uct_cxl_rec_size(uint32_t length)
            ~(uint64_t)(UCT_CXL_LINE - 1);
 }
 
+/*
+ * First sequence number of channel 'index' of the interface 'iface_id'.
+ * Each interface starts its channels at numbers of its own, so a record
+ * that a late sender of an earlier interface in the same memory leaves in
+ * the ring (it checked the header just before the block was reused)
+ * matches only by a 1 in 2^32 chance instead of always.  Never 0.
+ */
+static inline uint32_t uct_cxl_chan_first_seq(uint64_t iface_id,
+                                              unsigned index)
+{
+    uint64_t x = iface_id + (index + 1) * 0x9e3779b97f4a7c15ull;
+
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return ((uint32_t)x != 0) ? (uint32_t)x : 1;
+}
+
 /* Claim line of host range 'host'. */
 static inline uct_cxl_block_claim_t *
 uct_cxl_block_claims(uct_cxl_block_hdr_t *hdr, unsigned host)

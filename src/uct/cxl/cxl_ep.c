@@ -81,7 +81,7 @@ static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
     tx->ring        = uct_cxl_chan_ring(chan);
     tx->ring_mask   = hdr->ring_size - 1;
     tx->head        = chan->head;
-    tx->seq         = chan->seq ? (uint32_t)chan->seq : 1;
+    tx->seq         = (uint32_t)chan->seq; /* set by the receiver at open */
     tx->cached_tail = chan->tail;
     cxl_coh_publish(iface->coh, chan, UCT_CXL_LINE);
     ucs_debug("cxl: iface %p claimed channel %u of iface 0x%" PRIx64

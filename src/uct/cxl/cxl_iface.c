@@ -340,11 +340,8 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
         ucs_free(self->active);
         return UCS_ERR_NO_MEMORY;
     }
-    for (i = 0; i < config->num_channels; ++i) {
-        self->rx[i].seq = 1;
-    }
-
-    /* a fresh block: zero it so that no stale sequence number matches */
+    /* a fresh block: zeroed, and every channel starts at a sequence
+     * number of this interface's own, so that no stale record matches */
     self->block_offset = ext.offset;
     self->block        = (uct_cxl_block_hdr_t*)(self->pool->base + ext.offset);
     memset(self->block, 0, block_size);
@@ -354,6 +351,10 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->block->num_hosts    = self->num_hosts;
     self->block->ring_size    = (uint32_t)config->ring_size;
     self->block->chan_stride  = stride;
+    for (i = 0; i < config->num_channels; ++i) {
+        self->rx[i].seq = uct_cxl_chan_first_seq(self->id, i);
+        uct_cxl_block_chan(self->block, i)->seq = self->rx[i].seq;
+    }
 
     status = uct_cxl_iface_event_init(self, config->events);
     if (status != UCS_OK) {

@@ -4,8 +4,12 @@
  * them, and every endpoint keeps its order.
  */
 #include "cxl_uct_util.h"
+#include "../../../src/uct/cxl/cxl_channel.h"
 
 #include <map>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 using namespace cxluct;
 
@@ -35,6 +39,12 @@ public:
 private:
     std::string m_name, m_old;
     bool        m_had;
+};
+
+/* The transport's interface address (uct_cxl_iface_addr_t). */
+struct iface_addr {
+    uint64_t block_offset;
+    uint64_t id;
 };
 
 struct am_msg {
@@ -216,4 +226,114 @@ TEST_F(cxl_am, channel_released_with_last_endpoint)
     send(s2, r, c, 2, 1);
     drain(r, 5);
     check_order({1, 2, 2});
+}
+
+/*
+ * A sender must notice that the interface it connected to is gone even when
+ * a new interface already sits in the same block: the send path used to
+ * check only the header's magic, so an old endpoint wrote its records and
+ * its producer line into the new interface's channel.  (Open MPI's osc ucx
+ * opens and closes a worker per window and hit this as "corrupt record".)
+ */
+TEST_F(cxl_am, sender_never_writes_into_a_reused_block)
+{
+    scoped_env channels("UCX_CXL_NUM_CHANNELS", "1");
+    stack r, s, s2;
+    iface_addr old_addr, new_addr;
+    uct_ep_h old_ep, ep2;
+    am_msg m = {9, 9};
+
+    open_stack(r);
+    open_stack(s);
+    open_stack(s2);
+    ASSERT_FALSE(HasFatalFailure());
+    set_handler(r);
+    ASSERT_EQ(UCS_OK, s.connect_to(r, &old_ep)) << s.error;
+    send(s, r, old_ep, 0, 0);
+    drain(r, 1);
+    ASSERT_EQ(sizeof(old_addr), r.iface_addr.size());
+    memcpy(&old_addr, r.iface_addr.data(), sizeof(old_addr));
+
+    /* the receiver closes; a new interface gets the same block */
+    r.close();
+    open_stack(r);
+    ASSERT_FALSE(HasFatalFailure());
+    set_handler(r);
+    memcpy(&new_addr, r.iface_addr.data(), sizeof(new_addr));
+    ASSERT_EQ(old_addr.block_offset, new_addr.block_offset)
+            << "the scenario needs the block to be reused";
+    ASSERT_NE(old_addr.id, new_addr.id);
+
+    {
+        hide_errors hide;
+        EXPECT_EQ(UCS_ERR_CONNECTION_RESET,
+                  uct_ep_am_short(old_ep, AM_ID, 0x1234, &m, sizeof(m)));
+        EXPECT_EQ(UCS_ERR_CONNECTION_RESET,
+                  uct_ep_am_short(old_ep, AM_ID, 0x1234, &m, sizeof(m)));
+    }
+
+    /* the new interface's only channel is intact for its own sender */
+    ASSERT_EQ(UCS_OK, s2.connect_to(r, &ep2)) << s2.error;
+    m_recv.clear();
+    for (uint32_t n = 0; n < 3; ++n) {
+        send(s2, r, ep2, 0, n);
+    }
+    drain(r, 3);
+    check_order({3});
+    uct_worker_progress(s.worker); /* the old endpoint's failure report */
+}
+
+/*
+ * The residue of the race above: a sender that checked the header just
+ * before the block was reused writes one record into the new interface's
+ * ring.  Channels used to start at sequence number 1 in every block, so
+ * such a record (an old channel's first one) was delivered as a message.
+ */
+TEST_F(cxl_am, record_from_an_earlier_block_life_is_not_delivered)
+{
+    scoped_env channels("UCX_CXL_NUM_CHANNELS", "1");
+    stack r, s;
+    iface_addr addr;
+    uct_ep_h ep;
+
+    open_stack(r);
+    open_stack(s);
+    ASSERT_FALSE(HasFatalFailure());
+    set_handler(r);
+    ASSERT_EQ(UCS_OK, s.connect_to(r, &ep)) << s.error;
+    memcpy(&addr, r.iface_addr.data(), sizeof(addr));
+
+    /* what a late sender of an earlier life of this block would write */
+    int fd = open(m_path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0) << m_path;
+    off_t size = lseek(fd, 0, SEEK_END);
+    void *map  = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(MAP_FAILED, map);
+    uct_cxl_block_hdr_t *hdr = (uct_cxl_block_hdr_t*)((uint8_t*)map +
+                                                      addr.block_offset);
+    ASSERT_EQ(addr.id, hdr->iface_id);
+    uct_cxl_rec_t *rec = (uct_cxl_rec_t*)
+            uct_cxl_chan_ring(uct_cxl_block_chan(hdr, 0));
+    uint64_t payload[2] = {0x1234, 0};
+    rec->am_id  = AM_ID;
+    rec->flags  = 0;
+    rec->length = sizeof(payload);
+    memcpy(rec + 1, payload, sizeof(payload));
+    __atomic_store_n(&rec->seq, 1, __ATOMIC_RELEASE);
+
+    for (int i = 0; i < 1000; ++i) {
+        uct_worker_progress(r.worker);
+    }
+    EXPECT_EQ(0u, m_recv.size() + m_bad) << "a stale record was delivered";
+    munmap(map, size);
+
+    /* the channel's own sender is not disturbed */
+    m_recv.clear();
+    m_bad = 0;
+    for (uint32_t n = 0; n < 3; ++n) {
+        send(s, r, ep, 0, n);
+    }
+    drain(r, 3);
+    check_order({3});
 }
