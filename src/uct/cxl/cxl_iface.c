@@ -19,7 +19,11 @@
 #include <string.h>
 
 static ucs_config_field_t uct_cxl_iface_config_table[] = {
-    {"", "", NULL, ucs_offsetof(uct_cxl_iface_config_t, super),
+    /* buffers from uct_iface_mem_alloc() in the pool first: only pool
+     * memory has keys other processes (and, with UCX_CXL_REG_ANY=y, even
+     * this one) can use */
+    {"", "ALLOC=md,huge,thp,mmap,heap", NULL,
+     ucs_offsetof(uct_cxl_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
 
     {"BW", "12179MBs",

@@ -12,20 +12,23 @@
  *     messages.
  *  y: any host memory registers (UCT_MD_FLAG_REG).  Pool memory gets a
  *     key every process of the pool can use; memory outside the pool gets
- *     a local-only key: usable in the registering process (loopback),
- *     UCS_ERR_UNREACHABLE in every other one, so UCP reaches such memory
- *     with active messages and uses zero copy exactly where the remote
- *     side lives in the pool (one-copy rendezvous from pool-resident
- *     buffers).  RKEY_PTR is not advertised: UCP 1.13's rkey_ptr
- *     rendezvous aborts on an unreachable key instead of falling back.
- *     Not the default: UCP 1.13 picks cxl lanes for ordinary memory whose
- *     keys other processes cannot reach, so its atomics on such memory fail
- *     ("remote memory is unreachable"), and one memory gets two atomic
- *     paths (the owner's own CPU atomics, everybody else's through active
- *     messages), on which Open MPI 4.1.4's osc ucx spins without
- *     progressing the worker that must serve the others (its
- *     passive-target lock hangs).
- *
+ *     a local-only key that unpacks to UCS_ERR_UNREACHABLE in every
+ *     process, the registering one included, so UCP reaches such memory
+ *     with active messages (its software RMA and atomics) and uses zero
+ *     copy exactly where the remote side lives in the pool (one-copy
+ *     rendezvous from pool-resident buffers).  Even the owner must not
+ *     reach it directly: one memory with two atomic paths (the owner's own
+ *     CPU atomics, everybody else's through active messages that only the
+ *     owner's progress executes) deadlocks Open MPI 4.1.4's osc ucx, whose
+ *     owner spins on its own lock without progressing.  RKEY_PTR is not
+ *     advertised: UCP 1.13's rkey_ptr rendezvous aborts on an unreachable
+ *     key instead of falling back.
+ *     Not the default: UCP 1.13 then takes cxl for every RMA and atomic
+ *     lane and adds no active-message lane to emulate them, so a UCP
+ *     context without TAG, STREAM or AM features (ucx_perftest's ucp_put_bw,
+ *     ucp_fadd, ...; OpenSHMEM) cannot reach ordinary memory of another
+ *     process ("remote memory is unreachable").
+
  * With software coherence RKEY_PTR is not advertised either: a peer on
  * another host would load the buffer straight from pool memory through the
  * pointer, with no invalidate before and while the owner's writes may
@@ -40,7 +43,6 @@
 #include <uct/api/v2/uct_v2.h>
 #include <ucs/debug/log.h>
 #include <ucs/sys/sys.h>
-#include <sys/random.h>
 #include <pthread.h>
 #include <unistd.h>
 #include <ucs/debug/memtrack_int.h>
@@ -86,13 +88,12 @@ static ucs_config_field_t uct_cxl_md_config_table[] = {
      " n - only pool allocations register (UCT_MD_FLAG_REG off), rkey_ptr\n"
      "     is offered; UCP's rendezvous copies through active messages.\n"
      " y - pool memory gets a key every process of the pool can use, other\n"
-     "     memory a key only the registering process can use (others fall\n"
-     "     back to active messages for it). UCP registers its buffers, so\n"
-     "     rendezvous from pool-resident buffers moves data with one copy\n"
-     "     (get_zcopy); rkey_ptr is not offered. Known issues with UCP 1.13:\n"
-     "     atomics on ordinary memory of another process fail (unreachable\n"
-     "     key on the chosen cxl lane), and Open MPI 4.1.4 one-sided\n"
-     "     passive-target locks can hang.",
+     "     memory a key no process can use (UCP reaches it through active\n"
+     "     messages). UCP registers its buffers, so rendezvous from\n"
+     "     pool-resident buffers moves data with one copy (get_zcopy);\n"
+     "     rkey_ptr is not offered. Known issue with UCP 1.13: a context\n"
+     "     without TAG, STREAM or AM features (ucx_perftest ucp_put_bw,\n"
+     "     ucp_fadd, ...) cannot reach ordinary memory of another process.",
      ucs_offsetof(uct_cxl_md_config_t, reg_any), UCS_CONFIG_TYPE_BOOL},
 
     {"NUMA_NODE", "-1",
@@ -289,13 +290,13 @@ static ucs_status_t uct_cxl_mem_reg(uct_md_h tl_md, void *address, size_t length
         memh->ext_gen   = ext.gen;
     } else if (!md->reg_any) {
         ucs_debug("cxl: %p+%zu is not inside one pool allocation; only pool "
-                  "memory can be reached by peers (UCX_CXL_REG_ANY=y "
-                  "registers it for local use)", address, length);
+                  "memory can be reached through cxl (UCX_CXL_REG_ANY=y "
+                  "registers it with a key nobody can use)", address, length);
         ucs_free(memh);
         return UCS_ERR_UNSUPPORTED;
     } else {
-        ucs_trace("cxl: %p+%zu is not inside one pool allocation: local-only "
-                  "registration, peers reach it through active messages",
+        ucs_trace("cxl: %p+%zu is not inside one pool allocation: its key "
+                  "will be unreachable, UCP uses active messages for it",
                   address, length);
     }
     *memh_p = memh;
@@ -324,31 +325,6 @@ static uint32_t uct_cxl_rkey_crc(const uct_cxl_packed_rkey_t *key)
     return cxlpool_crc32c(0, &tmp, sizeof(tmp));
 }
 
-/*
- * Identity of this process for keys of memory outside the pool: a random
- * 128-bit value, made again after fork, so that a local-only key is usable
- * exactly in the process that registered the memory (loopback, or two
- * interfaces of one process) and unreachable everywhere else.
- */
-static void uct_cxl_process_identity(uint8_t id[CXLPOOL_UUID_LEN])
-{
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static pid_t owner          = 0;
-    static uint8_t value[CXLPOOL_UUID_LEN];
-    uint64_t *words             = (uint64_t*)value;
-
-    pthread_mutex_lock(&lock);
-    if (owner != getpid()) {
-        if (getrandom(value, sizeof(value), 0) != (ssize_t)sizeof(value)) {
-            words[0] = ucs_generate_uuid((uintptr_t)&owner);
-            words[1] = ucs_generate_uuid((uintptr_t)getpid());
-        }
-        owner = getpid();
-    }
-    memcpy(id, value, sizeof(value));
-    pthread_mutex_unlock(&lock);
-}
-
 static ucs_status_t uct_cxl_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
                                       const uct_md_mkey_pack_params_t *params,
                                       void *buffer)
@@ -361,8 +337,7 @@ static ucs_status_t uct_cxl_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
     packed.length    = memh->length;
     packed.owner_va  = (uintptr_t)memh->address;
     if (memh->pool == NULL) {
-        packed.magic = UCT_CXL_RKEY_MAGIC_LOCAL;
-        uct_cxl_process_identity(packed.uuid);
+        packed.magic = UCT_CXL_RKEY_MAGIC_LOCAL; /* no pool identity */
     } else {
         packed.magic     = UCT_CXL_RKEY_MAGIC;
         packed.offset    = memh->offset;
@@ -372,35 +347,6 @@ static ucs_status_t uct_cxl_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
     }
     packed.crc = uct_cxl_rkey_crc(&packed);
     memcpy(key, &packed, sizeof(packed));
-    return UCS_OK;
-}
-
-/* A key of memory outside the pool: usable only in the registering process. */
-static ucs_status_t
-uct_cxl_rkey_unpack_local(const uct_cxl_packed_rkey_t *packed,
-                          uct_rkey_t *rkey_p, void **handle_p)
-{
-    uint8_t self[CXLPOOL_UUID_LEN];
-    uct_cxl_rkey_t *key;
-
-    uct_cxl_process_identity(self);
-    if (memcmp(self, packed->uuid, sizeof(self)) ||
-        (packed->owner_va + packed->length < packed->owner_va)) {
-        ucs_trace("cxl: remote key of memory outside the pool, registered "
-                  "by another process: unreachable");
-        return UCS_ERR_UNREACHABLE;
-    }
-
-    key = ucs_malloc(sizeof(*key), "cxl_rkey");
-    if (key == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-    key->pool  = NULL;
-    key->lo    = (uintptr_t)packed->owner_va;
-    key->hi    = key->lo + packed->length;
-    key->delta = 0;
-    *rkey_p    = (uintptr_t)key;
-    *handle_p  = key;
     return UCS_OK;
 }
 
@@ -418,7 +364,10 @@ static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
     memcpy(&packed, buffer, sizeof(packed));
     if ((packed.magic == UCT_CXL_RKEY_MAGIC_LOCAL) &&
         (uct_cxl_rkey_crc(&packed) == packed.crc)) {
-        return uct_cxl_rkey_unpack_local(&packed, rkey_p, handle_p);
+        /* memory outside the pool: no process reaches it through cxl, not
+         * even its owner (see the top of this file) */
+        ucs_trace("cxl: remote key of memory outside the pool: unreachable");
+        return UCS_ERR_UNREACHABLE;
     }
     if ((packed.magic != UCT_CXL_RKEY_MAGIC) ||
         (uct_cxl_rkey_crc(&packed) != packed.crc)) {
