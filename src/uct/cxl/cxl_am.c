@@ -117,9 +117,10 @@ uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
         uct_cxl_ep_set_failed(ep);
         return UCS_ERR_CONNECTION_RESET;
     }
-    /* no overtaking: with requests queued, only their dispatch may send */
-    if (ucs_unlikely(!ucs_arbiter_group_is_empty(&ep->arb_group) &&
-                     !ep->in_pending)) {
+    /* no overtaking: with requests queued, only their dispatch may send,
+     * and nothing passes a put that is still being streamed */
+    if (ucs_unlikely((!ucs_arbiter_group_is_empty(&ep->arb_group) &&
+                      !ep->in_pending) || (ep->stream.data != NULL))) {
         return UCS_ERR_NO_RESOURCE;
     }
     if (ucs_unlikely(!uct_cxl_tx_has_resources(iface, tx,
@@ -157,6 +158,34 @@ uct_cxl_ep_am_commit(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
                        length, "TX: %s", title);
     uct_cxl_tx_publish(ep->tx, iface->coh, rec, uct_cxl_rec_size(length));
     uct_cxl_tx_signal(iface, ep->tx);
+}
+
+/* The same steps for the records of proxied operations (cxl_proxy.c). */
+ucs_status_t uct_cxl_ep_send_check(uct_cxl_ep_t *ep, uint32_t max_length)
+{
+    return uct_cxl_ep_am_check(ep, uct_cxl_ep_iface(ep), max_length);
+}
+
+int uct_cxl_tx_room(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                    uint32_t max_length)
+{
+    return uct_cxl_tx_has_resources(iface, tx, uct_cxl_tx_need(tx, max_length));
+}
+
+uct_cxl_rec_t *uct_cxl_tx_reserve_rec(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                                      uint32_t max_length)
+{
+    return uct_cxl_tx_reserve(tx, iface->coh, max_length);
+}
+
+void uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                          uct_cxl_rec_t *rec, uint32_t length)
+{
+    rec->am_id  = 0;
+    rec->flags  = UCT_CXL_REC_OP;
+    rec->length = length;
+    uct_cxl_tx_publish(tx, iface->coh, rec, uct_cxl_rec_size(length));
+    uct_cxl_tx_signal(iface, tx);
 }
 
 ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
@@ -264,7 +293,11 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
             break;
         }
 
-        if (!(rec->flags & UCT_CXL_REC_PAD)) {
+        if (rec->flags & UCT_CXL_REC_OP) {
+            cxl_coh_invalidate(iface->coh, rec, size);
+            uct_cxl_proxy_handle(iface, index, rec + 1, rec->length);
+            ++count;
+        } else if (!(rec->flags & UCT_CXL_REC_PAD)) {
             cxl_coh_invalidate(iface->coh, rec, size);
             uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV,
                                rec->am_id, rec + 1, rec->length, "RX: AM");
@@ -296,8 +329,9 @@ uct_cxl_ep_process_pending(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     ucs_status_t status;
 
     if (!ep->tx->failed &&
-        !uct_cxl_tx_has_resources(iface, ep->tx,
-                                  uct_cxl_tx_need(ep->tx, iface->seg_size))) {
+        ((ep->stream.data != NULL) ||
+         !uct_cxl_tx_has_resources(iface, ep->tx,
+                                   uct_cxl_tx_need(ep->tx, iface->seg_size)))) {
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
     }
 
@@ -347,6 +381,10 @@ unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
         }
     }
 
+    if (ucs_unlikely(iface->proxy_busy)) {
+        count += uct_cxl_proxy_progress(iface);
+    }
+
     if (!ucs_arbiter_is_empty(&iface->arbiter)) {
         ucs_arbiter_dispatch(&iface->arbiter, 1, uct_cxl_ep_process_pending,
                              &count);
@@ -362,6 +400,7 @@ ucs_status_t uct_cxl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 
     if (!ep->failed && !ep->tx->failed &&
         ucs_arbiter_group_is_empty(&ep->arb_group) &&
+        (ep->stream.data == NULL) &&
         uct_cxl_tx_has_resources(iface, ep->tx,
                                  uct_cxl_tx_need(ep->tx, iface->seg_size))) {
         return UCS_ERR_BUSY;
@@ -407,6 +446,7 @@ static unsigned uct_cxl_ep_err_progress(void *arg)
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
 
     ep->err_cb_id = UCS_CALLBACKQ_ID_NULL;
+    uct_cxl_proxy_ep_fail(ep, UCS_ERR_ENDPOINT_TIMEOUT);
     uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
                             UCS_ERR_ENDPOINT_TIMEOUT);
     return 1;

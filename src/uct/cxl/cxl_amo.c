@@ -73,6 +73,11 @@
         if (ucs_unlikely(opcode == UCT_ATOMIC_OP_SWAP)) { \
             return UCS_ERR_UNSUPPORTED; /* post has no swap */ \
         } \
+        if (ucs_unlikely(uct_cxl_rkey_proxied(rkey))) { \
+            return uct_cxl_proxy_amo(ep, (const uct_cxl_rkey_t*)rkey, opcode, \
+                                     sizeof(old), value, 0, NULL, remote_addr, \
+                                     NULL); \
+        } \
         UCT_CXL_AMO_ADDR(ptr, ep, rkey, remote_addr, sizeof(old)); \
         status = UCT_CXL_AMO_APPLY(uint##_bits##_t, ptr, opcode, value, &old); \
         cxl_coh_writeback(uct_cxl_ep_iface(ep)->coh, ptr, sizeof(old)); \
@@ -91,6 +96,11 @@
         ucs_status_t status; \
         void *ptr; \
         \
+        if (ucs_unlikely(uct_cxl_rkey_proxied(rkey))) { \
+            return uct_cxl_proxy_amo(ep, (const uct_cxl_rkey_t*)rkey, opcode, \
+                                     sizeof(*result), value, 0, result, \
+                                     remote_addr, comp); \
+        } \
         UCT_CXL_AMO_ADDR(ptr, ep, rkey, remote_addr, sizeof(*result)); \
         status = UCT_CXL_AMO_APPLY(uint##_bits##_t, ptr, opcode, value, result); \
         cxl_coh_writeback(uct_cxl_ep_iface(ep)->coh, ptr, sizeof(*result)); \
@@ -109,6 +119,11 @@
         uint##_bits##_t expected = compare; \
         void *ptr; \
         \
+        if (ucs_unlikely(uct_cxl_rkey_proxied(rkey))) { \
+            return uct_cxl_proxy_amo(ep, (const uct_cxl_rkey_t*)rkey, \
+                                     UCT_ATOMIC_OP_CSWAP, sizeof(*result), \
+                                     swap, compare, result, remote_addr, comp); \
+        } \
         UCT_CXL_AMO_ADDR(ptr, ep, rkey, remote_addr, sizeof(*result)); \
         /* on failure the builtin stores the current value in expected */ \
         __atomic_compare_exchange_n((uint##_bits##_t*)ptr, &expected, swap, 0, \

@@ -34,7 +34,8 @@ typedef struct {
     uint32_t          events;       /* senders must signal when armed */
     volatile uint32_t armed;        /* receiver sleeps: signal it */
     uint32_t          num_hosts;    /* host ranges of channels (1 in hw mode) */
-    uint8_t           pad[12];
+    uint32_t          pad;
+    uint64_t          proc_id;      /* receiver's process (uct_cxl_proc_id()) */
 } __attribute__((aligned(UCT_CXL_LINE))) uct_cxl_block_hdr_t;
 
 /*
@@ -64,6 +65,8 @@ typedef struct {
 } __attribute__((aligned(UCT_CXL_LINE))) uct_cxl_chan_ctl_t;
 
 #define UCT_CXL_REC_PAD  0x1  /* filler up to the end of the ring */
+#define UCT_CXL_REC_OP   0x2  /* an operation for the receiver to execute on
+                               * its own memory, or its answer (cxl_proxy.c) */
 
 /* Record header, at a line-aligned ring offset, followed by the payload. */
 typedef struct {

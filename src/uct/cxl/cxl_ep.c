@@ -133,9 +133,9 @@ static ucs_status_t uct_cxl_peer_block(uct_cxl_iface_t *iface,
 }
 
 /* The channel to the interface at addr: shared, or claimed now. */
-static ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
-                                   const uct_cxl_iface_addr_t *addr,
-                                   uct_cxl_tx_t **tx_p)
+ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
+                            const uct_cxl_iface_addr_t *addr,
+                            uct_cxl_tx_t **tx_p)
 {
     uct_cxl_block_hdr_t *peer;
     ucs_status_t status;
@@ -176,7 +176,7 @@ static ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
     return UCS_OK;
 }
 
-static void uct_cxl_tx_put(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+void uct_cxl_tx_put(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
 {
     if (--tx->refcount > 0) {
         return;
@@ -202,6 +202,10 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_ep_t, const uct_ep_params_t *params)
     self->failed     = 0;
     self->err_cb_id  = UCS_CALLBACKQ_ID_NULL;
     self->in_pending = 0;
+    self->outstanding = 0;
+    self->flushes    = 0;
+    self->stream.data = NULL;
+    ucs_list_head_init(&self->flush_list);
     ucs_arbiter_group_init(&self->arb_group);
 
     status = uct_cxl_tx_get(iface,
@@ -219,6 +223,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_ep_t)
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(self);
 
     ucs_list_del(&self->list);
+    uct_cxl_proxy_ep_cleanup(self);
     uct_cxl_ep_pending_purge(&self->super.super, NULL, NULL);
     if (self->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
         ucs_callbackq_remove_safe(&iface->super.worker->super.progress_q,
@@ -252,6 +257,11 @@ ucs_status_t uct_cxl_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     if (length == 0) {
         return UCS_OK; /* UCT allows an invalid key here */
     }
+    if (ucs_unlikely(uct_cxl_rkey_proxied(rkey))) {
+        return uct_cxl_proxy_put(ucs_derived_of(tl_ep, uct_cxl_ep_t),
+                                 (const uct_cxl_rkey_t*)rkey, buffer, length,
+                                 remote_addr);
+    }
     UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, length, "put_short");
     memcpy(dst, buffer, length);
     cxl_coh_writeback(iface->coh, dst, length);
@@ -263,6 +273,7 @@ ssize_t uct_cxl_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
 {
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
     const uct_cxl_rkey_t *key = (const uct_cxl_rkey_t*)rkey;
+    ucs_status_t status;
     size_t length, room;
     void *dst;
 
@@ -273,6 +284,9 @@ ssize_t uct_cxl_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
      */
     if (rkey == UCT_INVALID_RKEY) {
         dst  = NULL; /* UCT's zero-length put: only an empty pack is fine */
+        room = 0;
+    } else if (ucs_unlikely(uct_cxl_rkey_proxied(rkey))) {
+        dst  = NULL; /* packed here, then sent to the owner */
         room = 0;
     } else {
         UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, 1, "put_bcopy");
@@ -290,6 +304,11 @@ ssize_t uct_cxl_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
         length = pack_cb(iface->bounce, arg);
         if (length == 0) {
             return 0;
+        }
+        if (uct_cxl_rkey_proxied(rkey)) {
+            status = uct_cxl_proxy_put(ucs_derived_of(tl_ep, uct_cxl_ep_t), key,
+                                       iface->bounce, length, remote_addr);
+            return (status == UCS_OK) ? (ssize_t)length : status;
         }
         if (length > room) {
             ucs_error("cxl: put_bcopy of %zu bytes at 0x%" PRIx64 " passes the "
@@ -336,6 +355,11 @@ ucs_status_t uct_cxl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     if (length == 0) {
         return UCS_OK;
     }
+    if (ucs_unlikely(uct_cxl_rkey_proxied(rkey))) {
+        return uct_cxl_proxy_put_iov(ucs_derived_of(tl_ep, uct_cxl_ep_t),
+                                     (const uct_cxl_rkey_t*)rkey, iov, iovcnt,
+                                     length, remote_addr);
+    }
     UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, length, "put_zcopy");
     uct_cxl_iov_copy(iov, iovcnt, dst, 1);
     cxl_coh_writeback(iface->coh, dst, length);
@@ -350,6 +374,17 @@ ucs_status_t uct_cxl_ep_get_short(uct_ep_h tl_ep, void *buffer, unsigned length,
 
     if (length == 0) {
         return UCS_OK;
+    }
+    if (ucs_unlikely(uct_cxl_rkey_proxied(rkey))) {
+        /*
+         * get_short completes on return, but here only the owner's progress
+         * can produce the data, and waiting for it would run callbacks
+         * inside this call.  UCP uses get_short only for memory-type
+         * copies, never on host memory of a peer.
+         */
+        ucs_error("cxl: get_short from memory outside the pool is not "
+                  "supported (use get_bcopy or get_zcopy)");
+        return UCS_ERR_UNSUPPORTED;
     }
     UCT_CXL_RKEY_ADDR(src, rkey, remote_addr, length, "get_short");
     cxl_coh_invalidate(iface->coh, src, length);
@@ -367,6 +402,12 @@ ucs_status_t uct_cxl_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_c
     if (length == 0) {
         unpack_cb(arg, NULL, 0);
         return UCS_OK;
+    }
+    if (ucs_unlikely(uct_cxl_rkey_proxied(rkey))) {
+        return uct_cxl_proxy_get(ucs_derived_of(tl_ep, uct_cxl_ep_t),
+                                 (const uct_cxl_rkey_t*)rkey,
+                                 UCT_CXL_PROXY_GET_BCOPY, NULL, unpack_cb, arg,
+                                 NULL, 0, length, remote_addr, comp);
     }
     UCT_CXL_RKEY_ADDR(src, rkey, remote_addr, length, "get_bcopy");
     cxl_coh_invalidate(iface->coh, src, length);
@@ -387,6 +428,12 @@ ucs_status_t uct_cxl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     if (length == 0) {
         return UCS_OK;
     }
+    if (ucs_unlikely(uct_cxl_rkey_proxied(rkey))) {
+        return uct_cxl_proxy_get(ucs_derived_of(tl_ep, uct_cxl_ep_t),
+                                 (const uct_cxl_rkey_t*)rkey,
+                                 UCT_CXL_PROXY_GET_ZCOPY, NULL, NULL, NULL,
+                                 iov, iovcnt, length, remote_addr, comp);
+    }
     UCT_CXL_RKEY_ADDR(src, rkey, remote_addr, length, "get_zcopy");
     cxl_coh_invalidate(iface->coh, src, length);
     uct_cxl_iov_copy(iov, iovcnt, src, 0);
@@ -401,6 +448,7 @@ ucs_status_t uct_cxl_ep_flush(uct_ep_h tl_ep, unsigned flags,
 
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         uct_cxl_ep_pending_purge(tl_ep, NULL, NULL);
+        uct_cxl_proxy_ep_fail(ep, UCS_ERR_CANCELED);
         return UCS_OK;
     }
     /*
@@ -418,7 +466,8 @@ ucs_status_t uct_cxl_ep_flush(uct_ep_h tl_ep, unsigned flags,
      * reach memory before anything that follows the flush */
     cxl_coh_fence(iface->coh);
     ucs_memory_cpu_store_fence();
-    return UCS_OK;
+    /* ... except those the owner of memory outside the pool executes */
+    return uct_cxl_proxy_ep_flush(ep, comp);
 }
 
 ucs_status_t uct_cxl_ep_fence(uct_ep_h tl_ep, unsigned flags)

@@ -203,8 +203,9 @@ static ucs_status_t uct_cxl_iface_flush(uct_iface_h tl_iface, unsigned flags,
             ep->tx->failed = 1;
             uct_cxl_ep_set_failed(ep);
         }
-        if (ep->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
-            status = UCS_INPROGRESS;
+        if ((ep->err_cb_id != UCS_CALLBACKQ_ID_NULL) ||
+            !uct_cxl_proxy_ep_idle(ep)) {
+            status = UCS_INPROGRESS; /* the caller progresses and retries */
         }
     }
 
@@ -355,6 +356,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->block->num_hosts    = self->num_hosts;
     self->block->ring_size    = (uint32_t)config->ring_size;
     self->block->chan_stride  = stride;
+    self->block->proc_id      = uct_cxl_proc_id();
     for (i = 0; i < config->num_channels; ++i) {
         self->rx[i].seq = uct_cxl_chan_first_seq(self->id, i);
         uct_cxl_block_chan(self->block, i)->seq = self->rx[i].seq;
@@ -375,6 +377,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     ucs_arbiter_init(&self->arbiter);
     ucs_list_head_init(&self->ep_list);
     ucs_list_head_init(&self->tx_list);
+    uct_cxl_proxy_iface_init(self);
     ucs_debug("cxl: iface %p id 0x%" PRIx64 " on pool %s (coherence %s), "
               "block 0x%" PRIx64 "+%" PRIu64, self, self->id, self->pool->path,
               cxl_coh_mode_name(self->coh), self->block_offset, block_size);
@@ -386,6 +389,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_arbiter_cleanup(&self->arbiter);
+    uct_cxl_proxy_iface_cleanup(self);
 
     /* tell connected senders before the memory can be reused */
     self->block->magic = UCT_CXL_BLOCK_CLOSED;

@@ -37,6 +37,9 @@ typedef struct uct_cxl_iface_addr {
 } UCS_S_PACKED uct_cxl_iface_addr_t;
 
 /* Receiver-local state of one channel. */
+typedef struct uct_cxl_reply uct_cxl_reply_t;
+typedef struct uct_cxl_op    uct_cxl_op_t;
+
 typedef struct {
     uint64_t pos;          /* bytes consumed */
     uint64_t published;    /* last value written to the consumer line */
@@ -67,6 +70,13 @@ typedef struct uct_cxl_iface {
     ucs_arbiter_t        arbiter;    /* endpoints with pending requests */
     ucs_list_link_t      ep_list;    /* all endpoints, for iface_flush */
     ucs_list_link_t      tx_list;    /* channels claimed in peers' blocks */
+    /* operations on memory outside the pool (cxl_proxy.c) */
+    int                  proxy_busy; /* answers, streams or flushes waiting */
+    ucs_list_link_t      replies;    /* answers waiting for room, in order */
+    ucs_list_link_t      reply_txs;  /* channels held for answers */
+    uct_cxl_op_t        *ops;        /* requests waiting for an answer */
+    unsigned             ops_size;
+    unsigned             ops_free;   /* head of the free slots, or ops_size */
     int                  event_fd;   /* read end of the wake-up FIFO, or -1 */
     int                  event_wfd;  /* own writer: no EOF while senders come and go */
     char                 event_path[64];
@@ -90,6 +100,7 @@ typedef struct uct_cxl_tx {
     uint64_t             head;
     uint64_t             cached_tail;
     uint32_t             seq;
+    uint64_t             op_head;    /* head after the last proxied operation */
     int                  failed;     /* peer gone: never written again */
     int                  signal_fd;  /* peer's wake-up FIFO; -1 not open, -2 none */
 } uct_cxl_tx_t;
@@ -102,6 +113,15 @@ typedef struct uct_cxl_ep {
     ucs_arbiter_group_t  arb_group;
     int                  err_cb_id;
     int                  in_pending; /* running one of its queued requests */
+    unsigned             outstanding; /* proxied requests without answer */
+    unsigned             flushes;    /* flush completions waiting */
+    ucs_list_link_t      flush_list;
+    struct {
+        uint8_t         *data;       /* NULL: no put being streamed */
+        size_t           length;
+        size_t           done;
+        uint64_t         addr;
+    } stream;                        /* a proxied put larger than the room */
 } uct_cxl_ep_t;
 
 #define uct_cxl_ep_iface(_ep) \
@@ -154,6 +174,62 @@ ucs_status_t uct_cxl_ep_check(uct_ep_h tl_ep, unsigned flags,
 void uct_cxl_ep_set_failed(uct_cxl_ep_t *ep);
 
 extern int uct_cxl_test_skip_record_wb;
+
+/* records of proxied operations (cxl_am.c) */
+ucs_status_t   uct_cxl_ep_send_check(uct_cxl_ep_t *ep, uint32_t max_length);
+int            uct_cxl_tx_room(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                               uint32_t max_length);
+uct_cxl_rec_t *uct_cxl_tx_reserve_rec(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                                      uint32_t max_length);
+void           uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                                    uct_cxl_rec_t *rec, uint32_t length);
+
+/* channels (cxl_ep.c) */
+ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
+                            const uct_cxl_iface_addr_t *addr,
+                            uct_cxl_tx_t **tx_p);
+void         uct_cxl_tx_put(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
+
+/*
+ * RMA and atomics on memory outside the pool (cxl_proxy.c): its key is
+ * usable in every process, and the owner executes the operation on its
+ * own memory when its interface progresses.
+ */
+ucs_status_t uct_cxl_proxy_put(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
+                               const void *data, size_t length,
+                               uint64_t remote_addr);
+ucs_status_t uct_cxl_proxy_put_iov(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
+                                   const uct_iov_t *iov, size_t iovcnt,
+                                   size_t length, uint64_t remote_addr);
+ucs_status_t uct_cxl_proxy_get(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
+                               int kind, void *buffer,
+                               uct_unpack_callback_t unpack_cb, void *arg,
+                               const uct_iov_t *iov, size_t iovcnt,
+                               size_t length, uint64_t remote_addr,
+                               uct_completion_t *comp);
+ucs_status_t uct_cxl_proxy_amo(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
+                               unsigned opcode, unsigned size, uint64_t value,
+                               uint64_t compare, void *result,
+                               uint64_t remote_addr, uct_completion_t *comp);
+void         uct_cxl_proxy_handle(uct_cxl_iface_t *iface, unsigned index,
+                                  const void *payload, uint32_t length);
+unsigned     uct_cxl_proxy_progress(uct_cxl_iface_t *iface);
+int          uct_cxl_proxy_ep_idle(uct_cxl_ep_t *ep);
+ucs_status_t uct_cxl_proxy_ep_flush(uct_cxl_ep_t *ep, uct_completion_t *comp);
+void         uct_cxl_proxy_ep_fail(uct_cxl_ep_t *ep, ucs_status_t status);
+void         uct_cxl_proxy_ep_cleanup(uct_cxl_ep_t *ep);
+void         uct_cxl_proxy_iface_init(uct_cxl_iface_t *iface);
+void         uct_cxl_proxy_iface_cleanup(uct_cxl_iface_t *iface);
+
+#define UCT_CXL_PROXY_GET_BCOPY  1
+#define UCT_CXL_PROXY_GET_ZCOPY  2
+
+/* A key of memory outside the pool: operations go to its owner. */
+static UCS_F_ALWAYS_INLINE int uct_cxl_rkey_proxied(uct_rkey_t rkey)
+{
+    return (rkey != UCT_INVALID_RKEY) && (rkey != 0) &&
+           (((const uct_cxl_rkey_t*)rkey)->pool == NULL);
+}
 
 /* wake-up (cxl_event.c) */
 ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode);

@@ -5,30 +5,23 @@
  * buffers there with UCX_ALLOC_PRIO=md:cxl or ucp_mem_map(ALLOCATE).
  *
  * Registration has two modes (UCX_CXL_REG_ANY):
- *  n (default): UCT_MD_FLAG_REG is not advertised; mem_reg works only for
- *     ranges inside one pool allocation, every key is usable by every
- *     process of the pool, and rkey_ptr is advertised.  UCP can then not
- *     register its send buffers, so its rendezvous copies through active
- *     messages.
- *  y: any host memory registers (UCT_MD_FLAG_REG).  Pool memory gets a
- *     key every process of the pool can use; memory outside the pool gets
- *     a local-only key that unpacks to UCS_ERR_UNREACHABLE in every
- *     process, the registering one included, so UCP reaches such memory
- *     with active messages (its software RMA and atomics) and uses zero
- *     copy exactly where the remote side lives in the pool (one-copy
- *     rendezvous from pool-resident buffers).  Even the owner must not
- *     reach it directly: one memory with two atomic paths (the owner's own
- *     CPU atomics, everybody else's through active messages that only the
- *     owner's progress executes) deadlocks Open MPI 4.1.4's osc ucx, whose
- *     owner spins on its own lock without progressing.  RKEY_PTR is not
- *     advertised: UCP 1.13's rkey_ptr rendezvous aborts on an unreachable
- *     key instead of falling back.
- *     Not the default: UCP 1.13 then takes cxl for every RMA and atomic
- *     lane and adds no active-message lane to emulate them, so a UCP
- *     context without TAG, STREAM or AM features (ucx_perftest's ucp_put_bw,
- *     ucp_fadd, ...; OpenSHMEM) cannot reach ordinary memory of another
- *     process ("remote memory is unreachable").
-
+ *  y (default): any host memory registers (UCT_MD_FLAG_REG), so UCP
+ *     registers its buffers and moves rendezvous data from pool-resident
+ *     buffers with one copy (get_zcopy).  Pool memory gets a key that
+ *     every process of the pool uses with plain loads, stores and CPU
+ *     atomics.  Memory outside the pool gets a key naming its owner
+ *     process: every process can use it too, but each operation on it is a
+ *     record in the owner's channel that the owner executes on its own
+ *     memory when it progresses (cxl_proxy.c), the owner's own operations
+ *     included, so one memory never has two atomic paths.  RKEY_PTR is not
+ *     advertised: no pointer reaches another process's private memory, and
+ *     UCP 1.13's rkey_ptr rendezvous aborts instead of falling back.
+ *  n: UCT_MD_FLAG_REG is not advertised; mem_reg works only for ranges
+ *     inside one pool allocation and rkey_ptr is advertised.  UCP can then
+ *     not register its send buffers, so its rendezvous copies through
+ *     active messages, and it emulates RMA and atomics on ordinary memory
+ *     with active messages itself.
+ *
  * With software coherence RKEY_PTR is not advertised either: a peer on
  * another host would load the buffer straight from pool memory through the
  * pointer, with no invalidate before and while the owner's writes may
@@ -43,6 +36,7 @@
 #include <uct/api/v2/uct_v2.h>
 #include <ucs/debug/log.h>
 #include <ucs/sys/sys.h>
+#include <sys/random.h>
 #include <pthread.h>
 #include <unistd.h>
 #include <ucs/debug/memtrack_int.h>
@@ -83,17 +77,14 @@ static ucs_config_field_t uct_cxl_md_config_table[] = {
      ucs_offsetof(uct_cxl_md_config_t, coherence),
      UCS_CONFIG_TYPE_ENUM(uct_cxl_coh_names)},
 
-    {"REG_ANY", "n",
+    {"REG_ANY", "y",
      "Register any host memory, not only pool allocations.\n"
-     " n - only pool allocations register (UCT_MD_FLAG_REG off), rkey_ptr\n"
-     "     is offered; UCP's rendezvous copies through active messages.\n"
-     " y - pool memory gets a key every process of the pool can use, other\n"
-     "     memory a key no process can use (UCP reaches it through active\n"
-     "     messages). UCP registers its buffers, so rendezvous from\n"
-     "     pool-resident buffers moves data with one copy (get_zcopy);\n"
-     "     rkey_ptr is not offered. Known issue with UCP 1.13: a context\n"
-     "     without TAG, STREAM or AM features (ucx_perftest ucp_put_bw,\n"
-     "     ucp_fadd, ...) cannot reach ordinary memory of another process.",
+     " y - UCP registers its buffers: rendezvous from pool-resident buffers\n"
+     "     moves data with one copy (get_zcopy). Keys of memory outside the\n"
+     "     pool are usable too: the owner process executes each operation on\n"
+     "     such memory when it progresses. rkey_ptr is not offered.\n"
+     " n - only pool allocations register (UCT_MD_FLAG_REG off) and rkey_ptr\n"
+     "     is offered; UCP's rendezvous copies through active messages.",
      ucs_offsetof(uct_cxl_md_config_t, reg_any), UCS_CONFIG_TYPE_BOOL},
 
     {"NUMA_NODE", "-1",
@@ -261,6 +252,55 @@ static int uct_cxl_find_extent(uct_cxl_pool_t *pool, void *address,
                                 length, ext) == CXLPOOL_OK);
 }
 
+/*
+ * Identity of this process for keys of memory outside the pool: random,
+ * made again after fork (a child has the memory, but not the interfaces
+ * that execute operations on it).  Interfaces publish it in their block
+ * header, so a proxied operation goes only to an interface of the owner.
+ */
+uint64_t uct_cxl_proc_id(void)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static pid_t owner          = 0;
+    static uint64_t value;
+    uint64_t id;
+
+    pthread_mutex_lock(&lock);
+    if (owner != getpid()) {
+        if ((getrandom(&value, sizeof(value), 0) != (ssize_t)sizeof(value)) ||
+            (value == 0)) {
+            value = ucs_generate_uuid((uintptr_t)&owner) | 1;
+        }
+        owner = getpid();
+    }
+    id = value;
+    pthread_mutex_unlock(&lock);
+    return id;
+}
+
+/* Registrations of memory outside the pool, where proxied operations may
+ * write: a stale or forged key never makes the owner touch other memory. */
+static pthread_mutex_t uct_cxl_local_regs_lock = PTHREAD_MUTEX_INITIALIZER;
+static UCS_LIST_HEAD(uct_cxl_local_regs);
+
+int uct_cxl_local_reg_covers(uintptr_t addr, size_t length)
+{
+    uct_cxl_memh_t *memh;
+    int found = 0;
+
+    pthread_mutex_lock(&uct_cxl_local_regs_lock);
+    ucs_list_for_each(memh, &uct_cxl_local_regs, list) {
+        if ((addr >= (uintptr_t)memh->address) &&
+            (length <= memh->length) &&
+            (addr - (uintptr_t)memh->address <= memh->length - length)) {
+            found = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&uct_cxl_local_regs_lock);
+    return found;
+}
+
 static ucs_status_t uct_cxl_mem_reg(uct_md_h tl_md, void *address, size_t length,
                                     unsigned flags, uct_mem_h *memh_p)
 {
@@ -289,15 +329,24 @@ static ucs_status_t uct_cxl_mem_reg(uct_md_h tl_md, void *address, size_t length
         memh->ext_index = ext.index;
         memh->ext_gen   = ext.gen;
     } else if (!md->reg_any) {
-        ucs_debug("cxl: %p+%zu is not inside one pool allocation; only pool "
-                  "memory can be reached through cxl (UCX_CXL_REG_ANY=y "
-                  "registers it with a key nobody can use)", address, length);
+        ucs_debug("cxl: %p+%zu is not inside one pool allocation; with "
+                  "UCX_CXL_REG_ANY=n only pool memory registers", address,
+                  length);
         ucs_free(memh);
         return UCS_ERR_UNSUPPORTED;
+    } else if (pool != NULL) {
+        /* pool memory no allocation of ours holds: operations on it would
+         * write over whatever is allocated there next */
+        ucs_debug("cxl: %p+%zu lies in pool %s but not inside one allocation",
+                  address, length, pool->path);
+        ucs_free(memh);
+        return UCS_ERR_INVALID_ADDR;
     } else {
-        ucs_trace("cxl: %p+%zu is not inside one pool allocation: its key "
-                  "will be unreachable, UCP uses active messages for it",
-                  address, length);
+        ucs_trace("cxl: %p+%zu is not inside one pool allocation: operations "
+                  "on it are executed by this process", address, length);
+        pthread_mutex_lock(&uct_cxl_local_regs_lock);
+        ucs_list_add_tail(&uct_cxl_local_regs, &memh->list);
+        pthread_mutex_unlock(&uct_cxl_local_regs_lock);
     }
     *memh_p = memh;
     return UCS_OK;
@@ -312,6 +361,11 @@ static ucs_status_t uct_cxl_mem_dereg(uct_md_h tl_md,
     memh = params->memh;
     if (memh->allocated) {
         return UCS_ERR_INVALID_PARAM; /* allocated memory goes to mem_free */
+    }
+    if (memh->pool == NULL) {
+        pthread_mutex_lock(&uct_cxl_local_regs_lock);
+        ucs_list_del(&memh->list);
+        pthread_mutex_unlock(&uct_cxl_local_regs_lock);
     }
     ucs_free(memh);
     return UCS_OK;
@@ -337,7 +391,8 @@ static ucs_status_t uct_cxl_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
     packed.length    = memh->length;
     packed.owner_va  = (uintptr_t)memh->address;
     if (memh->pool == NULL) {
-        packed.magic = UCT_CXL_RKEY_MAGIC_LOCAL; /* no pool identity */
+        packed.magic = UCT_CXL_RKEY_MAGIC_LOCAL;
+        packed.offset = uct_cxl_proc_id(); /* the owner, not a pool offset */
     } else {
         packed.magic     = UCT_CXL_RKEY_MAGIC;
         packed.offset    = memh->offset;
@@ -364,10 +419,22 @@ static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
     memcpy(&packed, buffer, sizeof(packed));
     if ((packed.magic == UCT_CXL_RKEY_MAGIC_LOCAL) &&
         (uct_cxl_rkey_crc(&packed) == packed.crc)) {
-        /* memory outside the pool: no process reaches it through cxl, not
-         * even its owner (see the top of this file) */
-        ucs_trace("cxl: remote key of memory outside the pool: unreachable");
-        return UCS_ERR_UNREACHABLE;
+        /* memory outside the pool: every operation goes to its owner */
+        if (packed.owner_va + packed.length < packed.owner_va) {
+            return UCS_ERR_INVALID_PARAM;
+        }
+        key = ucs_malloc(sizeof(*key), "cxl_rkey");
+        if (key == NULL) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        key->pool  = NULL;
+        key->lo    = (uintptr_t)packed.owner_va;
+        key->hi    = key->lo + packed.length;
+        key->delta = 0;
+        key->owner = packed.offset;
+        *rkey_p    = (uintptr_t)key;
+        *handle_p  = key;
+        return UCS_OK;
     }
     if ((packed.magic != UCT_CXL_RKEY_MAGIC) ||
         (uct_cxl_rkey_crc(&packed) != packed.crc)) {
@@ -409,6 +476,7 @@ static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
     }
 
     key->pool  = pool;
+    key->owner = 0;
     key->lo    = (uintptr_t)pool->base + packed.offset;
     key->hi    = key->lo + packed.length;
     key->delta = (intptr_t)(key->lo - (uintptr_t)packed.owner_va);

@@ -59,11 +59,11 @@ typedef struct uct_cxl_md {
 
 /*
  * Memory handle: a range inside one allocated extent of a pool, or (pool
- * NULL) any other memory: usable locally, and its key tells peers that
- * they cannot reach it.
+ * NULL) any other memory, whose key sends every operation to this process.
  */
 typedef struct uct_cxl_memh {
-    ucs_list_link_t  list;        /* allocated: in pool->allocs */
+    ucs_list_link_t  list;        /* allocated: in pool->allocs; outside
+                                   * the pool: in the local registrations */
     uct_cxl_pool_t  *pool;
     void            *address;
     size_t           length;
@@ -98,7 +98,8 @@ typedef struct uct_cxl_rkey {
     intptr_t         delta;
     uintptr_t        lo;
     uintptr_t        hi;
-    uct_cxl_pool_t  *pool;
+    uct_cxl_pool_t  *pool;      /* NULL: memory outside the pool, proxied */
+    uint64_t         owner;     /* proxied: the owner's uct_cxl_proc_id() */
 } uct_cxl_rkey_t;
 
 extern uct_component_t uct_cxl_component;
@@ -120,6 +121,12 @@ uct_cxl_rkey_addr(uct_rkey_t rkey, uint64_t remote_addr, size_t length)
     }
     return (void*)addr;
 }
+
+/* This process, for keys of memory outside the pool; new after fork. */
+uint64_t uct_cxl_proc_id(void);
+/* [addr, addr + length) lies in a live registration of memory outside the
+ * pool made by this process (proxied operations execute only there). */
+int      uct_cxl_local_reg_covers(uintptr_t addr, size_t length);
 
 /* process-wide pool registry (cxl_pool.c) */
 ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,

@@ -1,0 +1,888 @@
+/*
+ * RMA and atomics on memory outside the pool, executed by its owner.
+ *
+ * A process cannot load or store another process's private memory, but
+ * UCP registers every buffer it sends or exposes, ordinary ones included.
+ * The key of such memory names its owner process (uct_cxl_proc_id()), and
+ * every operation on it becomes a record in the channel to one of the
+ * owner's interfaces (flag UCT_CXL_REC_OP).  The owner executes it on its
+ * own memory when that interface progresses: a put is copied in, an
+ * atomic is applied with the CPU, a get or a fetching atomic is answered
+ * with records in the requester's own block.  The owner's own operations
+ * on such memory take the same path (a loopback endpoint), so one memory
+ * never has two atomic paths.
+ *
+ * Order: the records of one channel execute in order.  What of a get's
+ * answer does not fit into the requester's channel at once streams from
+ * progress, straight from the owner's memory, until another operation
+ * executes: then the rest is copied aside first, so no later operation
+ * changes what an earlier get returns.  (Pausing the channel instead would
+ * deadlock: answers can travel in the very channel that is paused, in
+ * loopback, and between two owners that get from each other.)
+ * Completion: a put or a non-fetching atomic
+ * completes locally at once; an endpoint's flush completes when the owner
+ * has consumed the channel up to its last operation and every answer has
+ * arrived.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cxl_iface.h"
+
+#include <uct/base/uct_iov.inl>
+#include <ucs/debug/log.h>
+#include <string.h>
+
+enum {
+    UCT_CXL_OP_PUT = 1,  /* data follows */
+    UCT_CXL_OP_GET,      /* answer with 'length' bytes */
+    UCT_CXL_OP_AMO,      /* apply 'amo', no answer */
+    UCT_CXL_OP_FAMO,     /* apply 'amo', answer with the old value */
+    UCT_CXL_OP_ANSWER    /* to a GET or FAMO of the requester 'cookie' */
+};
+
+/* Payload of an UCT_CXL_REC_OP record (before the data of PUT, ANSWER). */
+typedef struct {
+    uint8_t  op;
+    uint8_t  amo;          /* uct_atomic_op_t (UCT_ATOMIC_OP_CSWAP too) */
+    uint8_t  size;         /* atomics: 4 or 8 */
+    int8_t   status;       /* ANSWER: how the operation went */
+    uint32_t length;       /* PUT, ANSWER: data bytes; GET: bytes asked */
+    uint64_t addr;         /* owner's address; ANSWER: offset in the reply */
+    uint64_t cookie;       /* GET, FAMO: the request; echoed by ANSWER */
+    uint64_t value;        /* atomics: operand; ANSWER of FAMO: old value */
+    uint64_t compare;      /* CSWAP */
+    uct_cxl_iface_addr_t reply; /* GET, FAMO: where to answer */
+} UCS_S_PACKED uct_cxl_op_hdr_t;
+
+/* A request that waits for its answer (requester side). */
+struct uct_cxl_op {
+    uint32_t              gen;
+    unsigned              next_free;
+    uct_cxl_ep_t         *ep;       /* NULL: free */
+    uct_completion_t     *comp;
+    int                   kind;     /* UCT_CXL_PROXY_GET_*, or -1: atomic */
+    size_t                length;
+    size_t                received;
+    void                 *buffer;   /* atomic: result;
+                                     * get_bcopy: staging, freed at the end */
+    uct_unpack_callback_t unpack_cb;
+    void                 *arg;
+    size_t                iovcnt;
+    uct_iov_t             iov[UCT_CXL_MAX_IOV];
+    unsigned              size;     /* atomic result: 4 or 8 */
+};
+
+/* An answer that waits for room in the requester's block (owner side). */
+struct uct_cxl_reply {
+    ucs_list_link_t  list;
+    uct_cxl_tx_t    *tx;
+    uint64_t         cookie;
+    const uint8_t   *src;           /* GET: data from offset src_off on */
+    size_t           src_off;
+    uint8_t         *copy;          /* ... copied aside, or NULL */
+    size_t           length;
+    size_t           done;
+    uint64_t         value;         /* FAMO: the old value */
+    int              famo;
+    int8_t           status;
+};
+
+/* The answer channel to a requester's interface, held until close. */
+typedef struct {
+    ucs_list_link_t  list;
+    uct_cxl_tx_t    *tx;
+} uct_cxl_reply_tx_t;
+
+#define UCT_CXL_OP_HDR  sizeof(uct_cxl_op_hdr_t)
+
+static size_t uct_cxl_proxy_chunk(uct_cxl_iface_t *iface)
+{
+    return iface->seg_size - UCT_CXL_OP_HDR;
+}
+
+/* ------------------------------------------------------------------ */
+/* requester                                                            */
+/* ------------------------------------------------------------------ */
+
+/* The endpoint leads to an interface of the key's owner. */
+static ucs_status_t uct_cxl_proxy_check(uct_cxl_ep_t *ep,
+                                        const uct_cxl_rkey_t *key,
+                                        uint64_t remote_addr, size_t length)
+{
+    if ((remote_addr < key->lo) || (length > key->hi - remote_addr) ||
+        (remote_addr > key->hi)) {
+        ucs_error("cxl: %zu bytes at 0x%" PRIx64 " lie outside their remote "
+                  "key", length, remote_addr);
+        return UCS_ERR_INVALID_ADDR;
+    }
+    if (ucs_unlikely(ep->tx->peer->proc_id != key->owner)) {
+        ucs_error("cxl: remote key of memory outside the pool used on an "
+                  "endpoint to another process (owner %" PRIx64 ", peer %"
+                  PRIx64 ")", key->owner, ep->tx->peer->proc_id);
+        return UCS_ERR_UNREACHABLE;
+    }
+    return UCS_OK;
+}
+
+/* Write one operation record on the endpoint's channel (room checked). */
+static void uct_cxl_proxy_emit(uct_cxl_ep_t *ep, const uct_cxl_op_hdr_t *hdr,
+                               const void *data, uint32_t data_len)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    uct_cxl_tx_t *tx       = ep->tx;
+    uct_cxl_rec_t *rec;
+
+    rec = uct_cxl_tx_reserve_rec(iface, tx, UCT_CXL_OP_HDR + data_len);
+    memcpy(rec + 1, hdr, UCT_CXL_OP_HDR);
+    if (data_len > 0) {
+        memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, UCT_CXL_OP_HDR), data, data_len);
+    }
+    uct_cxl_tx_commit_op(iface, tx, rec, UCT_CXL_OP_HDR + data_len);
+    tx->op_head = tx->head;
+}
+
+/* Push put chunks while the channel has room; returns bytes written. */
+static size_t uct_cxl_proxy_put_chunks(uct_cxl_ep_t *ep, const uint8_t *data,
+                                       size_t length, uint64_t addr)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    size_t chunk_max       = uct_cxl_proxy_chunk(iface);
+    uct_cxl_op_hdr_t hdr   = {0};
+    size_t done            = 0;
+    size_t chunk;
+
+    hdr.op = UCT_CXL_OP_PUT;
+    while (done < length) {
+        chunk = ucs_min(length - done, chunk_max);
+        if (!uct_cxl_tx_room(iface, ep->tx, UCT_CXL_OP_HDR + chunk)) {
+            break;
+        }
+        hdr.length = (uint32_t)chunk;
+        hdr.addr   = addr + done;
+        uct_cxl_proxy_emit(ep, &hdr, data + done, (uint32_t)chunk);
+        done += chunk;
+    }
+    return done;
+}
+
+/* The rest of a put goes out from progress; the caller's data is copied. */
+static ucs_status_t uct_cxl_proxy_stream(uct_cxl_ep_t *ep, const uint8_t *data,
+                                         size_t length, uint64_t addr)
+{
+    ep->stream.data = ucs_malloc(length, "cxl_put_stream");
+    if (ep->stream.data == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    memcpy(ep->stream.data, data, length);
+    ep->stream.length = length;
+    ep->stream.done   = 0;
+    ep->stream.addr   = addr;
+    uct_cxl_ep_iface(ep)->proxy_busy = 1;
+    return UCS_OK;
+}
+
+ucs_status_t uct_cxl_proxy_put(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
+                               const void *data, size_t length,
+                               uint64_t remote_addr)
+{
+    ucs_status_t status;
+    size_t done;
+
+    status = uct_cxl_proxy_check(ep, key, remote_addr, length);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = uct_cxl_ep_send_check(ep, UCT_CXL_OP_HDR +
+                                   ucs_min(length,
+                                           uct_cxl_proxy_chunk(uct_cxl_ep_iface(ep))));
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    done = uct_cxl_proxy_put_chunks(ep, data, length, remote_addr);
+    if (done == length) {
+        return UCS_OK;
+    }
+    /* larger than the room: locally complete, the rest streams */
+    return uct_cxl_proxy_stream(ep, (const uint8_t*)data + done, length - done,
+                                remote_addr + done);
+}
+
+ucs_status_t uct_cxl_proxy_put_iov(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
+                                   const uct_iov_t *iov, size_t iovcnt,
+                                   size_t length, uint64_t remote_addr)
+{
+    ucs_iov_iter_t iter;
+    ucs_status_t status;
+    void *buf;
+
+    if ((iovcnt == 1) && (iov[0].count == 1)) {
+        return uct_cxl_proxy_put(ep, key, iov[0].buffer, length, remote_addr);
+    }
+    buf = ucs_malloc(length, "cxl_put_iov");
+    if (buf == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    ucs_iov_iter_init(&iter);
+    uct_iov_to_buffer(iov, iovcnt, &iter, buf, SIZE_MAX);
+    status = uct_cxl_proxy_put(ep, key, buf, length, remote_addr);
+    ucs_free(buf);
+    return status;
+}
+
+static ucs_status_t uct_cxl_proxy_op_alloc(uct_cxl_iface_t *iface,
+                                           unsigned *index_p)
+{
+    unsigned i, size;
+    uct_cxl_op_t *ops;
+
+    if (iface->ops_free == iface->ops_size) {
+        size = ucs_max(iface->ops_size * 2, 64);
+        ops  = ucs_realloc(iface->ops, size * sizeof(*ops), "cxl_ops");
+        if (ops == NULL) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        for (i = iface->ops_size; i < size; ++i) {
+            memset(&ops[i], 0, sizeof(ops[i]));
+            ops[i].next_free = i + 1;
+        }
+        iface->ops      = ops;
+        iface->ops_free = iface->ops_size;
+        iface->ops_size = size;
+    }
+    *index_p        = iface->ops_free;
+    iface->ops_free = iface->ops[*index_p].next_free;
+    return UCS_OK;
+}
+
+static void uct_cxl_proxy_op_release(uct_cxl_iface_t *iface, unsigned index)
+{
+    uct_cxl_op_t *op = &iface->ops[index];
+
+    if (op->kind == UCT_CXL_PROXY_GET_BCOPY) {
+        ucs_free(op->buffer);
+    }
+    op->ep->outstanding--;
+    op->ep        = NULL;
+    op->gen++;
+    op->next_free = iface->ops_free;
+    iface->ops_free = index;
+}
+
+/* Send a request that waits for an answer. */
+static ucs_status_t uct_cxl_proxy_request(uct_cxl_ep_t *ep,
+                                          uct_cxl_op_hdr_t *hdr,
+                                          const uct_cxl_op_t *proto)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    ucs_status_t status;
+    uct_cxl_op_t *op;
+    unsigned index;
+
+    status = uct_cxl_ep_send_check(ep, UCT_CXL_OP_HDR);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = uct_cxl_proxy_op_alloc(iface, &index);
+    if (status != UCS_OK) {
+        return status;
+    }
+    op            = &iface->ops[index];
+    op->ep        = ep;
+    op->comp      = proto->comp;
+    op->kind      = proto->kind;
+    op->length    = proto->length;
+    op->received  = 0;
+    op->buffer    = proto->buffer;
+    op->unpack_cb = proto->unpack_cb;
+    op->arg       = proto->arg;
+    op->iovcnt    = proto->iovcnt;
+    op->size      = proto->size;
+    memcpy(op->iov, proto->iov, proto->iovcnt * sizeof(*op->iov));
+    if (op->kind == UCT_CXL_PROXY_GET_BCOPY) {
+        op->buffer = ucs_malloc(op->length, "cxl_get_bcopy");
+        if (op->buffer == NULL) {
+            ep->outstanding++; /* released below */
+            uct_cxl_proxy_op_release(iface, index);
+            return UCS_ERR_NO_MEMORY;
+        }
+    }
+    ep->outstanding++;
+
+    hdr->cookie             = ((uint64_t)op->gen << 32) | index;
+    hdr->reply.block_offset = iface->block_offset;
+    hdr->reply.id           = iface->id;
+    uct_cxl_proxy_emit(ep, hdr, NULL, 0);
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t uct_cxl_proxy_get(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
+                               int kind, void *buffer,
+                               uct_unpack_callback_t unpack_cb, void *arg,
+                               const uct_iov_t *iov, size_t iovcnt,
+                               size_t length, uint64_t remote_addr,
+                               uct_completion_t *comp)
+{
+    uct_cxl_op_hdr_t hdr = {0};
+    uct_cxl_op_t proto;
+    ucs_status_t status;
+
+    UCT_CHECK_PARAM(iovcnt <= UCT_CXL_MAX_IOV, "iovcnt %zu > %d", iovcnt,
+                    UCT_CXL_MAX_IOV);
+    status = uct_cxl_proxy_check(ep, key, remote_addr, length);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (length > UINT32_MAX) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    memset(&proto, 0, sizeof(proto));
+    proto.comp      = comp;
+    proto.kind      = kind;
+    proto.length    = length;
+    proto.buffer    = buffer;
+    proto.unpack_cb = unpack_cb;
+    proto.arg       = arg;
+    proto.iovcnt    = iovcnt;
+    if (iovcnt > 0) {
+        memcpy(proto.iov, iov, iovcnt * sizeof(*iov));
+    }
+    hdr.op     = UCT_CXL_OP_GET;
+    hdr.length = (uint32_t)length;
+    hdr.addr   = remote_addr;
+    return uct_cxl_proxy_request(ep, &hdr, &proto);
+}
+
+ucs_status_t uct_cxl_proxy_amo(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
+                               unsigned opcode, unsigned size, uint64_t value,
+                               uint64_t compare, void *result,
+                               uint64_t remote_addr, uct_completion_t *comp)
+{
+    uct_cxl_op_hdr_t hdr = {0};
+    uct_cxl_op_t proto;
+    ucs_status_t status;
+
+    status = uct_cxl_proxy_check(ep, key, remote_addr, size);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (remote_addr % size) {
+        ucs_error("cxl: atomic on %u bytes at 0x%" PRIx64 " is misaligned",
+                  size, remote_addr);
+        return UCS_ERR_INVALID_ADDR;
+    }
+    hdr.amo     = (uint8_t)opcode;
+    hdr.size    = (uint8_t)size;
+    hdr.addr    = remote_addr;
+    hdr.value   = value;
+    hdr.compare = compare;
+    if (result == NULL) {
+        status = uct_cxl_ep_send_check(ep, UCT_CXL_OP_HDR);
+        if (status != UCS_OK) {
+            return status;
+        }
+        hdr.op = UCT_CXL_OP_AMO;
+        uct_cxl_proxy_emit(ep, &hdr, NULL, 0);
+        return UCS_OK;
+    }
+
+    memset(&proto, 0, sizeof(proto));
+    proto.comp   = comp;
+    proto.kind   = -1;
+    proto.length = 0;
+    proto.buffer = result;
+    proto.size   = size;
+    hdr.op       = UCT_CXL_OP_FAMO;
+    return uct_cxl_proxy_request(ep, &hdr, &proto);
+}
+
+/* Scatter answer data at offset into the request's destination. */
+static void uct_cxl_proxy_deliver(uct_cxl_op_t *op, size_t offset,
+                                  const uint8_t *data, size_t length)
+{
+    size_t i, j, pos = 0, n;
+    uint8_t *dst;
+
+    if (op->kind != UCT_CXL_PROXY_GET_ZCOPY) {
+        memcpy((uint8_t*)op->buffer + offset, data, length);
+        return;
+    }
+    for (i = 0; (i < op->iovcnt) && (length > 0); ++i) {
+        for (j = 0; (j < op->iov[i].count) && (length > 0); ++j) {
+            if (offset < pos + op->iov[i].length) {
+                dst = (uint8_t*)op->iov[i].buffer + j * op->iov[i].stride +
+                      (offset - pos);
+                n   = ucs_min(length, pos + op->iov[i].length - offset);
+                memcpy(dst, data, n);
+                data   += n;
+                offset += n;
+                length -= n;
+            }
+            pos += op->iov[i].length;
+        }
+    }
+}
+
+static void uct_cxl_proxy_complete(uct_cxl_iface_t *iface, unsigned index,
+                                   ucs_status_t status)
+{
+    uct_cxl_op_t *op       = &iface->ops[index];
+    uct_completion_t *comp = op->comp;
+
+    if ((status == UCS_OK) && (op->kind == UCT_CXL_PROXY_GET_BCOPY)) {
+        op->unpack_cb(op->arg, op->buffer, op->length);
+    }
+    uct_cxl_proxy_op_release(iface, index);
+    if (comp != NULL) {
+        uct_invoke_completion(comp, status);
+    }
+}
+
+static void uct_cxl_proxy_answer(uct_cxl_iface_t *iface,
+                                 const uct_cxl_op_hdr_t *hdr,
+                                 const uint8_t *data, uint32_t data_len)
+{
+    unsigned index   = (unsigned)(hdr->cookie & UINT32_MAX);
+    uint32_t gen     = (uint32_t)(hdr->cookie >> 32);
+    uct_cxl_op_t *op;
+
+    if ((index >= iface->ops_size) || (iface->ops[index].ep == NULL) ||
+        (iface->ops[index].gen != gen)) {
+        ucs_debug("cxl: answer to a request that is gone (cookie 0x%" PRIx64
+                  ")", hdr->cookie);
+        return;
+    }
+    op = &iface->ops[index];
+    if (hdr->status != UCS_OK) {
+        uct_cxl_proxy_complete(iface, index, (ucs_status_t)hdr->status);
+        return;
+    }
+    if (op->kind < 0) {
+        if (op->size == sizeof(uint32_t)) {
+            *(uint32_t*)op->buffer = (uint32_t)hdr->value;
+        } else {
+            *(uint64_t*)op->buffer = hdr->value;
+        }
+        uct_cxl_proxy_complete(iface, index, UCS_OK);
+        return;
+    }
+    if ((hdr->addr > op->length) || (data_len > op->length - hdr->addr)) {
+        ucs_error("cxl: answer of %u bytes at %" PRIu64 " does not fit a "
+                  "request of %zu bytes", data_len, hdr->addr, op->length);
+        uct_cxl_proxy_complete(iface, index, UCS_ERR_IO_ERROR);
+        return;
+    }
+    uct_cxl_proxy_deliver(op, hdr->addr, data, data_len);
+    op->received += data_len;
+    if (op->received == op->length) {
+        uct_cxl_proxy_complete(iface, index, UCS_OK);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* owner                                                                */
+/* ------------------------------------------------------------------ */
+
+#define UCT_CXL_PROXY_AMO(_type, _ptr, _hdr, _old_p) \
+    ({ \
+        _type *_p = (_type*)(_ptr); \
+        _type  _v = (_type)(_hdr)->value; \
+        _type  _c = (_type)(_hdr)->compare; \
+        ucs_status_t _st = UCS_OK; \
+        switch ((_hdr)->amo) { \
+        case UCT_ATOMIC_OP_ADD:  *(_old_p) = __atomic_fetch_add(_p, _v, __ATOMIC_SEQ_CST); break; \
+        case UCT_ATOMIC_OP_AND:  *(_old_p) = __atomic_fetch_and(_p, _v, __ATOMIC_SEQ_CST); break; \
+        case UCT_ATOMIC_OP_OR:   *(_old_p) = __atomic_fetch_or(_p, _v, __ATOMIC_SEQ_CST); break; \
+        case UCT_ATOMIC_OP_XOR:  *(_old_p) = __atomic_fetch_xor(_p, _v, __ATOMIC_SEQ_CST); break; \
+        case UCT_ATOMIC_OP_SWAP: *(_old_p) = __atomic_exchange_n(_p, _v, __ATOMIC_SEQ_CST); break; \
+        case UCT_ATOMIC_OP_CSWAP: \
+            __atomic_compare_exchange_n(_p, &_c, _v, 0, __ATOMIC_SEQ_CST, \
+                                        __ATOMIC_SEQ_CST); \
+            *(_old_p) = _c; \
+            break; \
+        default: _st = UCS_ERR_UNSUPPORTED; break; \
+        } \
+        _st; \
+    })
+
+static ucs_status_t uct_cxl_proxy_apply_amo(const uct_cxl_op_hdr_t *hdr,
+                                            uint64_t *old)
+{
+    uint32_t old32 = 0;
+    ucs_status_t status;
+
+    if ((hdr->size != 4) && (hdr->size != 8)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((hdr->addr % hdr->size) ||
+        !uct_cxl_local_reg_covers(hdr->addr, hdr->size)) {
+        return UCS_ERR_INVALID_ADDR;
+    }
+    if (hdr->size == 4) {
+        status = UCT_CXL_PROXY_AMO(uint32_t, hdr->addr, hdr, &old32);
+        *old   = old32;
+        return status;
+    }
+    return UCT_CXL_PROXY_AMO(uint64_t, hdr->addr, hdr, old);
+}
+
+/* The channel to answer on, shared with endpoints to the requester (if
+ * any); answers hold a reference until the interface closes, so that an
+ * answer never outlives its channel. */
+static uct_cxl_tx_t *uct_cxl_proxy_reply_tx(uct_cxl_iface_t *iface,
+                                            const uct_cxl_iface_addr_t *addr)
+{
+    uct_cxl_reply_tx_t *rtx;
+
+    ucs_list_for_each(rtx, &iface->reply_txs, list) {
+        if ((rtx->tx->block_offset == addr->block_offset) &&
+            (rtx->tx->peer_id == addr->id) && !rtx->tx->failed) {
+            return rtx->tx;
+        }
+    }
+    rtx = ucs_malloc(sizeof(*rtx), "cxl_reply_tx");
+    if (rtx == NULL) {
+        return NULL;
+    }
+    if (uct_cxl_tx_get(iface, addr, &rtx->tx) != UCS_OK) {
+        ucs_free(rtx);
+        return NULL;
+    }
+    ucs_list_add_tail(&iface->reply_txs, &rtx->list);
+    return rtx->tx;
+}
+
+/* Send what fits of an answer; 1 when all of it is out. */
+static int uct_cxl_proxy_reply_push(uct_cxl_iface_t *iface,
+                                    uct_cxl_reply_t *reply)
+{
+    size_t chunk_max     = uct_cxl_proxy_chunk(iface);
+    uct_cxl_op_hdr_t hdr = {0};
+    uct_cxl_rec_t *rec;
+    size_t chunk;
+
+    hdr.op     = UCT_CXL_OP_ANSWER;
+    hdr.cookie = reply->cookie;
+    hdr.status = reply->status;
+    hdr.value  = reply->value;
+    do {
+        if (reply->tx->failed || !uct_cxl_tx_peer_open(iface, reply->tx)) {
+            return 1; /* the requester is gone: nobody to answer */
+        }
+        chunk = reply->famo ? 0 : ucs_min(reply->length - reply->done,
+                                          chunk_max);
+        if (!uct_cxl_tx_room(iface, reply->tx, UCT_CXL_OP_HDR + chunk)) {
+            return 0;
+        }
+        hdr.addr   = reply->done;
+        hdr.length = (uint32_t)chunk;
+        rec = uct_cxl_tx_reserve_rec(iface, reply->tx, UCT_CXL_OP_HDR + chunk);
+        memcpy(rec + 1, &hdr, UCT_CXL_OP_HDR);
+        if (chunk > 0) {
+            memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, UCT_CXL_OP_HDR),
+                   reply->src + (reply->done - reply->src_off), chunk);
+        }
+        uct_cxl_tx_commit_op(iface, reply->tx, rec,
+                             (uint32_t)(UCT_CXL_OP_HDR + chunk));
+        reply->done += chunk;
+    } while (!reply->famo && (reply->done < reply->length));
+    return 1;
+}
+
+static void uct_cxl_proxy_reply(uct_cxl_iface_t *iface,
+                                const uct_cxl_op_hdr_t *hdr,
+                                ucs_status_t status, uint64_t value)
+{
+    uct_cxl_reply_t *reply;
+    uct_cxl_tx_t *tx;
+
+    tx = uct_cxl_proxy_reply_tx(iface, &hdr->reply);
+    if (tx == NULL) {
+        ucs_debug("cxl: cannot answer interface 0x%" PRIx64 " (gone?)",
+                  hdr->reply.id);
+        return;
+    }
+    reply = ucs_calloc(1, sizeof(*reply), "cxl_reply");
+    if (reply == NULL) {
+        ucs_error("cxl: no memory for an answer; the requester will wait");
+        return;
+    }
+    reply->tx      = tx;
+    reply->cookie  = hdr->cookie;
+    reply->famo    = (hdr->op == UCT_CXL_OP_FAMO);
+    reply->value   = value;
+    reply->status  = (int8_t)status;
+    if (!reply->famo && (status == UCS_OK)) {
+        reply->src    = (const uint8_t*)(uintptr_t)hdr->addr;
+        reply->length = hdr->length;
+    }
+    /* answers leave in order: only an empty queue may send at once */
+    if (ucs_list_is_empty(&iface->replies) &&
+        uct_cxl_proxy_reply_push(iface, reply)) {
+        ucs_free(reply);
+        return;
+    }
+    iface->proxy_busy = 1;
+    ucs_list_add_tail(&iface->replies, &reply->list);
+}
+
+/* Another operation executes: answers still streaming from the owner's
+ * memory take what they have left now, before it can change. */
+static void uct_cxl_proxy_snapshot(uct_cxl_iface_t *iface)
+{
+    uct_cxl_reply_t *reply;
+    size_t left;
+
+    ucs_list_for_each(reply, &iface->replies, list) {
+        left = reply->length - reply->done;
+        if ((reply->copy != NULL) || (left == 0)) {
+            continue;
+        }
+        reply->copy = ucs_malloc(left, "cxl_answer");
+        if (reply->copy == NULL) {
+            ucs_error("cxl: no memory to keep %zu bytes of an answer; it "
+                      "fails", left);
+            reply->status = UCS_ERR_NO_MEMORY;
+            reply->famo   = 1; /* a bare status, no more data */
+            reply->length = reply->done;
+            continue;
+        }
+        memcpy(reply->copy, reply->src + (reply->done - reply->src_off), left);
+        reply->src     = reply->copy;
+        reply->src_off = reply->done;
+    }
+}
+
+void uct_cxl_proxy_handle(uct_cxl_iface_t *iface, unsigned index,
+                          const void *payload, uint32_t length)
+{
+    const uct_cxl_op_hdr_t *hdr = payload;
+    const uint8_t *data         = (const uint8_t*)payload + UCT_CXL_OP_HDR;
+    ucs_status_t status         = UCS_OK;
+    uint64_t old                = 0;
+
+    if ((length < UCT_CXL_OP_HDR) ||
+        (hdr->length > length - UCT_CXL_OP_HDR &&
+         (hdr->op == UCT_CXL_OP_PUT || hdr->op == UCT_CXL_OP_ANSWER))) {
+        ucs_error("cxl: malformed operation record in channel %u", index);
+        return;
+    }
+
+    if ((hdr->op != UCT_CXL_OP_ANSWER) && !ucs_list_is_empty(&iface->replies)) {
+        uct_cxl_proxy_snapshot(iface);
+    }
+
+    switch (hdr->op) {
+    case UCT_CXL_OP_PUT:
+        if (!uct_cxl_local_reg_covers(hdr->addr, hdr->length)) {
+            ucs_error("cxl: put of %u bytes at 0x%" PRIx64 " is outside this "
+                      "process's registered memory; dropped", hdr->length,
+                      hdr->addr);
+            return;
+        }
+        memcpy((void*)(uintptr_t)hdr->addr, data, hdr->length);
+        return;
+    case UCT_CXL_OP_AMO:
+        status = uct_cxl_proxy_apply_amo(hdr, &old);
+        if (status != UCS_OK) {
+            ucs_error("cxl: atomic at 0x%" PRIx64 " failed: %s; dropped",
+                      hdr->addr, ucs_status_string(status));
+        }
+        return;
+    case UCT_CXL_OP_FAMO:
+        status = uct_cxl_proxy_apply_amo(hdr, &old);
+        uct_cxl_proxy_reply(iface, hdr, status, old);
+        return;
+    case UCT_CXL_OP_GET:
+        if (!uct_cxl_local_reg_covers(hdr->addr, hdr->length)) {
+            status = UCS_ERR_INVALID_ADDR;
+        }
+        uct_cxl_proxy_reply(iface, hdr, status, 0);
+        return;
+    case UCT_CXL_OP_ANSWER:
+        uct_cxl_proxy_answer(iface, hdr, data, hdr->length);
+        return;
+    default:
+        ucs_error("cxl: unknown operation %u in channel %u", hdr->op, index);
+        return;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* progress, flush, failure                                             */
+/* ------------------------------------------------------------------ */
+
+int uct_cxl_proxy_ep_idle(uct_cxl_ep_t *ep)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    uct_cxl_tx_t *tx       = ep->tx;
+
+    if ((ep->outstanding > 0) || (ep->stream.data != NULL)) {
+        return 0;
+    }
+    if (ep->failed || tx->failed || (tx->cached_tail >= tx->op_head)) {
+        return 1;
+    }
+    /* executed once the owner consumed the channel up to the last one */
+    cxl_coh_invalidate(iface->coh, (const void*)&tx->chan->tail, UCT_CXL_LINE);
+    tx->cached_tail = tx->chan->tail;
+    return tx->cached_tail >= tx->op_head;
+}
+
+typedef struct {
+    ucs_list_link_t   list;
+    uct_completion_t *comp;
+} uct_cxl_flush_req_t;
+
+ucs_status_t uct_cxl_proxy_ep_flush(uct_cxl_ep_t *ep, uct_completion_t *comp)
+{
+    uct_cxl_flush_req_t *req;
+
+    if ((ep->flushes == 0) && uct_cxl_proxy_ep_idle(ep)) {
+        return UCS_OK;
+    }
+    if (comp != NULL) {
+        req = ucs_malloc(sizeof(*req), "cxl_flush");
+        if (req == NULL) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        req->comp = comp;
+        ucs_list_add_tail(&ep->flush_list, &req->list);
+        ep->flushes++;
+        uct_cxl_ep_iface(ep)->proxy_busy = 1;
+    }
+    return UCS_INPROGRESS;
+}
+
+static void uct_cxl_proxy_flushes_done(uct_cxl_ep_t *ep, ucs_status_t status)
+{
+    uct_cxl_flush_req_t *req;
+
+    while (!ucs_list_is_empty(&ep->flush_list)) {
+        req = ucs_list_extract_head(&ep->flush_list, uct_cxl_flush_req_t, list);
+        ep->flushes--;
+        uct_invoke_completion(req->comp, status);
+        ucs_free(req);
+    }
+}
+
+/* Fail what the endpoint still waits for (peer gone, or flush cancel). */
+void uct_cxl_proxy_ep_fail(uct_cxl_ep_t *ep, ucs_status_t status)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    unsigned i;
+
+    for (i = 0; (i < iface->ops_size) && (ep->outstanding > 0); ++i) {
+        if (iface->ops[i].ep == ep) {
+            uct_cxl_proxy_complete(iface, i, status);
+        }
+    }
+    ucs_free(ep->stream.data);
+    ep->stream.data = NULL;
+    uct_cxl_proxy_flushes_done(ep, status);
+}
+
+/* Endpoint destroyed: forget its requests without calling anybody back. */
+void uct_cxl_proxy_ep_cleanup(uct_cxl_ep_t *ep)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    uct_cxl_flush_req_t *req;
+    unsigned i;
+
+    for (i = 0; (i < iface->ops_size) && (ep->outstanding > 0); ++i) {
+        if (iface->ops[i].ep == ep) {
+            uct_cxl_proxy_op_release(iface, i);
+        }
+    }
+    ucs_free(ep->stream.data);
+    ep->stream.data = NULL;
+    while (!ucs_list_is_empty(&ep->flush_list)) {
+        req = ucs_list_extract_head(&ep->flush_list, uct_cxl_flush_req_t, list);
+        ucs_free(req);
+    }
+    ep->flushes = 0;
+}
+
+unsigned uct_cxl_proxy_progress(uct_cxl_iface_t *iface)
+{
+    uct_cxl_reply_t *reply, *tmp;
+    unsigned count = 0;
+    int busy       = 0;
+    uct_cxl_ep_t *ep;
+    size_t done;
+
+    /* answers in arrival order; each one resumes its channel */
+    ucs_list_for_each_safe(reply, tmp, &iface->replies, list) {
+        if (!uct_cxl_proxy_reply_push(iface, reply)) {
+            busy = 1;
+            break; /* in order */
+        }
+        ucs_list_del(&reply->list);
+        ucs_free(reply->copy);
+        ucs_free(reply);
+        ++count;
+    }
+
+    ucs_list_for_each(ep, &iface->ep_list, list) {
+        if (ep->stream.data != NULL) {
+            if (ep->failed || ep->tx->failed) {
+                ucs_free(ep->stream.data);
+                ep->stream.data = NULL;
+            } else {
+                done = uct_cxl_proxy_put_chunks(ep, ep->stream.data +
+                                                    ep->stream.done,
+                                                ep->stream.length -
+                                                    ep->stream.done,
+                                                ep->stream.addr +
+                                                    ep->stream.done);
+                ep->stream.done += done;
+                count           += (done > 0);
+                if (ep->stream.done == ep->stream.length) {
+                    ucs_free(ep->stream.data);
+                    ep->stream.data = NULL;
+                } else {
+                    busy = 1;
+                }
+            }
+        }
+        if (ep->flushes > 0) {
+            if (uct_cxl_proxy_ep_idle(ep)) {
+                uct_cxl_proxy_flushes_done(ep, (ep->failed || ep->tx->failed) ?
+                                           UCS_ERR_ENDPOINT_TIMEOUT : UCS_OK);
+                ++count;
+            } else {
+                busy = 1;
+            }
+        }
+    }
+    iface->proxy_busy = busy;
+    return count;
+}
+
+void uct_cxl_proxy_iface_init(uct_cxl_iface_t *iface)
+{
+    iface->proxy_busy = 0;
+    iface->ops        = NULL;
+    iface->ops_size   = 0;
+    iface->ops_free   = 0;
+    ucs_list_head_init(&iface->replies);
+    ucs_list_head_init(&iface->reply_txs);
+}
+
+void uct_cxl_proxy_iface_cleanup(uct_cxl_iface_t *iface)
+{
+    uct_cxl_reply_t *reply, *rtmp;
+    uct_cxl_reply_tx_t *rtx, *ttmp;
+
+    ucs_list_for_each_safe(reply, rtmp, &iface->replies, list) {
+        ucs_free(reply->copy);
+        ucs_free(reply);
+    }
+    ucs_list_for_each_safe(rtx, ttmp, &iface->reply_txs, list) {
+        uct_cxl_tx_put(iface, rtx->tx);
+        ucs_free(rtx);
+    }
+    ucs_free(iface->ops);
+}
