@@ -16,10 +16,11 @@
  *                   passive target lock exclusive/shared, exclusive-lock
  *                   mutual exclusion, Accumulate SUM/MAX, Fetch_and_op
  *                   ticket counter, Compare_and_swap spin lock
- *   software RMA    (MPI_CXL_SW_RMA=0 disables) Put/Get on an MPI_Win_create window
- *                   over malloc'd memory (UCP's software RMA over cxl active
- *                   messages, as the cxl MD registers no memory outside the
- *                   pool)
+ *   malloc'd window (MPI_CXL_SW_RMA=0 disables) Put/Get on an MPI_Win_create
+ *                   window over malloc'd memory: memory outside the pool,
+ *                   reached through its owner (UCX_CXL_REG_ANY=y, the
+ *                   default) or UCP's software RMA over cxl active messages
+ *                   (UCX_CXL_REG_ANY=n)
  *
  * Window memory lies in the CXL pool: checked against /proc/self/maps when
  * UCX_ALLOC_PRIO starts with "md:cxl" or MPI_CXL_CHECK_POOL=1
@@ -1468,14 +1469,14 @@ static void rma_compare_and_swap(int64_t *abase, MPI_Win awin)
 /*
  * A window over malloc'd memory (MPI_CXL_SW_RMA=0 turns it off).  Regression:
  * Put > 512 KiB used to hang in MPI_Win_fence (ep_flush refused while UCP's
- * flush request sat in the pending queue).  The cxl MD can
- * not register memory outside the pool, so UCP reaches this window with its
- * software RMA emulation over cxl active messages, not with the rma lane.
+ * flush request sat in the pending queue).  The memory is outside the pool:
+ * with UCX_CXL_REG_ANY=y (default) every rank's operations on it are
+ * executed by its owner; with n, UCP emulates RMA with active messages.
  */
 static void rma_win_create_sw(void)
 {
     static const char *name = "one-sided: MPI_Win_create on malloc'd memory "
-                              "(UCP software RMA over cxl active messages)";
+                              "(outside the pool: executed by its owner)";
     const char *env = getenv("MPI_CXL_SW_RMA");
     const char *label = " (MPI_Win_create window, software RMA)";
     size_t wlen = (size_t)g_size * SLOT;

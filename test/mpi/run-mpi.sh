@@ -20,11 +20,9 @@
 #   RUN_MPI_TUNE=1          1: MCA parameters from --tune contrib/openmpi-cxl.conf
 #                           0: the same parameters as --mca options
 #   RUN_MPI_NEGATIVE=1      0: skip the negative control
-#   CXL_TEST_REG_ANY=n      y: the ranks get UCX_CXL_REG_ANY=y (UCP registers
-#                           every buffer on cxl; keys of memory outside the
-#                           pool are unreachable, so UCP uses active messages
-#                           for it); the script checks in every rank's UCX
-#                           log that the setting arrived
+#   CXL_TEST_REG_ANY        y or n: the ranks get UCX_CXL_REG_ANY=y|n (unset:
+#                           the default, y); the script checks in every
+#                           rank's UCX log that the setting arrived
 #   CXL_TEST_COHERENCE=hw   sw: the same job in software-coherent mode on the
 #                           strict non-coherent pool emulator
 #                           (doc/design/sw-coherence.md): the pool is created
@@ -141,11 +139,11 @@ if [ "$COHERENCE" = sw ]; then
     ENVS+=(-x "UCX_CXL_COHERENCE=sw")
     echo "run-mpi.sh: sw mode: pool emulate-nc:$POOL (${CREATE_OPTS[*]}), each rank its own emulated host"
 fi
-REG_ANY=${CXL_TEST_REG_ANY:-n}
+REG_ANY=${CXL_TEST_REG_ANY:-}
 case "$REG_ANY" in
-    n) ;;
-    y) ENVS+=(-x "UCX_CXL_REG_ANY=y")
-       echo "run-mpi.sh: UCX_CXL_REG_ANY=y: every buffer registers on cxl" ;;
+    "") ;;
+    y|n) ENVS+=(-x "UCX_CXL_REG_ANY=$REG_ANY")
+         echo "run-mpi.sh: UCX_CXL_REG_ANY=$REG_ANY" ;;
     *) echo "run-mpi.sh: CXL_TEST_REG_ANY must be y or n, not '$REG_ANY'" >&2
        exit 99 ;;
 esac
@@ -195,14 +193,14 @@ else
         echo "run-mpi.sh: lanes: every lane (tag for pml ucx, rma/amo for osc ucx) is on cxl"
     fi
 fi
-# --- REG_ANY=y: did every rank run with it? ---------------------------------
-if [ "$REG_ANY" = y ] && [ $rc -eq 0 ]; then
+# --- CXL_TEST_REG_ANY: did every rank run with it? -------------------------
+if [ -n "$REG_ANY" ] && [ $rc -eq 0 ]; then
     nlogs=$(ls "$SCR"/ucx.*.log 2>/dev/null | wc -l)
-    nset=$(grep -l 'UCX_\* env variables:.*UCX_CXL_REG_ANY=y' "$SCR"/ucx.*.log 2>/dev/null | wc -l)
+    nset=$(grep -l "UCX_\\* env variables:.*UCX_CXL_REG_ANY=$REG_ANY" "$SCR"/ucx.*.log 2>/dev/null | wc -l)
     if [ "$nlogs" -ge "$NP" ] && [ "$nset" -eq "$nlogs" ]; then
-        echo "run-mpi.sh: UCX_CXL_REG_ANY=y seen in all $nlogs rank logs"
+        echo "run-mpi.sh: UCX_CXL_REG_ANY=$REG_ANY seen in all $nlogs rank logs"
     else
-        echo "run-mpi.sh: FAIL: UCX_CXL_REG_ANY=y in $nset of $nlogs rank logs"
+        echo "run-mpi.sh: FAIL: UCX_CXL_REG_ANY=$REG_ANY in $nset of $nlogs rank logs"
         lane_rc=1
     fi
 fi

@@ -25,12 +25,12 @@
 #   4. UCX_TLS=cxl between pods that map different pools: unreachable
 # (b) each pod maps its own pool (pool A in pod-1, pool B in pod-2),
 #     UCX_TLS=cxl,tcp
-#   5. inside pod-1 with UCX_CXL_REG_ANY=y: every lane cxl, none tcp
-#      (ep_cfg and lane lines); under 1 MiB over lo
-#   6. inside pod-2 with UCX_CXL_REG_ANY=y: the same with pool B
+#   5. inside pod-1 with default settings (UCX_CXL_REG_ANY=y): every lane
+#      cxl, none tcp (ep_cfg and lane lines); under 1 MiB over lo
+#   6. inside pod-2 with UCX_CXL_REG_ANY=y set: the same with pool B
 #   7. pod-1 to pod-2: lanes tcp on the veth devices only (no cxl, not lo);
 #      the payload (> 4 MiB) crosses the veth, nothing goes over lo
-#   8. inside pod-1 with default settings (UCX_CXL_REG_ANY=n): the am lane (eager tag, AM,
+#   8. inside pod-1 with UCX_CXL_REG_ANY=n: the am lane (eager tag, AM,
 #      stream), rma and amo are cxl; the memory domain registers only pool
 #      memory, so UCP 1.13 adds tcp lanes, as rendezvous bandwidth
 #      (rma_bw) and wireup lanes only, and at least one of them; the
@@ -445,11 +445,11 @@ run_hw() {
     check_unreachable diff-cxl "4. different pools, cxl, pod-1 <-> pod-2" cxl
 
     echo "# (b) pool A in pod-1 ($A), pool B in pod-2 ($B), UCX_TLS=cxl,tcp"
-    # UCX_CXL_REG_ANY=y: the cxl memory domain registers any memory, so
-    # inside a pod UCP needs no tcp lane at all
-    run_pair pod1-cxltcp "$P1" "$A" "$P1" "$A" 127.0.0.1 cxl,tcp cxl UCX_CXL_REG_ANY=y
-    check_traffic    pod1-cxltcp "5. cxl,tcp inside pod-1 (UCX_CXL_REG_ANY=y)"
-    check_lanes_only pod1-cxltcp "5. cxl,tcp inside pod-1 (UCX_CXL_REG_ANY=y)" cxl "$DA" "$DA" tcp
+    # UCX_CXL_REG_ANY=y (the default): the cxl memory domain registers any
+    # memory, so inside a pod UCP needs no tcp lane at all
+    run_pair pod1-cxltcp "$P1" "$A" "$P1" "$A" 127.0.0.1 cxl,tcp cxl
+    check_traffic    pod1-cxltcp "5. cxl,tcp inside pod-1 (default settings)"
+    check_lanes_only pod1-cxltcp "5. cxl,tcp inside pod-1 (default settings)" cxl "$DA" "$DA" tcp
     check_bytes "5. cxl,tcp inside pod-1: the payload goes through pool A, only the test's own socket over lo" \
         "$NET1" lo -lt 1048576
 
@@ -465,13 +465,13 @@ run_hw() {
     check_bytes "7. cxl,tcp pod-1 <-> pod-2: the payload crosses the veth" "$NET1" "$VETH1" -gt 4194304
     check_bytes "7. cxl,tcp pod-1 <-> pod-2: nothing over pod-1's loopback" "$NET1" lo -lt 65536
 
-    # With UCX_CXL_REG_ANY=n (the default) the cxl memory domain registers
-    # only pool memory, so UCP 1.13 gives rendezvous zero-copy of ordinary
-    # buffers to tcp (rma_bw lanes); everything else stays on cxl.
-    run_pair pod1-cxltcp-pool "$P1" "$A" "$P1" "$A" 127.0.0.1 cxl,tcp cxl,tcp
-    check_traffic       pod1-cxltcp-pool "8. cxl,tcp inside pod-1 (default settings)"
-    check_lanes_primary pod1-cxltcp-pool "8. cxl,tcp inside pod-1 (default settings)" cxl "$DA" tcp
-    check_bytes "8. cxl,tcp inside pod-1 (default settings): the rendezvous payload takes the tcp rma_bw lanes over lo" \
+    # With UCX_CXL_REG_ANY=n the cxl memory domain registers only pool
+    # memory, so UCP 1.13 gives rendezvous zero-copy of ordinary buffers to
+    # tcp (rma_bw lanes); everything else stays on cxl.
+    run_pair pod1-cxltcp-pool "$P1" "$A" "$P1" "$A" 127.0.0.1 cxl,tcp cxl,tcp UCX_CXL_REG_ANY=n
+    check_traffic       pod1-cxltcp-pool "8. cxl,tcp inside pod-1 (UCX_CXL_REG_ANY=n)"
+    check_lanes_primary pod1-cxltcp-pool "8. cxl,tcp inside pod-1 (UCX_CXL_REG_ANY=n)" cxl "$DA" tcp
+    check_bytes "8. cxl,tcp inside pod-1 (UCX_CXL_REG_ANY=n): the rendezvous payload takes the tcp rma_bw lanes over lo" \
         "$NET1" lo -gt 4194304
 }
 
