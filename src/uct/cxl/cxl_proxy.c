@@ -111,6 +111,10 @@ static ucs_status_t uct_cxl_proxy_check(uct_cxl_ep_t *ep,
                                         const uct_cxl_rkey_t *key,
                                         uint64_t remote_addr, size_t length)
 {
+    if (ucs_unlikely(ep->failed || ep->tx->failed)) {
+        uct_cxl_ep_set_failed(ep); /* reported once */
+        return UCS_ERR_CONNECTION_RESET; /* the block may be reused already */
+    }
     if ((remote_addr < key->lo) || (length > key->hi - remote_addr) ||
         (remote_addr > key->hi)) {
         ucs_error("cxl: %zu bytes at 0x%" PRIx64 " lie outside their remote "
