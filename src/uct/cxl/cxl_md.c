@@ -492,8 +492,15 @@ err_put:
 static ucs_status_t uct_cxl_rkey_ptr(uct_component_t *component, uct_rkey_t rkey,
                                      void *handle, uint64_t raddr, void **laddr_p)
 {
-    void *addr = uct_cxl_rkey_addr(rkey, raddr, 1); /* a byte at raddr */
+    void *addr;
 
+    if ((rkey != UCT_INVALID_RKEY) && (rkey != 0) &&
+        (((const uct_cxl_rkey_t*)rkey)->pool == NULL)) {
+        /* memory outside the pool: private to its owner, even when the
+         * owner is this process (its operations go through the owner too) */
+        return UCS_ERR_UNREACHABLE;
+    }
+    addr = uct_cxl_rkey_addr(rkey, raddr, 1); /* a byte at raddr */
     if (addr == NULL) {
         return UCS_ERR_INVALID_ADDR;
     }

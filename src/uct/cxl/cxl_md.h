@@ -111,8 +111,9 @@ uct_cxl_rkey_addr(uct_rkey_t rkey, uint64_t remote_addr, size_t length)
     const uct_cxl_rkey_t *key = (const uct_cxl_rkey_t*)rkey;
     uintptr_t addr;
 
-    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (rkey == 0))) {
-        return NULL;
+    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (rkey == 0) ||
+                     (key->pool == NULL))) {
+        return NULL; /* no key, or memory outside the pool (never local) */
     }
     addr = (uintptr_t)remote_addr + key->delta;
     if (ucs_unlikely((addr < key->lo) || (length > key->hi - addr) ||

@@ -209,6 +209,18 @@ TEST_F(cxl_proxy, later_put_does_not_change_an_earlier_get)
     EXPECT_EQ(-1, first_diff(mem(), after.data(), len));
 }
 
+/*
+ * No pointer to memory outside the pool: uct_rkey_ptr (and so ucp_rkey_ptr)
+ * used to return the owner's address, meaningless in any other process.
+ */
+TEST_F(cxl_proxy, rkey_ptr_is_unreachable)
+{
+    void *p = nullptr;
+
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, m_key.ptr(addr(0), &p));
+    EXPECT_EQ(nullptr, p);
+}
+
 /* Every atomic, both widths, against a model. */
 TEST_F(cxl_proxy, atomics_match_a_model)
 {
