@@ -334,6 +334,18 @@ static ucs_status_t uct_cxl_mem_reg(uct_md_h tl_md, void *address, size_t length
                   length);
         ucs_free(memh);
         return UCS_ERR_UNSUPPORTED;
+    } else if (flags & UCT_MD_MEM_FLAG_HIDE_ERRORS) {
+        /*
+         * The caller has a fallback (UCP registers rendezvous buffers this
+         * way and then moves the data with its pipelined active messages).
+         * For bulk data that beats having the owner stream it (MPI
+         * bandwidth at 1 MiB: 0.31x sm through the owner, above 1x through
+         * the pipeline), so only memory UCP maps for RMA gets a key here.
+         */
+        ucs_trace("cxl: %p+%zu is outside the pool: registration declined "
+                  "for a caller with a fallback", address, length);
+        ucs_free(memh);
+        return UCS_ERR_UNSUPPORTED;
     } else if (pool != NULL) {
         /* pool memory no allocation of ours holds: operations on it would
          * write over whatever is allocated there next */
