@@ -432,9 +432,10 @@ for layer, op, layout, var in bw_groups:
                 "remote buffer (it allocates, it does not register), so UCP has no "
                 "usable rkey and emulates put/get with active messages (software RMA). "
                 if not CXL_MD_REG else
-                "the cxl MD registers ordinary memory in this build, but keys for memory "
-                "outside the pool are unreachable for peers, so UCP reaches ordinary "
-                "remote buffers with active messages (software RMA). ") +
+                "the cxl MD registers ordinary memory in this build, with keys whose "
+                "operations the owner process executes when it progresses (records in "
+                "its channel, answers in the requester's), so every operation waits "
+                "for the owner's progress, as UCP's own emulation does. ") +
                "posix and sysv cannot register ordinary memory either; cma can."
                + ((" " + peer_hint[0].upper() + peer_hint[1:]) if peer_hint else ""))
     add_target("%s from 64 KiB: at least 90%% of the memcpy limit [MB/s, higher is better]" % label,
