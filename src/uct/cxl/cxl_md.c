@@ -13,9 +13,13 @@
  *     process: every process can use it too, but each operation on it is a
  *     record in the owner's channel that the owner executes on its own
  *     memory when it progresses (cxl_proxy.c), the owner's own operations
- *     included, so one memory never has two atomic paths.  RKEY_PTR is not
- *     advertised: no pointer reaches another process's private memory, and
- *     UCP 1.13's rkey_ptr rendezvous aborts instead of falling back.
+ *     included, so one memory never has two atomic paths.  Callers with a
+ *     fallback (UCT_MD_MEM_FLAG_HIDE_ERRORS: UCP's rendezvous buffers) are
+ *     declined for memory outside the pool: UCP's pipelined active
+ *     messages move bulk data faster than the owner can stream it.
+ *     RKEY_PTR is not advertised: no pointer reaches another process's
+ *     private memory, and UCP 1.13's rkey_ptr rendezvous aborts instead of
+ *     falling back.
  *  n: UCT_MD_FLAG_REG is not advertised; mem_reg works only for ranges
  *     inside one pool allocation and rkey_ptr is advertised.  UCP can then
  *     not register its send buffers, so its rendezvous copies through
@@ -80,9 +84,11 @@ static ucs_config_field_t uct_cxl_md_config_table[] = {
     {"REG_ANY", "y",
      "Register any host memory, not only pool allocations.\n"
      " y - UCP registers its buffers: rendezvous from pool-resident buffers\n"
-     "     moves data with one copy (get_zcopy). Keys of memory outside the\n"
-     "     pool are usable too: the owner process executes each operation on\n"
-     "     such memory when it progresses. rkey_ptr is not offered.\n"
+     "     moves data with one copy (get_zcopy). Memory outside the pool that\n"
+     "     UCP maps for RMA gets keys too: the owner process executes each\n"
+     "     operation on it when it progresses. Rendezvous buffers outside the\n"
+     "     pool are declined, so UCP pipelines them through active messages.\n"
+     "     rkey_ptr is not offered.\n"
      " n - only pool allocations register (UCT_MD_FLAG_REG off) and rkey_ptr\n"
      "     is offered; UCP's rendezvous copies through active messages.",
      ucs_offsetof(uct_cxl_md_config_t, reg_any), UCS_CONFIG_TYPE_BOOL},
