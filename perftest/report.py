@@ -105,6 +105,17 @@ def get(layer, fig, tl, var, unit):
     return series.get((layer, fig, tl, var, unit))
 
 
+def layer_series(layer, tl, var, units):
+    """(fig, unit, series) of transport tl, in figure order, where measured"""
+    for (ly, fig) in fig_order:
+        if ly != layer:
+            continue
+        for unit in units:
+            s = get(layer, fig, tl, var, unit)
+            if s is not None:
+                yield fig, unit, s
+
+
 def overlap(sc, sp):
     """True when the min-max ranges of two series overlap."""
     if not sc or not sp or sc["median"] is None or sp["median"] is None:
@@ -498,17 +509,9 @@ def cost_factor(hw, sw):
 
 def sw_rows(layer, var):
     """[(fig, unit, hw, sw, emu)] where cxl-sw has a series"""
-    rows = []
-    for (ly, fig) in fig_order:
-        if ly != layer:
-            continue
-        for unit in SW_UNITS:
-            ss = get(layer, fig, "cxl-sw", var, unit)
-            if ss is None:
-                continue
-            rows.append((fig, unit, get(layer, fig, "cxl", var, unit), ss,
-                         get(layer, fig, "cxl-emu", var, unit)))
-    return rows
+    return [(fig, unit, get(layer, fig, "cxl", var, unit), ss,
+             get(layer, fig, "cxl-emu", var, unit))
+            for fig, unit, ss in layer_series(layer, "cxl-sw", var, SW_UNITS)]
 
 
 def geomean(vals):
@@ -594,26 +597,20 @@ def md_table(layer, variant, peers, units=PRIMARY_UNITS):
             peers + ["cxl/" + p for p in peers] + ["cxl % of limit", "target"])
     rows.append("| " + " | ".join(head) + " |")
     rows.append("|" + "---|" * len(head))
-    for (ly, fig) in fig_order:
-        if ly != layer:
-            continue
-        for unit in units:
-            sc = get(layer, fig, "cxl", variant, unit)
-            if sc is None:
-                continue
-            sps = [get(layer, fig, p, variant, unit) for p in peers]
-            pct = pct_of_limit(fig, unit, sc["median"])
-            mark = target_marks.get((layer, fig, variant, unit), "")
-            if mark == "MISSED":
-                mark = "**MISSED**"
-            swc = []
-            if sw:
-                ss = get(layer, fig, "cxl-sw", variant, unit)
-                swc = [cell(ss), ratio_cell(ss, sc)]
-            rows.append("| " + " | ".join(
-                [fig, unit, sc["better"], cell(sc)] + swc + [cell(x) for x in sps] +
-                [ratio_cell(sc, x) for x in sps] +
-                ["%.0f%%" % pct if pct is not None else "—", mark]) + " |")
+    for fig, unit, sc in layer_series(layer, "cxl", variant, units):
+        sps = [get(layer, fig, p, variant, unit) for p in peers]
+        pct = pct_of_limit(fig, unit, sc["median"])
+        mark = target_marks.get((layer, fig, variant, unit), "")
+        if mark == "MISSED":
+            mark = "**MISSED**"
+        swc = []
+        if sw:
+            ss = get(layer, fig, "cxl-sw", variant, unit)
+            swc = [cell(ss), ratio_cell(ss, sc)]
+        rows.append("| " + " | ".join(
+            [fig, unit, sc["better"], cell(sc)] + swc + [cell(x) for x in sps] +
+            [ratio_cell(sc, x) for x in sps] +
+            ["%.0f%%" % pct if pct is not None else "—", mark]) + " |")
     return "\n".join(rows)
 
 
@@ -784,17 +781,11 @@ md.append("## Machine limits")
 md.append("")
 md.append("| limit | median [min–max] | |")
 md.append("|---|---|---|")
-for (ly, fig) in fig_order:
-    if ly != "limit":
-        continue
-    for unit in ("MB/s", "ns(p50)", "ns(avg)"):
-        s = get("limit", fig, "machine", "-", unit)
-        if s is None:
-            continue
-        extra = ""
-        if unit == "MB/s" and s["median"]:
-            extra = "%.2f GB/s (10^9 B/s)" % (s["median"] * 1048576 / 1e9)
-        md.append("| %s [%s] | %s | %s |" % (fig, unit, cell(s), extra))
+for fig, unit, s in layer_series("limit", "machine", "-", ("MB/s", "ns(p50)", "ns(avg)")):
+    extra = ""
+    if unit == "MB/s" and s["median"]:
+        extra = "%.2f GB/s (10^9 B/s)" % (s["median"] * 1048576 / 1e9)
+    md.append("| %s [%s] | %s | %s |" % (fig, unit, cell(s), extra))
 md.append("")
 md.append("memcpy: one thread on core 0 copying between two buffers of that size "
           "(8 KiB–1 MiB stay in cache, 64 MiB does not); cache line: two threads on cores 0 "
@@ -878,17 +869,11 @@ if HAVE_EMU:
     md.append("")
     md.append("| Figure | unit | better | cxl-emu (emulator) | cxl-sw | cxl (hw) | emu/sw |")
     md.append("|---|---|---|---|---|---|---|")
-    for (ly, fig) in fig_order:
-        if ly != "ucp":
-            continue
-        for unit in SW_UNITS:
-            se = get("ucp", fig, "cxl-emu", "host", unit)
-            if se is None:
-                continue
-            ss = get("ucp", fig, "cxl-sw", "host", unit)
-            md.append("| %s | %s | %s | %s | %s | %s | %s |" %
-                      (fig, unit, se["better"], cell(se), cell(ss),
-                       cell(get("ucp", fig, "cxl", "host", unit)), ratio_cell(se, ss)))
+    for fig, unit, se in layer_series("ucp", "cxl-emu", "host", SW_UNITS):
+        ss = get("ucp", fig, "cxl-sw", "host", unit)
+        md.append("| %s | %s | %s | %s | %s | %s | %s |" %
+                  (fig, unit, se["better"], cell(se), cell(ss),
+                   cell(get("ucp", fig, "cxl", "host", unit)), ratio_cell(se, ss)))
     md.append("")
 
 md.append("## Average latencies (us(avg), same runs)")
@@ -959,18 +944,12 @@ gp.append("set key outside right top")
 
 def ratio_plot(fname, layer, variant, peers, units, title):
     rows = []
-    for (ly, fig) in fig_order:
-        if ly != layer:
+    for fig, unit, sc in layer_series(layer, "cxl", variant, units):
+        advs = [advantage(sc, get(layer, fig, p, variant, unit)) for p in peers]
+        if all(a is None for a in advs):
             continue
-        for unit in units:
-            sc = get(layer, fig, "cxl", variant, unit)
-            if sc is None:
-                continue
-            advs = [advantage(sc, get(layer, fig, p, variant, unit)) for p in peers]
-            if all(a is None for a in advs):
-                continue
-            rows.append(["%s [%s]" % (fig, unit)] +
-                        ["?" if a is None else "%.5g" % a for a in advs])
+        rows.append(["%s [%s]" % (fig, unit)] +
+                    ["?" if a is None else "%.5g" % a for a in advs])
     if not rows:
         return
     dat = fname.replace(".png", ".dat")
