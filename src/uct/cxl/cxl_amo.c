@@ -26,38 +26,6 @@
         } \
     } while (0)
 
-/* Apply opcode; returns the old value.  One body for both widths. */
-#define UCT_CXL_AMO_APPLY(_type, _ptr, _opcode, _value, _old_p) \
-    ({ \
-        ucs_status_t _st = UCS_OK; \
-        switch (_opcode) { \
-        case UCT_ATOMIC_OP_ADD: \
-            *(_old_p) = __atomic_fetch_add((_type*)(_ptr), _value, \
-                                           __ATOMIC_SEQ_CST); \
-            break; \
-        case UCT_ATOMIC_OP_AND: \
-            *(_old_p) = __atomic_fetch_and((_type*)(_ptr), _value, \
-                                           __ATOMIC_SEQ_CST); \
-            break; \
-        case UCT_ATOMIC_OP_OR: \
-            *(_old_p) = __atomic_fetch_or((_type*)(_ptr), _value, \
-                                          __ATOMIC_SEQ_CST); \
-            break; \
-        case UCT_ATOMIC_OP_XOR: \
-            *(_old_p) = __atomic_fetch_xor((_type*)(_ptr), _value, \
-                                           __ATOMIC_SEQ_CST); \
-            break; \
-        case UCT_ATOMIC_OP_SWAP: \
-            *(_old_p) = __atomic_exchange_n((_type*)(_ptr), _value, \
-                                            __ATOMIC_SEQ_CST); \
-            break; \
-        default: \
-            _st = UCS_ERR_UNSUPPORTED; \
-            break; \
-        } \
-        _st; \
-    })
-
 #define UCT_CXL_AMO_FUNCS(_bits) \
     ucs_status_t uct_cxl_ep_atomic##_bits##_post(uct_ep_h tl_ep, \
                                                  unsigned opcode, \

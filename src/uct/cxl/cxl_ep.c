@@ -203,7 +203,6 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_ep_t, const uct_ep_params_t *params)
     self->err_cb_id  = UCS_CALLBACKQ_ID_NULL;
     self->in_pending = 0;
     self->outstanding = 0;
-    self->flushes    = 0;
     self->stream.data = NULL;
     ucs_list_head_init(&self->flush_list);
     ucs_arbiter_group_init(&self->arb_group);

@@ -114,8 +114,7 @@ typedef struct uct_cxl_ep {
     int                  err_cb_id;
     int                  in_pending; /* running one of its queued requests */
     unsigned             outstanding; /* proxied requests without answer */
-    unsigned             flushes;    /* flush completions waiting */
-    ucs_list_link_t      flush_list;
+    ucs_list_link_t      flush_list; /* flush completions waiting */
     struct {
         uint8_t         *data;       /* NULL: no put being streamed */
         size_t           length;
@@ -224,13 +223,6 @@ void         uct_cxl_proxy_iface_cleanup(uct_cxl_iface_t *iface);
 #define UCT_CXL_PROXY_GET_BCOPY  1
 #define UCT_CXL_PROXY_GET_ZCOPY  2
 
-/* A key of memory outside the pool: operations go to its owner. */
-static UCS_F_ALWAYS_INLINE int uct_cxl_rkey_proxied(uct_rkey_t rkey)
-{
-    return (rkey != UCT_INVALID_RKEY) && (rkey != 0) &&
-           (((const uct_cxl_rkey_t*)rkey)->pool == NULL);
-}
-
 /* wake-up (cxl_event.c) */
 ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode);
 void uct_cxl_iface_event_cleanup(uct_cxl_iface_t *iface);
@@ -246,6 +238,40 @@ static UCS_F_ALWAYS_INLINE void uct_cxl_tx_signal(uct_cxl_iface_t *iface,
         uct_cxl_tx_signal_slow(iface, tx);
     }
 }
+
+/* Apply a non-compare opcode; returns the old value.  One body for both
+ * widths, for the transport's own atomics (cxl_amo.c) and for those an
+ * owner executes on memory outside the pool (cxl_proxy.c). */
+#define UCT_CXL_AMO_APPLY(_type, _ptr, _opcode, _value, _old_p) \
+    ({ \
+        ucs_status_t _st = UCS_OK; \
+        switch (_opcode) { \
+        case UCT_ATOMIC_OP_ADD: \
+            *(_old_p) = __atomic_fetch_add((_type*)(_ptr), _value, \
+                                           __ATOMIC_SEQ_CST); \
+            break; \
+        case UCT_ATOMIC_OP_AND: \
+            *(_old_p) = __atomic_fetch_and((_type*)(_ptr), _value, \
+                                           __ATOMIC_SEQ_CST); \
+            break; \
+        case UCT_ATOMIC_OP_OR: \
+            *(_old_p) = __atomic_fetch_or((_type*)(_ptr), _value, \
+                                          __ATOMIC_SEQ_CST); \
+            break; \
+        case UCT_ATOMIC_OP_XOR: \
+            *(_old_p) = __atomic_fetch_xor((_type*)(_ptr), _value, \
+                                           __ATOMIC_SEQ_CST); \
+            break; \
+        case UCT_ATOMIC_OP_SWAP: \
+            *(_old_p) = __atomic_exchange_n((_type*)(_ptr), _value, \
+                                            __ATOMIC_SEQ_CST); \
+            break; \
+        default: \
+            _st = UCS_ERR_UNSUPPORTED; \
+            break; \
+        } \
+        _st; \
+    })
 
 /* atomics (cxl_amo.c) */
 ucs_status_t uct_cxl_ep_atomic32_post(uct_ep_h tl_ep, unsigned opcode,

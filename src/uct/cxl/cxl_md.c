@@ -423,6 +423,27 @@ static ucs_status_t uct_cxl_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
     return UCS_OK;
 }
 
+/* An unpacked key granting [lo, lo + length), local = remote + delta. */
+static ucs_status_t uct_cxl_rkey_new(uct_cxl_pool_t *pool, uintptr_t lo,
+                                     uint64_t length, intptr_t delta,
+                                     uint64_t owner, uct_rkey_t *rkey_p,
+                                     void **handle_p)
+{
+    uct_cxl_rkey_t *key = ucs_malloc(sizeof(*key), "cxl_rkey");
+
+    if (key == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    key->pool  = pool;
+    key->owner = owner;
+    key->lo    = lo;
+    key->hi    = lo + length;
+    key->delta = delta;
+    *rkey_p    = (uintptr_t)key;
+    *handle_p  = key;
+    return UCS_OK;
+}
+
 static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
                                         const void *buffer, uct_rkey_t *rkey_p,
                                         void **handle_p)
@@ -430,8 +451,8 @@ static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
     uct_cxl_packed_rkey_t packed;
     uct_cxl_pool_t *pool;
     cxlpool_status_t cstatus;
-    uct_cxl_rkey_t *key;
     ucs_status_t status;
+    uintptr_t lo;
 
     *handle_p = NULL; /* UCP 1.13 may release a key that failed to unpack */
     memcpy(&packed, buffer, sizeof(packed));
@@ -441,18 +462,9 @@ static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
         if (packed.owner_va + packed.length < packed.owner_va) {
             return UCS_ERR_INVALID_PARAM;
         }
-        key = ucs_malloc(sizeof(*key), "cxl_rkey");
-        if (key == NULL) {
-            return UCS_ERR_NO_MEMORY;
-        }
-        key->pool  = NULL;
-        key->lo    = (uintptr_t)packed.owner_va;
-        key->hi    = key->lo + packed.length;
-        key->delta = 0;
-        key->owner = packed.offset;
-        *rkey_p    = (uintptr_t)key;
-        *handle_p  = key;
-        return UCS_OK;
+        return uct_cxl_rkey_new(NULL, (uintptr_t)packed.owner_va,
+                                packed.length, 0, packed.offset, rkey_p,
+                                handle_p);
     }
     if ((packed.magic != UCT_CXL_RKEY_MAGIC) ||
         (uct_cxl_rkey_crc(&packed) != packed.crc)) {
@@ -487,20 +499,13 @@ static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
         goto err_put;
     }
 
-    key = ucs_malloc(sizeof(*key), "cxl_rkey");
-    if (key == NULL) {
-        status = UCS_ERR_NO_MEMORY;
-        goto err_put;
+    lo     = (uintptr_t)pool->base + packed.offset;
+    status = uct_cxl_rkey_new(pool, lo, packed.length,
+                              (intptr_t)(lo - (uintptr_t)packed.owner_va), 0,
+                              rkey_p, handle_p);
+    if (status == UCS_OK) {
+        return UCS_OK;
     }
-
-    key->pool  = pool;
-    key->owner = 0;
-    key->lo    = (uintptr_t)pool->base + packed.offset;
-    key->hi    = key->lo + packed.length;
-    key->delta = (intptr_t)(key->lo - (uintptr_t)packed.owner_va);
-    *rkey_p    = (uintptr_t)key;
-    *handle_p  = key;
-    return UCS_OK;
 
 err_put:
     uct_cxl_pool_put(pool);
@@ -512,8 +517,7 @@ static ucs_status_t uct_cxl_rkey_ptr(uct_component_t *component, uct_rkey_t rkey
 {
     void *addr;
 
-    if ((rkey != UCT_INVALID_RKEY) && (rkey != 0) &&
-        (((const uct_cxl_rkey_t*)rkey)->pool == NULL)) {
+    if (uct_cxl_rkey_proxied(rkey)) {
         /* memory outside the pool: private to its owner, even when the
          * owner is this process (its operations go through the owner too) */
         return UCS_ERR_UNREACHABLE;

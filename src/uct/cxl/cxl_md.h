@@ -104,6 +104,21 @@ typedef struct uct_cxl_rkey {
 
 extern uct_component_t uct_cxl_component;
 
+/* A key of memory outside the pool: operations go to its owner. */
+static UCS_F_ALWAYS_INLINE int uct_cxl_rkey_proxied(uct_rkey_t rkey)
+{
+    return (rkey != UCT_INVALID_RKEY) && (rkey != 0) &&
+           (((const uct_cxl_rkey_t*)rkey)->pool == NULL);
+}
+
+/* [addr, +length) lies inside what key grants (addr in its address space). */
+static UCS_F_ALWAYS_INLINE int
+uct_cxl_rkey_covers(const uct_cxl_rkey_t *key, uintptr_t addr, size_t length)
+{
+    return (addr >= key->lo) && (addr <= key->hi) &&
+           (length <= key->hi - addr);
+}
+
 /* Local address for [remote_addr, +length) under rkey, NULL if outside. */
 static UCS_F_ALWAYS_INLINE void *
 uct_cxl_rkey_addr(uct_rkey_t rkey, uint64_t remote_addr, size_t length)
@@ -116,8 +131,7 @@ uct_cxl_rkey_addr(uct_rkey_t rkey, uint64_t remote_addr, size_t length)
         return NULL; /* no key, or memory outside the pool (never local) */
     }
     addr = (uintptr_t)remote_addr + key->delta;
-    if (ucs_unlikely((addr < key->lo) || (length > key->hi - addr) ||
-                     (addr > key->hi))) {
+    if (ucs_unlikely(!uct_cxl_rkey_covers(key, addr, length))) {
         return NULL;
     }
     return (void*)addr;

@@ -85,7 +85,6 @@ struct uct_cxl_reply {
     size_t           length;
     size_t           done;
     uint64_t         value;         /* FAMO: the old value */
-    int              famo;
     int8_t           status;
 };
 
@@ -115,8 +114,7 @@ static ucs_status_t uct_cxl_proxy_check(uct_cxl_ep_t *ep,
         uct_cxl_ep_set_failed(ep); /* reported once */
         return UCS_ERR_CONNECTION_RESET; /* the block may be reused already */
     }
-    if ((remote_addr < key->lo) || (length > key->hi - remote_addr) ||
-        (remote_addr > key->hi)) {
+    if (!uct_cxl_rkey_covers(key, remote_addr, length)) {
         ucs_error("cxl: %zu bytes at 0x%" PRIx64 " lie outside their remote "
                   "key", length, remote_addr);
         return UCS_ERR_INVALID_ADDR;
@@ -130,12 +128,11 @@ static ucs_status_t uct_cxl_proxy_check(uct_cxl_ep_t *ep,
     return UCS_OK;
 }
 
-/* Write one operation record on the endpoint's channel (room checked). */
-static void uct_cxl_proxy_emit(uct_cxl_ep_t *ep, const uct_cxl_op_hdr_t *hdr,
-                               const void *data, uint32_t data_len)
+/* Write one operation or answer record on a channel (room checked). */
+static void uct_cxl_proxy_emit(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                               const uct_cxl_op_hdr_t *hdr, const void *data,
+                               uint32_t data_len)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
-    uct_cxl_tx_t *tx       = ep->tx;
     uct_cxl_rec_t *rec;
 
     rec = uct_cxl_tx_reserve_rec(iface, tx, UCT_CXL_OP_HDR + data_len);
@@ -144,7 +141,14 @@ static void uct_cxl_proxy_emit(uct_cxl_ep_t *ep, const uct_cxl_op_hdr_t *hdr,
         memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, UCT_CXL_OP_HDR), data, data_len);
     }
     uct_cxl_tx_commit_op(iface, tx, rec, UCT_CXL_OP_HDR + data_len);
-    tx->op_head = tx->head;
+}
+
+/* ... an operation of the endpoint: its flush waits until it executed */
+static void uct_cxl_proxy_emit_op(uct_cxl_ep_t *ep, const uct_cxl_op_hdr_t *hdr,
+                                  const void *data, uint32_t data_len)
+{
+    uct_cxl_proxy_emit(uct_cxl_ep_iface(ep), ep->tx, hdr, data, data_len);
+    ep->tx->op_head = ep->tx->head;
 }
 
 /* Push put chunks while the channel has room; returns bytes written. */
@@ -165,7 +169,7 @@ static size_t uct_cxl_proxy_put_chunks(uct_cxl_ep_t *ep, const uint8_t *data,
         }
         hdr.length = (uint32_t)chunk;
         hdr.addr   = addr + done;
-        uct_cxl_proxy_emit(ep, &hdr, data + done, (uint32_t)chunk);
+        uct_cxl_proxy_emit_op(ep, &hdr, data + done, (uint32_t)chunk);
         done += chunk;
     }
     return done;
@@ -275,50 +279,48 @@ static void uct_cxl_proxy_op_release(uct_cxl_iface_t *iface, unsigned index)
     iface->ops_free = index;
 }
 
-/* Send a request that waits for an answer. */
-static ucs_status_t uct_cxl_proxy_request(uct_cxl_ep_t *ep,
-                                          uct_cxl_op_hdr_t *hdr,
-                                          const uct_cxl_op_t *proto)
+/* A request that will wait for an answer, or NULL and *status_p. */
+static uct_cxl_op_t *uct_cxl_proxy_op_new(uct_cxl_ep_t *ep, int kind,
+                                          uct_completion_t *comp,
+                                          ucs_status_t *status_p)
 {
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
-    ucs_status_t status;
     uct_cxl_op_t *op;
     unsigned index;
 
-    status = uct_cxl_ep_send_check(ep, UCT_CXL_OP_HDR);
-    if (status != UCS_OK) {
-        return status;
+    *status_p = uct_cxl_ep_send_check(ep, UCT_CXL_OP_HDR);
+    if (*status_p != UCS_OK) {
+        return NULL;
     }
-    status = uct_cxl_proxy_op_alloc(iface, &index);
-    if (status != UCS_OK) {
-        return status;
+    *status_p = uct_cxl_proxy_op_alloc(iface, &index);
+    if (*status_p != UCS_OK) {
+        return NULL;
     }
     op            = &iface->ops[index];
     op->ep        = ep;
-    op->comp      = proto->comp;
-    op->kind      = proto->kind;
-    op->length    = proto->length;
+    op->comp      = comp;
+    op->kind      = kind;
+    op->length    = 0;
     op->received  = 0;
-    op->buffer    = proto->buffer;
-    op->unpack_cb = proto->unpack_cb;
-    op->arg       = proto->arg;
-    op->iovcnt    = proto->iovcnt;
-    op->size      = proto->size;
-    memcpy(op->iov, proto->iov, proto->iovcnt * sizeof(*op->iov));
-    if (op->kind == UCT_CXL_PROXY_GET_BCOPY) {
-        op->buffer = ucs_malloc(op->length, "cxl_get_bcopy");
-        if (op->buffer == NULL) {
-            ep->outstanding++; /* released below */
-            uct_cxl_proxy_op_release(iface, index);
-            return UCS_ERR_NO_MEMORY;
-        }
-    }
+    op->buffer    = NULL;
+    op->unpack_cb = NULL;
+    op->arg       = NULL;
+    op->iovcnt    = 0;
+    op->size      = 0;
     ep->outstanding++;
+    return op;
+}
 
-    hdr->cookie             = ((uint64_t)op->gen << 32) | index;
+/* Send the request record of op. */
+static ucs_status_t uct_cxl_proxy_op_send(uct_cxl_ep_t *ep, uct_cxl_op_t *op,
+                                          uct_cxl_op_hdr_t *hdr)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+
+    hdr->cookie             = ((uint64_t)op->gen << 32) | (op - iface->ops);
     hdr->reply.block_offset = iface->block_offset;
     hdr->reply.id           = iface->id;
-    uct_cxl_proxy_emit(ep, hdr, NULL, 0);
+    uct_cxl_proxy_emit_op(ep, hdr, NULL, 0);
     return UCS_INPROGRESS;
 }
 
@@ -330,8 +332,8 @@ ucs_status_t uct_cxl_proxy_get(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
                                uct_completion_t *comp)
 {
     uct_cxl_op_hdr_t hdr = {0};
-    uct_cxl_op_t proto;
     ucs_status_t status;
+    uct_cxl_op_t *op;
 
     UCT_CHECK_PARAM(iovcnt <= UCT_CXL_MAX_IOV, "iovcnt %zu > %d", iovcnt,
                     UCT_CXL_MAX_IOV);
@@ -342,21 +344,30 @@ ucs_status_t uct_cxl_proxy_get(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
     if (length > UINT32_MAX) {
         return UCS_ERR_INVALID_PARAM;
     }
-    memset(&proto, 0, sizeof(proto));
-    proto.comp      = comp;
-    proto.kind      = kind;
-    proto.length    = length;
-    proto.buffer    = buffer;
-    proto.unpack_cb = unpack_cb;
-    proto.arg       = arg;
-    proto.iovcnt    = iovcnt;
+    op = uct_cxl_proxy_op_new(ep, kind, comp, &status);
+    if (op == NULL) {
+        return status;
+    }
+    op->length    = length;
+    op->buffer    = buffer;
+    op->unpack_cb = unpack_cb;
+    op->arg       = arg;
+    op->iovcnt    = iovcnt;
     if (iovcnt > 0) {
-        memcpy(proto.iov, iov, iovcnt * sizeof(*iov));
+        memcpy(op->iov, iov, iovcnt * sizeof(*iov));
+    }
+    if (kind == UCT_CXL_PROXY_GET_BCOPY) {
+        op->buffer = ucs_malloc(length, "cxl_get_bcopy"); /* staging */
+        if (op->buffer == NULL) {
+            uct_cxl_proxy_op_release(uct_cxl_ep_iface(ep),
+                                     op - uct_cxl_ep_iface(ep)->ops);
+            return UCS_ERR_NO_MEMORY;
+        }
     }
     hdr.op     = UCT_CXL_OP_GET;
     hdr.length = (uint32_t)length;
     hdr.addr   = remote_addr;
-    return uct_cxl_proxy_request(ep, &hdr, &proto);
+    return uct_cxl_proxy_op_send(ep, op, &hdr);
 }
 
 ucs_status_t uct_cxl_proxy_amo(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
@@ -365,8 +376,8 @@ ucs_status_t uct_cxl_proxy_amo(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
                                uint64_t remote_addr, uct_completion_t *comp)
 {
     uct_cxl_op_hdr_t hdr = {0};
-    uct_cxl_op_t proto;
     ucs_status_t status;
+    uct_cxl_op_t *op;
 
     status = uct_cxl_proxy_check(ep, key, remote_addr, size);
     if (status != UCS_OK) {
@@ -388,18 +399,18 @@ ucs_status_t uct_cxl_proxy_amo(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
             return status;
         }
         hdr.op = UCT_CXL_OP_AMO;
-        uct_cxl_proxy_emit(ep, &hdr, NULL, 0);
+        uct_cxl_proxy_emit_op(ep, &hdr, NULL, 0);
         return UCS_OK;
     }
 
-    memset(&proto, 0, sizeof(proto));
-    proto.comp   = comp;
-    proto.kind   = -1;
-    proto.length = 0;
-    proto.buffer = result;
-    proto.size   = size;
-    hdr.op       = UCT_CXL_OP_FAMO;
-    return uct_cxl_proxy_request(ep, &hdr, &proto);
+    op = uct_cxl_proxy_op_new(ep, -1, comp, &status);
+    if (op == NULL) {
+        return status;
+    }
+    op->buffer = result;
+    op->size   = size;
+    hdr.op     = UCT_CXL_OP_FAMO;
+    return uct_cxl_proxy_op_send(ep, op, &hdr);
 }
 
 /* Scatter answer data at offset into the request's destination. */
@@ -489,26 +500,21 @@ static void uct_cxl_proxy_answer(uct_cxl_iface_t *iface,
 /* owner                                                                */
 /* ------------------------------------------------------------------ */
 
-#define UCT_CXL_PROXY_AMO(_type, _ptr, _hdr, _old_p) \
+/* Compare-and-swap, or the operation UCT_CXL_AMO_APPLY does; old value. */
+#define UCT_CXL_PROXY_AMO(_type, _hdr, _old_p) \
     ({ \
-        _type *_p = (_type*)(_ptr); \
-        _type  _v = (_type)(_hdr)->value; \
+        _type *_pp = (_type*)(uintptr_t)(_hdr)->addr; \
         _type  _c = (_type)(_hdr)->compare; \
-        ucs_status_t _st = UCS_OK; \
-        switch ((_hdr)->amo) { \
-        case UCT_ATOMIC_OP_ADD:  *(_old_p) = __atomic_fetch_add(_p, _v, __ATOMIC_SEQ_CST); break; \
-        case UCT_ATOMIC_OP_AND:  *(_old_p) = __atomic_fetch_and(_p, _v, __ATOMIC_SEQ_CST); break; \
-        case UCT_ATOMIC_OP_OR:   *(_old_p) = __atomic_fetch_or(_p, _v, __ATOMIC_SEQ_CST); break; \
-        case UCT_ATOMIC_OP_XOR:  *(_old_p) = __atomic_fetch_xor(_p, _v, __ATOMIC_SEQ_CST); break; \
-        case UCT_ATOMIC_OP_SWAP: *(_old_p) = __atomic_exchange_n(_p, _v, __ATOMIC_SEQ_CST); break; \
-        case UCT_ATOMIC_OP_CSWAP: \
-            __atomic_compare_exchange_n(_p, &_c, _v, 0, __ATOMIC_SEQ_CST, \
-                                        __ATOMIC_SEQ_CST); \
+        ucs_status_t _pst = UCS_OK; \
+        if ((_hdr)->amo == UCT_ATOMIC_OP_CSWAP) { \
+            __atomic_compare_exchange_n(_pp, &_c, (_type)(_hdr)->value, 0, \
+                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
             *(_old_p) = _c; \
-            break; \
-        default: _st = UCS_ERR_UNSUPPORTED; break; \
+        } else { \
+            _pst = UCT_CXL_AMO_APPLY(_type, _pp, (_hdr)->amo, \
+                                     (_type)(_hdr)->value, _old_p); \
         } \
-        _st; \
+        _pst; \
     })
 
 static ucs_status_t uct_cxl_proxy_apply_amo(const uct_cxl_op_hdr_t *hdr,
@@ -525,11 +531,11 @@ static ucs_status_t uct_cxl_proxy_apply_amo(const uct_cxl_op_hdr_t *hdr,
         return UCS_ERR_INVALID_ADDR;
     }
     if (hdr->size == 4) {
-        status = UCT_CXL_PROXY_AMO(uint32_t, hdr->addr, hdr, &old32);
+        status = UCT_CXL_PROXY_AMO(uint32_t, hdr, &old32);
         *old   = old32;
         return status;
     }
-    return UCT_CXL_PROXY_AMO(uint64_t, hdr->addr, hdr, old);
+    return UCT_CXL_PROXY_AMO(uint64_t, hdr, old);
 }
 
 /* The channel to answer on, shared with endpoints to the requester (if
@@ -564,34 +570,28 @@ static int uct_cxl_proxy_reply_push(uct_cxl_iface_t *iface,
 {
     size_t chunk_max     = uct_cxl_proxy_chunk(iface);
     uct_cxl_op_hdr_t hdr = {0};
-    uct_cxl_rec_t *rec;
     size_t chunk;
 
     hdr.op     = UCT_CXL_OP_ANSWER;
     hdr.cookie = reply->cookie;
     hdr.status = reply->status;
     hdr.value  = reply->value;
+    /* at least one record: an answer without data carries status or value */
     do {
         if (reply->tx->failed || !uct_cxl_tx_peer_open(iface, reply->tx)) {
             return 1; /* the requester is gone: nobody to answer */
         }
-        chunk = reply->famo ? 0 : ucs_min(reply->length - reply->done,
-                                          chunk_max);
+        chunk = ucs_min(reply->length - reply->done, chunk_max);
         if (!uct_cxl_tx_room(iface, reply->tx, UCT_CXL_OP_HDR + chunk)) {
             return 0;
         }
         hdr.addr   = reply->done;
         hdr.length = (uint32_t)chunk;
-        rec = uct_cxl_tx_reserve_rec(iface, reply->tx, UCT_CXL_OP_HDR + chunk);
-        memcpy(rec + 1, &hdr, UCT_CXL_OP_HDR);
-        if (chunk > 0) {
-            memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, UCT_CXL_OP_HDR),
-                   reply->src + (reply->done - reply->src_off), chunk);
-        }
-        uct_cxl_tx_commit_op(iface, reply->tx, rec,
-                             (uint32_t)(UCT_CXL_OP_HDR + chunk));
+        uct_cxl_proxy_emit(iface, reply->tx, &hdr, (chunk == 0) ? NULL :
+                           reply->src + (reply->done - reply->src_off),
+                           (uint32_t)chunk);
         reply->done += chunk;
-    } while (!reply->famo && (reply->done < reply->length));
+    } while (reply->done < reply->length);
     return 1;
 }
 
@@ -615,10 +615,9 @@ static void uct_cxl_proxy_reply(uct_cxl_iface_t *iface,
     }
     reply->tx      = tx;
     reply->cookie  = hdr->cookie;
-    reply->famo    = (hdr->op == UCT_CXL_OP_FAMO);
     reply->value   = value;
     reply->status  = (int8_t)status;
-    if (!reply->famo && (status == UCS_OK)) {
+    if ((hdr->op == UCT_CXL_OP_GET) && (status == UCS_OK)) {
         reply->src    = (const uint8_t*)(uintptr_t)hdr->addr;
         reply->length = hdr->length;
     }
@@ -649,8 +648,7 @@ static void uct_cxl_proxy_snapshot(uct_cxl_iface_t *iface)
             ucs_error("cxl: no memory to keep %zu bytes of an answer; it "
                       "fails", left);
             reply->status = UCS_ERR_NO_MEMORY;
-            reply->famo   = 1; /* a bare status, no more data */
-            reply->length = reply->done;
+            reply->length = reply->done; /* a bare status, no more data */
             continue;
         }
         memcpy(reply->copy, reply->src + (reply->done - reply->src_off), left);
@@ -744,7 +742,7 @@ ucs_status_t uct_cxl_proxy_ep_flush(uct_cxl_ep_t *ep, uct_completion_t *comp)
 {
     uct_cxl_flush_req_t *req;
 
-    if ((ep->flushes == 0) && uct_cxl_proxy_ep_idle(ep)) {
+    if (ucs_list_is_empty(&ep->flush_list) && uct_cxl_proxy_ep_idle(ep)) {
         return UCS_OK;
     }
     if (comp != NULL) {
@@ -754,59 +752,58 @@ ucs_status_t uct_cxl_proxy_ep_flush(uct_cxl_ep_t *ep, uct_completion_t *comp)
         }
         req->comp = comp;
         ucs_list_add_tail(&ep->flush_list, &req->list);
-        ep->flushes++;
         uct_cxl_ep_iface(ep)->proxy_busy = 1;
     }
     return UCS_INPROGRESS;
 }
 
-static void uct_cxl_proxy_flushes_done(uct_cxl_ep_t *ep, ucs_status_t status)
+/* Complete the waiting flushes with status (or just forget them). */
+static void uct_cxl_proxy_flushes_done(uct_cxl_ep_t *ep, ucs_status_t status,
+                                       int notify)
 {
     uct_cxl_flush_req_t *req;
 
     while (!ucs_list_is_empty(&ep->flush_list)) {
         req = ucs_list_extract_head(&ep->flush_list, uct_cxl_flush_req_t, list);
-        ep->flushes--;
-        uct_invoke_completion(req->comp, status);
+        if (notify) {
+            uct_invoke_completion(req->comp, status);
+        }
         ucs_free(req);
     }
 }
 
-/* Fail what the endpoint still waits for (peer gone, or flush cancel). */
-void uct_cxl_proxy_ep_fail(uct_cxl_ep_t *ep, ucs_status_t status)
+/* Drop what the endpoint still waits for; notify: complete it with status. */
+static void uct_cxl_proxy_ep_drop(uct_cxl_ep_t *ep, ucs_status_t status,
+                                  int notify)
 {
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
     unsigned i;
 
     for (i = 0; (i < iface->ops_size) && (ep->outstanding > 0); ++i) {
-        if (iface->ops[i].ep == ep) {
-            uct_cxl_proxy_complete(iface, i, status);
+        if (iface->ops[i].ep != ep) {
+            continue;
         }
-    }
-    ucs_free(ep->stream.data);
-    ep->stream.data = NULL;
-    uct_cxl_proxy_flushes_done(ep, status);
-}
-
-/* Endpoint destroyed: forget its requests without calling anybody back. */
-void uct_cxl_proxy_ep_cleanup(uct_cxl_ep_t *ep)
-{
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
-    uct_cxl_flush_req_t *req;
-    unsigned i;
-
-    for (i = 0; (i < iface->ops_size) && (ep->outstanding > 0); ++i) {
-        if (iface->ops[i].ep == ep) {
+        if (notify) {
+            uct_cxl_proxy_complete(iface, i, status);
+        } else {
             uct_cxl_proxy_op_release(iface, i);
         }
     }
     ucs_free(ep->stream.data);
     ep->stream.data = NULL;
-    while (!ucs_list_is_empty(&ep->flush_list)) {
-        req = ucs_list_extract_head(&ep->flush_list, uct_cxl_flush_req_t, list);
-        ucs_free(req);
-    }
-    ep->flushes = 0;
+    uct_cxl_proxy_flushes_done(ep, status, notify);
+}
+
+/* Fail what the endpoint still waits for (peer gone, or flush cancel). */
+void uct_cxl_proxy_ep_fail(uct_cxl_ep_t *ep, ucs_status_t status)
+{
+    uct_cxl_proxy_ep_drop(ep, status, 1);
+}
+
+/* Endpoint destroyed: forget its requests without calling anybody back. */
+void uct_cxl_proxy_ep_cleanup(uct_cxl_ep_t *ep)
+{
+    uct_cxl_proxy_ep_drop(ep, UCS_ERR_CANCELED, 0);
 }
 
 unsigned uct_cxl_proxy_progress(uct_cxl_iface_t *iface)
@@ -816,8 +813,9 @@ unsigned uct_cxl_proxy_progress(uct_cxl_iface_t *iface)
     int busy       = 0;
     uct_cxl_ep_t *ep;
     size_t done;
+    int gone;
 
-    /* answers in arrival order; each one resumes its channel */
+    /* answers in arrival order */
     ucs_list_for_each_safe(reply, tmp, &iface->replies, list) {
         if (!uct_cxl_proxy_reply_push(iface, reply)) {
             busy = 1;
@@ -831,10 +829,8 @@ unsigned uct_cxl_proxy_progress(uct_cxl_iface_t *iface)
 
     ucs_list_for_each(ep, &iface->ep_list, list) {
         if (ep->stream.data != NULL) {
-            if (ep->failed || ep->tx->failed) {
-                ucs_free(ep->stream.data);
-                ep->stream.data = NULL;
-            } else {
+            gone = ep->failed || ep->tx->failed;
+            if (!gone) {
                 done = uct_cxl_proxy_put_chunks(ep, ep->stream.data +
                                                     ep->stream.done,
                                                 ep->stream.length -
@@ -843,18 +839,18 @@ unsigned uct_cxl_proxy_progress(uct_cxl_iface_t *iface)
                                                     ep->stream.done);
                 ep->stream.done += done;
                 count           += (done > 0);
-                if (ep->stream.done == ep->stream.length) {
-                    ucs_free(ep->stream.data);
-                    ep->stream.data = NULL;
-                } else {
-                    busy = 1;
-                }
+            }
+            if (gone || (ep->stream.done == ep->stream.length)) {
+                ucs_free(ep->stream.data);
+                ep->stream.data = NULL;
+            } else {
+                busy = 1;
             }
         }
-        if (ep->flushes > 0) {
+        if (!ucs_list_is_empty(&ep->flush_list)) {
             if (uct_cxl_proxy_ep_idle(ep)) {
                 uct_cxl_proxy_flushes_done(ep, (ep->failed || ep->tx->failed) ?
-                                           UCS_ERR_ENDPOINT_TIMEOUT : UCS_OK);
+                                           UCS_ERR_ENDPOINT_TIMEOUT : UCS_OK, 1);
                 ++count;
             } else {
                 busy = 1;
