@@ -12,7 +12,7 @@ variant=${1:-release}
 case "$variant" in
     release)    extra=() ;;
     sanitizers) extra=(--enable-sanitizers) ;;
-    -h|--help)  sed -n '3,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help)  awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     *)          echo "build.sh: unknown variant '$variant' (release or sanitizers)" >&2; exit 2 ;;
 esac
 

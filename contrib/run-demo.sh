@@ -19,7 +19,7 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 case "${1:-}" in
-    -h|--help) sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
     "") ;;
     *) echo "run-demo.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac

@@ -65,7 +65,7 @@ else
     BUILD=$TOP/build
 fi
 case "$BUILD" in
-    -h|--help) sed -n '3,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
 esac
 BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || {
     echo "run-mpi.sh: build directory '${1:-}' not found" >&2; exit 99; }
