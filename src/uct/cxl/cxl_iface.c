@@ -26,9 +26,13 @@ static ucs_config_field_t uct_cxl_iface_config_table[] = {
      ucs_offsetof(uct_cxl_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
 
-    {"BW", "12179MBs",
+    /* cma's default: with UCX_TLS=cxl,cma UCP 1.13 cuts each rendezvous
+     * into pieces by bandwidth relative to its fastest rma_bw lane, so a
+     * higher value here would hand an ordinary buffer (which only cma can
+     * reach) to cma in two pieces, two process_vm_readv calls per message */
+    {"BW", "11145MBs",
      "Bandwidth of the pool memory, used by UCP to choose protocols and to\n"
-     "split traffic across transports.",
+     "split traffic across transports (the default is cma's: see README).",
      ucs_offsetof(uct_cxl_iface_config_t, bandwidth), UCS_CONFIG_TYPE_BW},
 
     {"SEG_SIZE", "8256",
