@@ -23,6 +23,15 @@
 #   2. UCX_TLS=posix between the pods: unreachable (other IPC/UTS namespace)
 #   3. UCX_TLS=posix inside one pod: reachable (control for 2)
 #   4. UCX_TLS=cxl between pods that map different pools: unreachable
+#   9. UCX_TLS=cxl,cma (the README's single-host line) between the pods:
+#      cma does not reach across (its address names the IPC namespace, like
+#      posix in 2), so every lane is cxl, none cma; under 1 MiB crosses the
+#      veth, and no byte moves between the programs by process_vm_readv/
+#      writev (strace)
+#  10. UCX_TLS=cxl,cma inside pod-1 (control for 9): am, tag, rma, amo and
+#      stream on cxl, cma as a rendezvous (rma_bw) lane, and the ordinary
+#      (malloc'd) rendezvous buffers of the 1 MiB and 4 MiB tag messages
+#      move by process_vm_readv (more than 4 MiB, strace)
 # (b) each pod maps its own pool (pool A in pod-1, pool B in pod-2),
 #     UCX_TLS=cxl,tcp
 #   5. inside pod-1 with default settings (UCX_CXL_REG_ANY=y): every lane
@@ -45,7 +54,8 @@
 #   auto  (default) hw, then sw where a probe finds the emulator
 #
 # Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN), unshare/nsenter (util-linux) and
-# ip (iproute2).  Where the kernel refuses the namespaces or the veth pair,
+# ip (iproute2); strace for the byte counts of 9 and 10 (without it those two
+# checks are reported as not run).  Where the kernel refuses the namespaces or the veth pair,
 # it says so and exits 77 (skipped).  Every program runs under timeout(1);
 # pods, veths, pools and files are removed on every exit path.
 #
@@ -194,14 +204,21 @@ dev_of() { local b=${1##*/}; echo "${b%.pool}"; }
 # CLIENT_POD; ENV goes to both, SRV_ENV/CLI_ENV to one side.  Outputs in
 # $SCR/NAME.srv and $SCR/NAME.cli, exit statuses in SRC and CRC, the IP
 # bytes each pod moved meanwhile in NET1 and NET2 ("IF +BYTES, ...").
+# With TRACE_VM=1 (reset after the run) both programs run under strace,
+# which logs their process_vm_readv/writev calls to $SCR/NAME.{srv,cli}.vm.
 run_pair() {
     local name=$1 spod=$2 spool=$3 cpod=$4 cpool=$5 addr=$6 tls=$7 exp=$8 port='' srv b1 b2
     shift 8
     local common=(env "LD_PRELOAD=$PRELOAD" "UCX_TLS=$tls" UCX_LOG_LEVEL=info
                   "UCP_CXL_TEST_EXPECT_TL=$exp" "$@")
+    local tsrv=() tcli=()
+    if [ "${TRACE_VM:-0}" = 1 ]; then
+        tsrv=(strace -f -qq -e trace=process_vm_readv,process_vm_writev -o "$SCR/$name.srv.vm")
+        tcli=(strace -f -qq -e trace=process_vm_readv,process_vm_writev -o "$SCR/$name.cli.vm")
+    fi
     b1=$(net_bytes "$P1") b2=$(net_bytes "$P2")
     in_pod "$spod" "${common[@]}" "UCX_CXL_POOL=$spool" ${SRV_ENV[@]+"${SRV_ENV[@]}"} \
-        timeout -k 5 "$WATCHDOG" "$PROG" server 0 "$addr" >"$SCR/$name.srv" 2>&1 &
+        timeout -k 5 "$WATCHDOG" ${tsrv[@]+"${tsrv[@]}"} "$PROG" server 0 "$addr" >"$SCR/$name.srv" 2>&1 &
     srv=$!
     BG_PIDS=("$srv")
     for _ in $(seq 1 200); do
@@ -216,13 +233,13 @@ run_pair() {
         CRC=99
     else
         in_pod "$cpod" "${common[@]}" "UCX_CXL_POOL=$cpool" ${CLI_ENV[@]+"${CLI_ENV[@]}"} \
-            timeout -k 5 "$WATCHDOG" "$PROG" client "$addr" "$port" >"$SCR/$name.cli" 2>&1
+            timeout -k 5 "$WATCHDOG" ${tcli[@]+"${tcli[@]}"} "$PROG" client "$addr" "$port" >"$SCR/$name.cli" 2>&1
         CRC=$?
     fi
     wait "$srv"
     SRC=$?
     BG_PIDS=()
-    SRV_ENV=() CLI_ENV=()
+    SRV_ENV=() CLI_ENV=() TRACE_VM=0
     NET1=$(net_delta "$b1" "$(net_bytes "$P1")")
     NET2=$(net_delta "$b2" "$(net_bytes "$P2")")
     echo "# $name: UCX_TLS=$tls${*:+ $*}; server in pod-$([ "$spod" = "$P1" ] && echo 1 || echo 2) on $addr, client in pod-$([ "$cpod" = "$P1" ] && echo 1 || echo 2)"
@@ -244,6 +261,40 @@ net_delta() {
 }
 # bytes_of NETn IF: the byte count of IF in a net_delta string
 bytes_of() { sed -n "s/.*\\b$2 +\\([0-9]*\\).*/\\1/p" <<<"$1" | grep . || echo 0; }
+
+# vm_bytes NAME: bytes that process_vm_readv/writev moved between two
+# processes in NAME's programs (from their strace logs: "PID
+# process_vm_readv(TARGET, ...) = BYTES"); UCX's cma module probes with a
+# few bytes written to the calling process itself, which are not counted
+vm_bytes() {
+    cat "$SCR/$1.srv.vm" "$SCR/$1.cli.vm" 2>/dev/null |
+        awk '$2 ~ /^process_vm_(read|write)v\([0-9]+,/ && / = [0-9]+$/ {
+                 t = $2; sub(/^[^(]*\(/, "", t); sub(/,.*/, "", t)
+                 if (t != $1) b += $NF
+             } END { print b + 0 }'
+}
+HAVE_STRACE=0
+command -v strace >/dev/null 2>&1 && HAVE_STRACE=1
+# check_vm_bytes NAME WHAT CMP LIMIT: the bytes process_vm_readv/writev
+# moved in NAME's programs -CMP LIMIT (-eq 0: cma moved nothing)
+check_vm_bytes() {
+    local name=$1 what=$2 cmp=$3 lim=$4 b
+    if [ $HAVE_STRACE = 0 ]; then
+        echo "# not run: $what: process_vm_readv/writev bytes (strace is not installed)"
+        return
+    fi
+    if [ ! -e "$SCR/$name.srv.vm" ] || [ ! -e "$SCR/$name.cli.vm" ]; then
+        fail "$what: process_vm_readv/writev bytes" "no strace log of both programs"
+        return
+    fi
+    b=$(vm_bytes "$name")
+    if test "$b" "$cmp" "$lim"; then
+        ok "$what: $b bytes by process_vm_readv/writev ($cmp $lim)"
+    else
+        show_once "$name"
+        fail "$what: process_vm_readv/writev bytes $cmp $lim" "$b"
+    fi
+}
 
 show() {
     echo "--- $1: server ---"; cat "$SCR/$1.srv"
@@ -443,6 +494,22 @@ run_hw() {
 
     run_pair diff-cxl "$P2" "$B" "$P1" "$A" "$NET.2" cxl cxl
     check_unreachable diff-cxl "4. different pools, cxl, pod-1 <-> pod-2" cxl
+
+    # the README's single-host line: cma takes ordinary rendezvous buffers
+    # where it reaches (one host), and cannot reach across pods
+    TRACE_VM=$HAVE_STRACE
+    run_pair shared-cxlcma "$P2" "$S" "$P1" "$S" "$NET.2" cxl,cma cxl
+    check_traffic    shared-cxlcma "9. shared pool, cxl,cma, pod-1 <-> pod-2"
+    check_lanes_only shared-cxlcma "9. shared pool, cxl,cma, pod-1 <-> pod-2" cxl "$DS" "$DS" cma
+    check_bytes "9. shared pool, cxl,cma, pod-1 <-> pod-2: the payload goes through the pool, only the test's own socket over the veth" \
+        "$NET1" "$VETH1" -lt 1048576
+    check_vm_bytes shared-cxlcma "9. shared pool, cxl,cma, pod-1 <-> pod-2: nothing moves by cma" -eq 0
+
+    TRACE_VM=$HAVE_STRACE
+    run_pair pod1-cxlcma "$P1" "$S" "$P1" "$S" 127.0.0.1 cxl,cma cxl,cma
+    check_traffic       pod1-cxlcma "10. cxl,cma inside pod-1 (control for 9)"
+    check_lanes_primary pod1-cxlcma "10. cxl,cma inside pod-1 (control for 9)" cxl "$DS" cma
+    check_vm_bytes pod1-cxlcma "10. cxl,cma inside pod-1: ordinary rendezvous buffers move by cma" -gt 4194304
 
     echo "# (b) pool A in pod-1 ($A), pool B in pod-2 ($B), UCX_TLS=cxl,tcp"
     # UCX_CXL_REG_ANY=y (the default): the cxl memory domain registers any
