@@ -187,7 +187,10 @@ void uct_cxl_tx_put(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
     }
     if (!tx->failed && uct_cxl_tx_peer_alive(iface, tx)) {
         uct_cxl_tx_release(iface, tx);
+    } else {
+        tx->failed = 1; /* nobody reads its bulk ring any more */
     }
+    uct_cxl_bulk_retire(iface, tx);
     ucs_free(tx);
 }
 
