@@ -320,7 +320,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->seg_size   = config->seg_size;
     self->bulk_size  = config->bulk_size;
     self->max_poll   = config->max_poll;
-    self->bounce     = NULL;
+    self->pack_buf   = NULL;
     self->id         = ucs_generate_uuid((uintptr_t)self);
 
     /*
@@ -419,7 +419,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
     cxl_coh_publish(self->coh, self->block, UCT_CXL_LINE);
     cxlpool_free(self->pool->cxlpool, self->block_offset);
     uct_cxl_iface_event_cleanup(self);
-    ucs_free(self->bounce);
+    ucs_free(self->pack_buf);
     ucs_free(self->rx);
     ucs_free(self->active);
 }

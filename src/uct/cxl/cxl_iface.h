@@ -11,7 +11,8 @@
 #include <ucs/datastruct/arbiter.h>
 
 #define UCT_CXL_MAX_IOV      16
-/* put_bcopy packs in place when the key has this much room, else bounces */
+/* put_bcopy packs in place in the pool; memory outside the pool needs a
+ * local pack buffer of this size (cxl_ep.c) */
 #define UCT_CXL_PUT_MAX_BCOPY (4ul * 1024 * 1024)
 /* header + payload of am_short: a record of at most four cache lines */
 #define UCT_CXL_AM_MAX_SHORT (4 * UCT_CXL_LINE - UCT_CXL_REC_HDR)
@@ -68,7 +69,7 @@ typedef struct uct_cxl_iface {
     unsigned             host_index; /* own range in peers' blocks */
     unsigned            *active;     /* per range: channels ever claimed */
     uct_cxl_rx_chan_t   *rx;
-    void                *bounce;     /* UCT_CXL_PUT_MAX_BCOPY, lazily */
+    void                *pack_buf;   /* put_bcopy outside the pool, lazily */
     size_t               bulk_size;  /* of each bulk ring, 0: none */
     int                  bulk_warned; /* pool full for a bulk ring: said so */
     ucs_list_link_t      bulk_retired; /* bulk rings peers may still read */
