@@ -40,12 +40,48 @@ const char *cxl_coh_insn_name(cxl_coh_insn_t insn);
 cxl_coh_insn_t cxl_coh_writeback_insn(void);
 cxl_coh_insn_t cxl_coh_invalidate_insn(void);
 
+/* The software-coherent bodies of the three calls below. */
+void cxl_coh_writeback_sw(const void *addr, size_t len);
+void cxl_coh_invalidate_sw(const void *addr, size_t len);
+void cxl_coh_fence_sw(void);
+
+/*
+ * In hw mode each of these is only a compiler barrier (x86 TSO keeps
+ * stores ordered), so it is inline: the data path of the transport calls
+ * them several times per message.
+ */
+
 /* Write back the cache lines covering [addr, addr+len). */
-void cxl_coh_writeback(cxl_coh_mode_t mode, const void *addr, size_t len);
+static inline void cxl_coh_writeback(cxl_coh_mode_t mode, const void *addr,
+                                     size_t len)
+{
+    if ((mode == CXL_COH_HW) || (len == 0)) {
+        asm volatile("" ::: "memory");
+        return;
+    }
+    cxl_coh_writeback_sw(addr, len);
+}
+
 /* Drop the cache lines covering [addr, addr+len) so the next load reads memory. */
-void cxl_coh_invalidate(cxl_coh_mode_t mode, const void *addr, size_t len);
+static inline void cxl_coh_invalidate(cxl_coh_mode_t mode, const void *addr,
+                                      size_t len)
+{
+    if ((mode == CXL_COH_HW) || (len == 0)) {
+        asm volatile("" ::: "memory");
+        return;
+    }
+    cxl_coh_invalidate_sw(addr, len);
+}
+
 /* Order all earlier stores and flushes before later ones (store fence). */
-void cxl_coh_fence(cxl_coh_mode_t mode);
+static inline void cxl_coh_fence(cxl_coh_mode_t mode)
+{
+    if (mode == CXL_COH_HW) {
+        asm volatile("" ::: "memory");
+        return;
+    }
+    cxl_coh_fence_sw();
+}
 
 /*
  * Non-coherent pool emulator (emulate-nc): a private view of [view,

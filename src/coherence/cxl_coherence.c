@@ -376,12 +376,8 @@ void cxl_coh_emu_unregister(void *view)
     pthread_mutex_unlock(&cxl_coh_emu_mutex);
 }
 
-void cxl_coh_writeback(cxl_coh_mode_t mode, const void *addr, size_t len)
+void cxl_coh_writeback_sw(const void *addr, size_t len)
 {
-    if (mode == CXL_COH_HW || len == 0) {
-        asm volatile("" ::: "memory");
-        return;
-    }
     if (cxl_coh_emu_active()) {
         /* the copies must be complete before anything that follows */
         cxl_coh_emu_lines(1, cxl_coh_writeback_insn(), addr, len);
@@ -391,12 +387,8 @@ void cxl_coh_writeback(cxl_coh_mode_t mode, const void *addr, size_t len)
     cxl_coh_lines(cxl_coh_writeback_insn(), addr, len);
 }
 
-void cxl_coh_invalidate(cxl_coh_mode_t mode, const void *addr, size_t len)
+void cxl_coh_invalidate_sw(const void *addr, size_t len)
 {
-    if (mode == CXL_COH_HW || len == 0) {
-        asm volatile("" ::: "memory");
-        return;
-    }
     /* Order earlier loads/stores before the eviction, then the eviction
      * before the loads that follow. */
     asm volatile("mfence" ::: "memory");
@@ -408,13 +400,8 @@ void cxl_coh_invalidate(cxl_coh_mode_t mode, const void *addr, size_t len)
     asm volatile("mfence" ::: "memory");
 }
 
-void cxl_coh_fence(cxl_coh_mode_t mode)
+void cxl_coh_fence_sw(void)
 {
-    if (mode == CXL_COH_HW) {
-        /* x86 TSO keeps stores ordered; only the compiler must not move them */
-        asm volatile("" ::: "memory");
-        return;
-    }
     if (cxl_coh_emu_active()) {
         /* emulated write-backs are plain stores and loads: order both */
         asm volatile("mfence" ::: "memory");

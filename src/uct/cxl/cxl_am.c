@@ -60,6 +60,16 @@ static UCS_F_ALWAYS_INLINE uint64_t uct_cxl_tx_need(uct_cxl_tx_t *tx,
     return (rec > left) ? rec + left : rec;
 }
 
+/* Any send, the largest included, would find room: what pending_add and
+ * the pending dispatch promise. */
+static int uct_cxl_tx_can_send(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+{
+    return uct_cxl_tx_has_resources(iface, tx,
+                                    uct_cxl_tx_need(tx, iface->seg_size)) &&
+           ((tx->bulk == NULL) ||
+            uct_cxl_bulk_has_room(iface, tx, iface->seg_size));
+}
+
 /* Test-only fault injection (UCX_CXL_TEST_SKIP_WRITEBACK=record): leave
  * out the write-back of record bodies, to prove that the non-coherent
  * emulator catches a missing flush. */
@@ -237,6 +247,65 @@ ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     return UCS_OK;
 }
 
+/*
+ * am_bcopy through the bulk ring: pack into the own ring, then publish a
+ * record that points at it.  A short payload is copied into the record
+ * instead (one place for the receiver to read, no bulk space held).
+ */
+static ssize_t uct_cxl_ep_am_bcopy_bulk(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
+                                        uint8_t id, uct_pack_callback_t pack_cb,
+                                        void *arg)
+{
+    uct_cxl_tx_t *tx = ep->tx;
+    uct_cxl_rec_bulk_t *desc;
+    uct_cxl_rec_t *rec;
+    ucs_status_t status;
+    uint64_t start;
+    size_t length;
+    void *payload;
+
+    status = uct_cxl_ep_am_check(ep, iface, UCT_CXL_BULK_MIN_LENGTH);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (ucs_unlikely(!uct_cxl_bulk_has_room(iface, tx, iface->seg_size))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    start   = uct_cxl_bulk_start(tx, iface->seg_size);
+    payload = tx->bulk + (start & tx->bulk_mask);
+    length  = pack_cb(payload, arg);
+    UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
+
+    rec = uct_cxl_tx_reserve(tx, iface->coh, UCT_CXL_BULK_MIN_LENGTH);
+    if (length <= UCT_CXL_BULK_MIN_LENGTH) {
+        memcpy(rec + 1, payload, length);
+        uct_cxl_ep_am_commit(ep, iface, rec, id, (uint32_t)length, "AM_BCOPY");
+        return length;
+    }
+
+    /* the payload is ordered before the record by the record's publish */
+    if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
+        cxl_coh_writeback(iface->coh, payload, length);
+    }
+    desc           = (uct_cxl_rec_bulk_t*)(rec + 1);
+    desc->offset   = tx->bulk_offset + (start & tx->bulk_mask);
+    desc->bulk_end = ucs_align_up_pow2(start + length, UCT_CXL_LINE);
+    tx->bulk_head  = desc->bulk_end;
+    if (ucs_unlikely(tx->bulk_rec0 == UINT64_MAX)) {
+        tx->bulk_rec0 = tx->head;
+    }
+    rec->am_id  = id;
+    rec->flags  = UCT_CXL_REC_BULK;
+    rec->length = (uint32_t)length;
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, payload,
+                       length, "TX: AM_BCOPY (bulk)");
+    uct_cxl_tx_publish(tx, iface->coh, rec,
+                       uct_cxl_rec_size(sizeof(uct_cxl_rec_bulk_t)));
+    uct_cxl_tx_signal(iface, tx);
+    return length;
+}
+
 ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                             uct_pack_callback_t pack_cb, void *arg,
                             unsigned flags)
@@ -248,10 +317,14 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     size_t length;
 
     UCT_CHECK_AM_ID(id);
-    status = uct_cxl_ep_am_check(ep, iface, (uint32_t)iface->seg_size);
     if (flags & UCT_SEND_FLAG_PEER_CHECK) {
         uct_cxl_ep_check(tl_ep, 0, NULL);
     }
+    if (ep->tx->bulk != NULL) {
+        return uct_cxl_ep_am_bcopy_bulk(ep, iface, id, pack_cb, arg);
+    }
+
+    status = uct_cxl_ep_am_check(ep, iface, (uint32_t)iface->seg_size);
     if (status != UCS_OK) {
         return status;
     }
@@ -261,7 +334,26 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     length = pack_cb(rec + 1, arg);
     UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
     uct_cxl_ep_am_commit(ep, iface, rec, id, (uint32_t)length, "AM_BCOPY");
+    /* a pair that sends large messages gets the depth of a bulk ring */
+    if (ucs_unlikely(length > UCT_CXL_BULK_MIN_LENGTH)) {
+        uct_cxl_bulk_attach(iface, ep->tx);
+    }
     return length;
+}
+
+/*
+ * A bulk record may point only into the pool's heap, at a whole message:
+ * its sender is a peer, and the receiver dereferences what it says.
+ */
+static int uct_cxl_rx_bulk_valid(uct_cxl_iface_t *iface,
+                                 const uct_cxl_rec_t *rec)
+{
+    const uct_cxl_rec_bulk_t *desc = (const uct_cxl_rec_bulk_t*)(rec + 1);
+    uint64_t heap = iface->pool->heap_offset, size = iface->pool->size;
+
+    return (rec->length <= UCT_CXL_BULK_MAX_LENGTH) &&
+           (desc->offset >= heap) && (desc->offset <= size) &&
+           (rec->length <= size - desc->offset);
 }
 
 /* Deliver the records of one channel; returns how many were delivered. */
@@ -273,8 +365,10 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
     uint64_t mask            = iface->block->ring_size - 1;
     uint8_t *ring            = uct_cxl_chan_ring(chan);
     unsigned count           = 0;
+    const uct_cxl_rec_bulk_t *desc;
     uct_cxl_rec_t *rec;
     uint64_t size;
+    void *data;
 
     while (count < budget) {
         rec = (uct_cxl_rec_t*)(ring + (rx->pos & mask));
@@ -283,17 +377,29 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
             break;
         }
 
-        size = uct_cxl_rec_size(rec->length);
+        size = uct_cxl_rec_ring_size(rec);
         if (ucs_unlikely((size > mask + 1 - (rx->pos & mask)) ||
-                         (rec->am_id >= UCT_AM_ID_MAX))) {
+                         (rec->am_id >= UCT_AM_ID_MAX) ||
+                         ((rec->flags & UCT_CXL_REC_BULK) &&
+                          !uct_cxl_rx_bulk_valid(iface, rec)))) {
             ucs_error("cxl: corrupt record in channel %u at %" PRIu64
-                      " (length %u, am_id %u); channel stopped", index,
-                      rx->pos, rec->length, rec->am_id);
+                      " (length %u, am_id %u, flags 0x%x); channel stopped",
+                      index, rx->pos, rec->length, rec->am_id, rec->flags);
             rx->seq--; /* never matches again */
             break;
         }
 
-        if (rec->flags & UCT_CXL_REC_OP) {
+        if (rec->flags & UCT_CXL_REC_BULK) {
+            desc = (const uct_cxl_rec_bulk_t*)(rec + 1);
+            data = iface->pool->base + desc->offset;
+            cxl_coh_invalidate(iface->coh, data, rec->length);
+            uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV,
+                               rec->am_id, data, rec->length, "RX: AM (bulk)");
+            rx->bulk_tail = desc->bulk_end;
+            uct_iface_invoke_am(&iface->super, rec->am_id, data, rec->length,
+                                0);
+            ++count;
+        } else if (rec->flags & UCT_CXL_REC_OP) {
             cxl_coh_invalidate(iface->coh, rec, size);
             uct_cxl_proxy_handle(iface, index, rec + 1, rec->length);
             ++count;
@@ -311,8 +417,11 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
     }
 
     if (rx->pos != rx->published) {
-        chan->tail    = rx->pos;
-        rx->published = rx->pos;
+        /* bulk_tail first: a sender that sees the new tail must not free
+         * bulk space by an older one (both only ever grow) */
+        chan->bulk_tail = rx->bulk_tail;
+        chan->tail      = rx->pos;
+        rx->published   = rx->pos;
         cxl_coh_writeback(iface->coh, (const void*)&chan->tail, UCT_CXL_LINE);
     }
     return count;
@@ -329,9 +438,7 @@ uct_cxl_ep_process_pending(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     ucs_status_t status;
 
     if (!ep->tx->failed &&
-        ((ep->stream.data != NULL) ||
-         !uct_cxl_tx_has_resources(iface, ep->tx,
-                                   uct_cxl_tx_need(ep->tx, iface->seg_size)))) {
+        ((ep->stream.data != NULL) || !uct_cxl_tx_can_send(iface, ep->tx))) {
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
     }
 
@@ -384,6 +491,9 @@ unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
     if (ucs_unlikely(iface->proxy_busy)) {
         count += uct_cxl_proxy_progress(iface);
     }
+    if (ucs_unlikely(!ucs_list_is_empty(&iface->bulk_retired))) {
+        count += uct_cxl_bulk_progress(iface);
+    }
 
     if (!ucs_arbiter_is_empty(&iface->arbiter)) {
         ucs_arbiter_dispatch(&iface->arbiter, 1, uct_cxl_ep_process_pending,
@@ -400,9 +510,7 @@ ucs_status_t uct_cxl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 
     if (!ep->failed && !ep->tx->failed &&
         ucs_arbiter_group_is_empty(&ep->arb_group) &&
-        (ep->stream.data == NULL) &&
-        uct_cxl_tx_has_resources(iface, ep->tx,
-                                 uct_cxl_tx_need(ep->tx, iface->seg_size))) {
+        (ep->stream.data == NULL) && uct_cxl_tx_can_send(iface, ep->tx)) {
         return UCS_ERR_BUSY;
     }
 

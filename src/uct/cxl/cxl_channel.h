@@ -61,12 +61,16 @@ typedef struct {
     uint8_t           pad0[40];
     /* consumer line: the receiver only */
     volatile uint64_t tail __attribute__((aligned(UCT_CXL_LINE)));
-    uint8_t           pad1[56];
+    volatile uint64_t bulk_tail;    /* bulk_end of the last consumed bulk
+                                     * record, of whichever owner */
+    uint8_t           pad1[48];
 } __attribute__((aligned(UCT_CXL_LINE))) uct_cxl_chan_ctl_t;
 
 #define UCT_CXL_REC_PAD  0x1  /* filler up to the end of the ring */
 #define UCT_CXL_REC_OP   0x2  /* an operation for the receiver to execute on
                                * its own memory, or its answer (cxl_proxy.c) */
+#define UCT_CXL_REC_BULK 0x4  /* an active message whose payload lies in the
+                               * sender's bulk ring (uct_cxl_rec_bulk_t) */
 
 /* Record header, at a line-aligned ring offset, followed by the payload. */
 typedef struct {
@@ -80,10 +84,29 @@ typedef struct {
 
 #define UCT_CXL_REC_HDR   sizeof(uct_cxl_rec_t)
 
+/*
+ * Payload of a BULK record: where the message lies in the pool (in the
+ * sending process's bulk ring, see cxl_bulk.c) and the sender's bulk
+ * position after it, which the receiver hands back in bulk_tail once the
+ * record is consumed.  'length' of the record header is the message length.
+ */
+typedef struct {
+    uint64_t offset;                /* pool offset of the message */
+    uint64_t bulk_end;              /* sender's bulk position after it */
+} uct_cxl_rec_bulk_t;
+
 static inline uint64_t uct_cxl_rec_size(uint32_t length)
 {
     return (UCT_CXL_REC_HDR + length + UCT_CXL_LINE - 1) &
            ~(uint64_t)(UCT_CXL_LINE - 1);
+}
+
+/* Ring bytes a record takes: a BULK record carries only its descriptor. */
+static inline uint64_t uct_cxl_rec_ring_size(const uct_cxl_rec_t *rec)
+{
+    return uct_cxl_rec_size((rec->flags & UCT_CXL_REC_BULK) ?
+                            (uint32_t)sizeof(uct_cxl_rec_bulk_t) :
+                            rec->length);
 }
 
 /*

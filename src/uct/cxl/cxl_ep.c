@@ -187,7 +187,10 @@ void uct_cxl_tx_put(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
     }
     if (!tx->failed && uct_cxl_tx_peer_alive(iface, tx)) {
         uct_cxl_tx_release(iface, tx);
+    } else {
+        tx->failed = 1; /* nobody reads its bulk ring any more */
     }
+    uct_cxl_bulk_retire(iface, tx);
     ucs_free(tx);
 }
 
@@ -267,55 +270,76 @@ ucs_status_t uct_cxl_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     return UCS_OK;
 }
 
+/*
+ * put_bcopy to a key without pool memory behind it: UCT's invalid key of a
+ * zero-length put, or memory outside the pool, whose owner receives the
+ * data in records.  Only here the data is packed into a local buffer.
+ */
+static UCS_F_NOINLINE ssize_t
+uct_cxl_ep_put_bcopy_local(uct_cxl_ep_t *ep, uct_pack_callback_t pack_cb,
+                           void *arg, uint64_t remote_addr, uct_rkey_t rkey)
+{
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
+    ucs_status_t status;
+    size_t length;
+
+    if (iface->pack_buf == NULL) {
+        iface->pack_buf = ucs_malloc(UCT_CXL_PUT_MAX_BCOPY, "cxl_pack_buf");
+        if (iface->pack_buf == NULL) {
+            return UCS_ERR_NO_MEMORY;
+        }
+    }
+    length = pack_cb(iface->pack_buf, arg);
+    if (length == 0) {
+        return 0;
+    }
+    if (rkey == UCT_INVALID_RKEY) {
+        ucs_error("cxl: put_bcopy of %zu bytes at 0x%" PRIx64 " without a "
+                  "remote key (allowed only for zero length)", length,
+                  remote_addr);
+        return UCS_ERR_INVALID_ADDR;
+    }
+    if (length > UCT_CXL_PUT_MAX_BCOPY) {
+        /* reported after the fact, like an overrun of a pool key below */
+        ucs_error("cxl: put_bcopy packed %zu bytes, more than max_bcopy (%lu)",
+                  length, UCT_CXL_PUT_MAX_BCOPY);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    status = uct_cxl_proxy_put(ep, (const uct_cxl_rkey_t*)rkey,
+                               iface->pack_buf, length, remote_addr);
+    return (status == UCS_OK) ? (ssize_t)length : status;
+}
+
 ssize_t uct_cxl_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
                              void *arg, uint64_t remote_addr, uct_rkey_t rkey)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
+    uct_cxl_ep_t *ep          = ucs_derived_of(tl_ep, uct_cxl_ep_t);
+    uct_cxl_iface_t *iface    = uct_cxl_ep_iface(ep);
     const uct_cxl_rkey_t *key = (const uct_cxl_rkey_t*)rkey;
-    ucs_status_t status;
     size_t length, room;
     void *dst;
 
-    /*
-     * The length is known only after packing.  With room for the largest
-     * put_bcopy, pack in place; nearer to the end of the key, pack into a
-     * bounce buffer and copy only what fits, so nothing lands past the key.
-     */
-    if (rkey == UCT_INVALID_RKEY) {
-        dst  = NULL; /* UCT's zero-length put: only an empty pack is fine */
-        room = 0;
-    } else if (ucs_unlikely(uct_cxl_rkey_proxied(rkey))) {
-        dst  = NULL; /* packed here, then sent to the owner */
-        room = 0;
-    } else {
-        UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, 1, "put_bcopy");
-        room = key->hi - (uintptr_t)dst;
+    if (ucs_unlikely((rkey == UCT_INVALID_RKEY) ||
+                     uct_cxl_rkey_proxied(rkey))) {
+        return uct_cxl_ep_put_bcopy_local(ep, pack_cb, arg, remote_addr, rkey);
     }
-    if (ucs_likely(room >= UCT_CXL_PUT_MAX_BCOPY)) {
-        length = pack_cb(dst, arg);
-    } else {
-        if (iface->bounce == NULL) {
-            iface->bounce = ucs_malloc(UCT_CXL_PUT_MAX_BCOPY, "cxl_bounce");
-            if (iface->bounce == NULL) {
-                return UCS_ERR_NO_MEMORY;
-            }
-        }
-        length = pack_cb(iface->bounce, arg);
-        if (length == 0) {
-            return 0;
-        }
-        if (uct_cxl_rkey_proxied(rkey)) {
-            status = uct_cxl_proxy_put(ucs_derived_of(tl_ep, uct_cxl_ep_t), key,
-                                       iface->bounce, length, remote_addr);
-            return (status == UCS_OK) ? (ssize_t)length : status;
-        }
-        if (length > room) {
-            ucs_error("cxl: put_bcopy of %zu bytes at 0x%" PRIx64 " passes the "
-                      "end of its remote key (%zu bytes left)", length,
-                      remote_addr, room);
-            return UCS_ERR_INVALID_ADDR;
-        }
-        memcpy(dst, iface->bounce, length);
+
+    /*
+     * Pack straight into the pool.  UCT's contract (which shared-memory
+     * transports rely on as well) is that a put_bcopy lies inside its
+     * remote key and the pack callback writes exactly the bytes it
+     * returns.  The length is known only after packing, so the check below
+     * reports a caller bug after the fact: it cannot prevent it, the bytes
+     * past the key are already written.
+     */
+    UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, 1, "put_bcopy");
+    room   = key->hi - (uintptr_t)dst;
+    length = pack_cb(dst, arg);
+    if (ucs_unlikely(length > room)) {
+        ucs_error("cxl: put_bcopy of %zu bytes at 0x%" PRIx64 " passed the "
+                  "end of its remote key (%zu bytes left): the pack callback "
+                  "wrote past the key", length, remote_addr, room);
+        return UCS_ERR_INVALID_ADDR;
     }
     cxl_coh_writeback(iface->coh, dst, length);
     return length;

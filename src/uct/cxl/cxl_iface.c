@@ -44,6 +44,14 @@ static ucs_config_field_t uct_cxl_iface_config_table[] = {
      "bounds how much one sender can have in flight to one interface.",
      ucs_offsetof(uct_cxl_iface_config_t, ring_size), UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"BULK_SIZE", "512k",
+     "Bytes of pool memory a sender takes, at its first large active message to\n"
+     "a peer interface, for the payloads it has in flight to that peer (a\n"
+     "power of two, at least 4 segments; 0: none, payloads go into the\n"
+     "receiver's ring). Deep enough for the copy-in of the sender and the\n"
+     "copy-out of the receiver to overlap; taken only by pairs that send.",
+     ucs_offsetof(uct_cxl_iface_config_t, bulk_size), UCS_CONFIG_TYPE_MEMUNITS},
+
     {"NUM_CHANNELS", "128",
      "Receive channels per interface: how many sending interfaces can connect\n"
      "to it (all endpoints of one sending interface share one channel). In sw\n"
@@ -286,6 +294,18 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
         return UCS_ERR_INVALID_PARAM;
     }
 
+    if ((config->bulk_size != 0) &&
+        ((config->bulk_size & (config->bulk_size - 1)) ||
+         (config->bulk_size < 4 * ucs_align_up_pow2(config->seg_size,
+                                                    UCT_CXL_LINE)) ||
+         (config->bulk_size > (1ul << 30)) ||
+         (config->seg_size > UCT_CXL_BULK_MAX_LENGTH))) {
+        ucs_error("cxl: UCX_CXL_BULK_SIZE (%zu) must be 0 or a power of two "
+                  "of at least 4 x UCX_CXL_SEG_SIZE (%zu), at most 1g",
+                  config->bulk_size, config->seg_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
     /* payloads start 16 bytes into a line-aligned record; only validate */
     if ((params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT) &&
         !ucs_is_pow2(params->am_alignment)) {
@@ -302,8 +322,9 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->coh        = self->pool->coh;
     self->bandwidth  = config->bandwidth;
     self->seg_size   = config->seg_size;
+    self->bulk_size  = config->bulk_size;
     self->max_poll   = config->max_poll;
-    self->bounce     = NULL;
+    self->pack_buf   = NULL;
     self->id         = ucs_generate_uuid((uintptr_t)self);
 
     /*
@@ -382,6 +403,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     ucs_list_head_init(&self->ep_list);
     ucs_list_head_init(&self->tx_list);
     uct_cxl_proxy_iface_init(self);
+    uct_cxl_bulk_iface_init(self);
     ucs_debug("cxl: iface %p id 0x%" PRIx64 " on pool %s (coherence %s), "
               "block 0x%" PRIx64 "+%" PRIu64, self, self->id, self->pool->path,
               cxl_coh_mode_name(self->coh), self->block_offset, block_size);
@@ -394,13 +416,14 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     ucs_arbiter_cleanup(&self->arbiter);
     uct_cxl_proxy_iface_cleanup(self);
+    uct_cxl_bulk_iface_cleanup(self);
 
     /* tell connected senders before the memory can be reused */
     self->block->magic = UCT_CXL_BLOCK_CLOSED;
     cxl_coh_publish(self->coh, self->block, UCT_CXL_LINE);
     cxlpool_free(self->pool->cxlpool, self->block_offset);
     uct_cxl_iface_event_cleanup(self);
-    ucs_free(self->bounce);
+    ucs_free(self->pack_buf);
     ucs_free(self->rx);
     ucs_free(self->active);
 }

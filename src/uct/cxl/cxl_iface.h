@@ -11,7 +11,8 @@
 #include <ucs/datastruct/arbiter.h>
 
 #define UCT_CXL_MAX_IOV      16
-/* put_bcopy packs in place when the key has this much room, else bounces */
+/* put_bcopy packs in place in the pool; memory outside the pool needs a
+ * local pack buffer of this size (cxl_ep.c) */
 #define UCT_CXL_PUT_MAX_BCOPY (4ul * 1024 * 1024)
 /* header + payload of am_short: a record of at most four cache lines */
 #define UCT_CXL_AM_MAX_SHORT (4 * UCT_CXL_LINE - UCT_CXL_REC_HDR)
@@ -21,6 +22,7 @@ typedef struct uct_cxl_iface_config {
     double             bandwidth;    /* bytes/sec, for protocol selection */
     size_t             seg_size;     /* max AM bcopy payload */
     size_t             ring_size;    /* bytes per receive channel */
+    size_t             bulk_size;    /* bytes of a sender's bulk ring, 0: none */
     unsigned           num_channels; /* senders one interface can accept */
     unsigned           max_poll;     /* records per progress call */
     int                events;       /* ucs_ternary_auto_value_t-like: yes/no/try */
@@ -43,6 +45,7 @@ typedef struct uct_cxl_op    uct_cxl_op_t;
 typedef struct {
     uint64_t pos;          /* bytes consumed */
     uint64_t published;    /* last value written to the consumer line */
+    uint64_t bulk_tail;    /* bulk_end of the last consumed bulk record */
     uint32_t seq;          /* next expected record */
 } uct_cxl_rx_chan_t;
 
@@ -66,7 +69,10 @@ typedef struct uct_cxl_iface {
     unsigned             host_index; /* own range in peers' blocks */
     unsigned            *active;     /* per range: channels ever claimed */
     uct_cxl_rx_chan_t   *rx;
-    void                *bounce;     /* UCT_CXL_PUT_MAX_BCOPY, lazily */
+    void                *pack_buf;   /* put_bcopy outside the pool, lazily */
+    size_t               bulk_size;  /* of each bulk ring, 0: none */
+    int                  bulk_warned; /* pool full for a bulk ring: said so */
+    ucs_list_link_t      bulk_retired; /* bulk rings peers may still read */
     ucs_arbiter_t        arbiter;    /* endpoints with pending requests */
     ucs_list_link_t      ep_list;    /* all endpoints, for iface_flush */
     ucs_list_link_t      tx_list;    /* channels claimed in peers' blocks */
@@ -101,6 +107,16 @@ typedef struct uct_cxl_tx {
     uint64_t             cached_tail;
     uint32_t             seq;
     uint64_t             op_head;    /* head after the last proxied operation */
+    /* bulk ring (cxl_bulk.c): am_bcopy payloads, in this process's pool
+     * memory; the records in the peer's ring only point at them */
+    uint8_t             *bulk;       /* NULL: none (yet) */
+    uint64_t             bulk_offset; /* its pool offset */
+    uint64_t             bulk_mask;  /* its size - 1 */
+    uint64_t             bulk_head;  /* position after the last payload */
+    uint64_t             bulk_cached_tail;
+    uint64_t             bulk_rec0;  /* ring position of the first bulk
+                                      * record, UINT64_MAX: none yet */
+    int                  bulk_failed; /* no pool space: payloads go inline */
     int                  failed;     /* peer gone: never written again */
     int                  signal_fd;  /* peer's wake-up FIFO; -1 not open, -2 none */
 } uct_cxl_tx_t;
@@ -222,6 +238,56 @@ void         uct_cxl_proxy_iface_cleanup(uct_cxl_iface_t *iface);
 
 #define UCT_CXL_PROXY_GET_BCOPY  1
 #define UCT_CXL_PROXY_GET_ZCOPY  2
+
+/*
+ * Bulk rings (cxl_bulk.c).  An am_bcopy payload is packed into the
+ * sender's own bulk ring in the pool, and the record in the receiver's
+ * channel only says where it is: a channel's depth is then the bulk ring
+ * (BULK_SIZE) instead of the receiver's RING_SIZE, and pool space grows
+ * with the pairs that really send, not with NUM_CHANNELS.
+ */
+#define UCT_CXL_BULK_MIN_LENGTH  1024  /* shorter payloads stay inline */
+#define UCT_CXL_BULK_MAX_LENGTH  (1ul << 30) /* largest SEG_SIZE accepted */
+
+ucs_status_t uct_cxl_bulk_attach(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
+void         uct_cxl_bulk_retire(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
+unsigned     uct_cxl_bulk_progress(uct_cxl_iface_t *iface);
+void         uct_cxl_bulk_iface_init(uct_cxl_iface_t *iface);
+void         uct_cxl_bulk_iface_cleanup(uct_cxl_iface_t *iface);
+
+/* Bulk position where a payload of up to max_length bytes would start:
+ * it never wraps, so it skips the rest of the ring when that is shorter. */
+static UCS_F_ALWAYS_INLINE uint64_t uct_cxl_bulk_start(const uct_cxl_tx_t *tx,
+                                                       size_t max_length)
+{
+    uint64_t left = tx->bulk_mask + 1 - (tx->bulk_head & tx->bulk_mask);
+
+    return tx->bulk_head + ((left < max_length) ? left : 0);
+}
+
+/* Room for a payload of up to max_length bytes in the bulk ring. */
+static UCS_F_ALWAYS_INLINE int
+uct_cxl_bulk_has_room(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                      size_t max_length)
+{
+    uint64_t end = uct_cxl_bulk_start(tx, max_length) + max_length;
+
+    if (end - tx->bulk_cached_tail <= tx->bulk_mask + 1) {
+        return 1;
+    }
+    /*
+     * One line holds both positions the receiver hands back.  bulk_tail is
+     * ours only once the receiver consumed our first bulk record: before,
+     * it may still be a previous owner's of the channel (records are
+     * consumed in order, so afterwards it never is again).
+     */
+    cxl_coh_invalidate(iface->coh, (const void*)&tx->chan->tail, UCT_CXL_LINE);
+    tx->cached_tail = tx->chan->tail;
+    if (tx->cached_tail > tx->bulk_rec0) {
+        tx->bulk_cached_tail = tx->chan->bulk_tail;
+    }
+    return end - tx->bulk_cached_tail <= tx->bulk_mask + 1;
+}
 
 /* wake-up (cxl_event.c) */
 ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode);

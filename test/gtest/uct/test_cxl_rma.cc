@@ -149,6 +149,24 @@ size_t pack_cb(void *dest, void *arg)
     return a->length;
 }
 
+/* packs like pack_cb and records where it was asked to pack */
+struct place_arg {
+    const uint8_t *src;
+    size_t         length;
+    void          *dest;
+    unsigned       calls;
+};
+
+size_t pack_place_cb(void *dest, void *arg)
+{
+    place_arg *a = (place_arg*)arg;
+
+    ++a->calls;
+    a->dest = dest;
+    memcpy(dest, a->src, a->length);
+    return a->length;
+}
+
 void unpack_cb(void *arg, const void *data, size_t length)
 {
     bcopy_arg *a = (bcopy_arg*)arg;
@@ -309,7 +327,7 @@ TEST_P(cxl_rma, iface_caps)
     EXPECT_TRUE(a.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY);
     /* what the tests below use must be within the limits */
     EXPECT_GE(a.cap.put.max_short, MiB + 5);
-    /* put_bcopy is bounded: it may have to bounce near the end of a key */
+    /* put_bcopy is bounded: memory outside the pool needs a pack buffer */
     EXPECT_GE(a.cap.put.max_bcopy, 64u * 1024 + 3);
     EXPECT_LT(a.cap.put.max_bcopy, SIZE_MAX);
     EXPECT_GE(a.cap.put.max_zcopy, MiB + 5);
@@ -335,6 +353,26 @@ TEST_P(cxl_rma, put_bcopy)
         ASSERT_EQ((ssize_t)size, uct_ep_put_bcopy(m_ep, pack_cb, &arg, ra,
                                                   m_key.get()));
         ASSERT_EQ(1u, arg.calls);
+    }, m_s1.iface_attr.cap.put.max_bcopy);
+}
+
+/*
+ * put_bcopy packs straight into the pool, also when the key has less room
+ * than max_bcopy after remote_addr (every range of the TARGET_SIZE target
+ * has): no bounce buffer and no second copy.  The pool is mapped once per
+ * process, so the destination is the remote address itself.
+ */
+TEST_P(cxl_rma, put_bcopy_packs_in_place)
+{
+    test_put("put_bcopy in place", 1,
+             [&](const uint8_t *src, uint64_t ra, size_t size) {
+        place_arg arg = {src, size, nullptr, 0};
+        ASSERT_EQ((ssize_t)size, uct_ep_put_bcopy(m_ep, pack_place_cb, &arg, ra,
+                                                  m_key.get()));
+        ASSERT_EQ(1u, arg.calls);
+        ASSERT_EQ((void*)(uintptr_t)ra, arg.dest)
+                << "put_bcopy of " << size << " bytes packed elsewhere than "
+                << "its destination";
     }, m_s1.iface_attr.cap.put.max_bcopy);
 }
 
@@ -579,20 +617,55 @@ TEST_P(cxl_rma_bounds, put_bcopy_at_key_end)
 }
 
 /*
- * put_bcopy that starts inside the key and packs past its end.  Expected:
- * UCS_ERR_INVALID_ADDR and nothing written outside the key.  See the
- * report: the transport packs straight into pool memory, so the bytes past
- * the key are written before the length is known, then ucs_fatal() aborts.
+ * put_bcopy that fills the 8 KiB key to its last byte, and one of the last
+ * 4 bytes: both pack in place (the key has far less room than max_bcopy).
  */
-TEST_P(cxl_rma_bounds, put_bcopy_overrun_writes_nothing)
+TEST_P(cxl_rma_bounds, put_bcopy_to_key_end_in_place)
 {
+    const size_t lengths[] = {SUB_LEN, 4};
+
+    for (size_t length : lengths) {
+        size_t pos = SUB_OFF + SUB_LEN - length;
+        std::vector<uint8_t> src(length);
+        fill_random(src.data(), length, length);
+        place_arg arg = {src.data(), length, nullptr, 0};
+
+        ASSERT_EQ((ssize_t)length, uct_ep_put_bcopy(m_ep, pack_place_cb, &arg,
+                                                    raddr(pos),
+                                                    m_sub_key.get()));
+        EXPECT_EQ(m_base + pos, arg.dest) << "length " << length;
+        flush();
+        ASSERT_EQ(-1, first_diff(m_base + pos, src.data(), length))
+                << "length " << length;
+        fill_guard(m_base + pos, length, pos);
+        check_whole_target("put_bcopy to the key end");
+        ASSERT_FALSE(HasFatalFailure());
+    }
+}
+
+/*
+ * put_bcopy that starts inside the key and packs past its end: a caller
+ * bug.  The transport packs in place, so the 12 bytes past the key are
+ * already written when it learns the length (the key is a sub-range of the
+ * test's own target, so they are the test's memory).  Expected: the bug is
+ * reported with UCS_ERR_INVALID_ADDR, and nothing outside the packed range
+ * changes.  In a child, so that an abort shows as its exit code.
+ */
+TEST_P(cxl_rma_bounds, put_bcopy_overrun_reported)
+{
+    const size_t length = 16;
+    const size_t pos    = SUB_OFF + SUB_LEN - 4;
     ssize_t result;
-    int rc = put_bcopy_in_child(hi() - 4, 16, &result);
+    int rc = put_bcopy_in_child(hi() - 4, length, &result);
 
     EXPECT_EQ(0, rc) << "the child doing put_bcopy died (exit/signal code " << rc
                      << ")";
     EXPECT_EQ((ssize_t)UCS_ERR_INVALID_ADDR, result);
-    check_whole_target("put_bcopy packing past the key end");
+    EXPECT_EQ(-1, guard_mismatch(m_base, pos, 0))
+            << "a byte before the packed range changed";
+    EXPECT_EQ(-1, guard_mismatch(m_base + pos + length,
+                                 m_mem.length - pos - length, pos + length))
+            << "a byte after the packed range changed";
 }
 
 INSTANTIATE_TEST_SUITE_P(cxl, cxl_rma,
