@@ -468,6 +468,77 @@ for layer, fig, var in (("uct", "add_lat 8B", "-"), ("uct", "fadd 8B", "-"),
                 overlap_note(layer, fig, var, "us(p50)", "posix")),
                None if met else (overlap_note(layer, fig, var, "us(p50)", "posix")[2:] or None))
 
+# T7-T9 MPI (mpi_bench, 2 ranks, malloc'd buffers): UCX_TLS=cxl against
+# UCX_TLS=posix (the ordinary-buffer peer), and the README's single-host
+# line "cxl+cma" (UCX_TLS=cxl,cma) against UCX_TLS=sm
+MPI_SH = "cxl+cma"   # label of the single-host line
+mpi_marks = {}       # (fig, unit, who) -> "met"/"MISSED"
+
+
+def mpi_lanes_hint():
+    """why the single-host line may lose: its lanes from ucx_info -e"""
+    try:
+        text = open(os.path.join(LOGS, "ucp-lanes-%s.txt" % MPI_SH)).read()
+    except OSError:
+        return None
+    lanes = [l for l in re.findall(r"lane\[\d+\]:.*", text)]
+    if not any("cma/" in l and "rma_bw" in l for l in lanes):
+        return ("`ucx_info -e` for UCX_TLS=cxl,cma shows no cma rma_bw lane, so "
+                "ordinary rendezvous buffers go through active messages: %s"
+                % "; ".join(re.sub(r"\s+", " ", l) for l in lanes))
+    return None
+
+
+def mpi_target(name, who, peer, tests, unit, lo, hi, hint=None):
+    """who against peer for every mpi_TEST SIZE with lo <= SIZE <= hi"""
+    figs = [fg for (ly, fg) in fig_order if ly == "mpi"
+            and fg.split()[0] in ["mpi_" + t for t in tests]
+            and fig_size(fg) is not None and lo <= fig_size(fg) <= hi]
+    figs.sort(key=lambda fg: (tests.index(fg.split()[0][4:]), fig_size(fg)))
+    parts, allmet, anydata, spread = [], True, False, []
+    for fg in figs:
+        sc = get("mpi", fg, who, "-", unit)
+        sp = get("mpi", fg, peer, "-", unit)
+        c = sc["median"] if sc else None
+        p = sp["median"] if sp else None
+        if c is None or p is None:
+            parts.append("%s: no data" % fg[4:])
+            allmet = False
+            continue
+        anydata = True
+        ok = (c >= p) if unit == "MB/s" else (c <= p)
+        allmet = allmet and ok
+        mpi_marks[(fg, unit, who)] = "met" if ok else "MISSED"
+        ov = overlap(sc, sp)
+        if not ok and ov:
+            spread.append(fg[4:])
+        parts.append("%s: %s vs %s %s (%s%s)" % (fg[4:], f3(c), f3(p),
+                                                 "MB/s" if unit == "MB/s" else "us",
+                                                 f3(c / p) if p else "—",
+                                                 ", ranges overlap" if ov else ""))
+    met = (allmet if anydata else None)
+    why = None
+    if met is False:
+        why = hint
+        if spread:
+            why = ((why + "; " if why else "") +
+                   "missed within the run-to-run spread at %s (min–max ranges overlap)"
+                   % ", ".join(spread))
+    add_target(name, None, None, "", met,
+               ("%s vs %s, medians: " % (who, peer)) + "; ".join(parts) if parts else "no MPI data",
+               why)
+
+
+mpi_target("MPI bandwidth and bidirectional bandwidth, ordinary buffers, 64 KiB–4 MiB: "
+           "UCX_TLS=cxl at least 1.0x UCX_TLS=posix [MB/s, higher is better]",
+           "cxl", "posix", ["bw", "bibw"], "MB/s", 65536, 4 << 20)
+mpi_target("MPI bandwidth and bidirectional bandwidth 64 KiB–4 MiB: the single-host line "
+           "(UCX_TLS=cxl,cma) at least 1.0x UCX_TLS=sm [MB/s, higher is better]",
+           MPI_SH, "sm", ["bw", "bibw"], "MB/s", 65536, 4 << 20, mpi_lanes_hint())
+mpi_target("MPI latency 8 B–4 MiB: the single-host line (UCX_TLS=cxl,cma) at or below "
+           "UCX_TLS=sm [us, average, lower is better]",
+           MPI_SH, "sm", ["lat"], "us(avg)", 1, 4 << 20, mpi_lanes_hint())
+
 # --------------------------------------------------------------------------
 # Software coherence: cxl-sw vs cxl (hw), and the emulator
 # --------------------------------------------------------------------------
@@ -553,7 +624,8 @@ if HAVE_SW or HAVE_EMU:
 # --------------------------------------------------------------------------
 UCT_PEERS = ["posix", "sysv", "cma", "tcp"]
 UCP_PEERS = ["posix", "sysv", "cma+posix", "tcp", "sm"]
-MPI_PEERS = ["sm"]
+MPI_PEERS = ["posix", "sm"]
+MPI_ALL = ["cxl", MPI_SH, "posix", "sm"]
 PRIMARY_UNITS = ("us(p50)", "MB/s", "Mmsg/s", "us(avg)")
 
 
@@ -611,6 +683,33 @@ def md_table(layer, variant, peers, units=PRIMARY_UNITS):
             [fig, unit, sc["better"], cell(sc)] + swc + [cell(x) for x in sps] +
             [ratio_cell(sc, x) for x in sps] +
             ["%.0f%%" % pct if pct is not None else "—", mark]) + " |")
+    return "\n".join(rows)
+
+
+def mpi_table(units=("us(avg)", "MB/s")):
+    """every MPI figure: the four configurations, the three ratios of the
+    targets, and which target marks the figure"""
+    head = (["Figure", "unit", "better"] + ["`%s`" % t for t in MPI_ALL] +
+            ["cxl/posix", "cxl+cma/sm", "cxl/sm", "target"])
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (ly, fig) in fig_order:
+        if ly != "mpi":
+            continue
+        for unit in units:
+            ss = [get("mpi", fig, t, "-", unit) for t in MPI_ALL]
+            if all(x is None for x in ss):
+                continue
+            c, sh, px, sm = ss
+            better = next(x["better"] for x in ss if x is not None)
+            marks = []
+            for who, txt in (("cxl", "cxl vs posix"), (MPI_SH, "cxl+cma vs sm")):
+                m = mpi_marks.get((fig, unit, who))
+                if m:
+                    marks.append("%s %s" % (txt, "met" if m == "met" else "**MISSED**"))
+            rows.append("| " + " | ".join(
+                [fig, unit, better] + [cell(x) for x in ss] +
+                [ratio_cell(c, px), ratio_cell(sh, sm), ratio_cell(c, sm),
+                 "; ".join(marks)]) + " |")
     return "\n".join(rows)
 
 
@@ -748,9 +847,10 @@ md.append("* **cxl** is the hardware-coherent mode (`UCX_CXL_COHERENCE=hw`). **c
           "with the peers.")
 md.append("* UCP configurations: `UCX_TLS=cxl | posix | sysv | cma,posix | tcp | sm` "
           "(tcp with `UCX_NET_DEVICES=lo`); `sm` is what UCP users get by default and "
-          "does not include cxl. MPI: Open MPI with pml/osc ucx, `UCX_TLS=cxl` vs "
-          "`UCX_TLS=sm`, otherwise identical command lines (the module is preloaded "
-          "in both).")
+          "does not include cxl. MPI: Open MPI with pml/osc ucx, `UCX_TLS=cxl`, "
+          "the README's single-host line `UCX_TLS=cxl,cma` (`cxl+cma`), "
+          "`UCX_TLS=posix` and `UCX_TLS=sm`, otherwise identical command lines (the "
+          "module is preloaded in all).")
 md.append("")
 
 md.append("## Targets")
@@ -807,11 +907,17 @@ md.append(md_table("ucp", "pool", UCP_PEERS, ("us(p50)", "MB/s", "Mmsg/s")))
 md.append("")
 md.append("## MPI (perftest/mpi_bench.c, Open MPI pml/osc ucx)")
 md.append("")
-md.append(md_table("mpi", "-", MPI_PEERS, ("us(avg)", "MB/s")))
+md.append(mpi_table())
 md.append("")
 md.append("`mpi_lat`: ping-pong, one-way; `mpi_bw`: window of 64 MPI_Isend; `mpi_bibw`: "
           "both directions, bytes of both counted; `mpi_put/get/acc_lat`: one op + "
-          "MPI_Win_flush on an MPI_Win_allocate window (lock_all), average.")
+          "MPI_Win_flush on an MPI_Win_allocate window (lock_all), average. "
+          "Point-to-point buffers are malloc'd (ordinary memory). Configurations, run "
+          "alternately: `cxl` = `UCX_TLS=cxl`; `cxl+cma` = the README's single-host "
+          "line, `UCX_TLS=cxl,cma` with `UCX_ALLOC_PRIO=md:cxl,huge,thp,mmap,heap` "
+          "(windows in the pool; cma copies ordinary rendezvous buffers once); "
+          "`posix` = `UCX_TLS=posix`; `sm` = `UCX_TLS=sm`. Ratios: ✓ = the first "
+          "better, ≈ = ranges overlap.")
 md.append("")
 
 if HAVE_SW:
@@ -899,7 +1005,8 @@ else:
 md.append("")
 md.append("## UCP lanes (`ucx_info -e -u t`)")
 md.append("")
-for label in ("cxl", "cxl-sw", "cxl-emu", "posix", "sysv", "cma+posix", "tcp", "sm"):
+for label in ("cxl", "cxl-sw", "cxl-emu", "posix", "sysv", "cma+posix", "tcp", "sm",
+              MPI_SH):
     try:
         text = open(os.path.join(LOGS, "ucp-lanes-%s.txt" % label)).read()
     except OSError:
@@ -913,7 +1020,9 @@ md.append("")
 for name, what in (("ratios_uct.png", "UCT: cxl advantage over each peer"),
                    ("ratios_ucp_host.png", "UCP host buffers: cxl advantage"),
                    ("ratios_ucp_pool.png", "UCP pool buffers: cxl advantage"),
-                   ("ratios_mpi.png", "MPI: cxl advantage over sm"),
+                   ("ratios_mpi.png", "MPI: cxl advantage over posix and sm"),
+                   ("ratios_mpi_single_host.png",
+                    "MPI: the single-host line (cxl,cma) against sm"),
                    ("sw_cost.png", "cost of software coherence: cxl-sw vs cxl per figure"),
                    ("tag_bw_host.png", "UCP tag_bw vs size, ordinary buffers"),
                    ("tag_bw_pool.png", "UCP tag_bw vs size, pool buffers"),
@@ -942,9 +1051,9 @@ gp.append("set grid ytics")
 gp.append("set key outside right top")
 
 
-def ratio_plot(fname, layer, variant, peers, units, title):
+def ratio_plot(fname, layer, variant, peers, units, title, base="cxl"):
     rows = []
-    for fig, unit, sc in layer_series(layer, "cxl", variant, units):
+    for fig, unit, sc in layer_series(layer, base, variant, units):
         advs = [advantage(sc, get(layer, fig, p, variant, unit)) for p in peers]
         if all(a is None for a in advs):
             continue
@@ -962,14 +1071,14 @@ def ratio_plot(fname, layer, variant, peers, units, title):
     hi = max(vals + [1.0]) * 1.5
     gp.append("")
     gp.append('set output "%s"' % fname)
-    gp.append('set title "%s (above 1: cxl better; log scale)"' % title)
+    gp.append('set title "%s (above 1: %s better; log scale)"' % (title, base))
     gp.append("set style data histograms")
     gp.append("set style histogram clustered gap 1")
     gp.append("set style fill solid 0.8 border -1")
     gp.append("set boxwidth 0.9")
     gp.append("set logscale y")
     gp.append("set yrange [%g:%g]" % (lo, hi))
-    gp.append('set ylabel "cxl advantage"')
+    gp.append('set ylabel "%s advantage"' % base)
     gp.append("set xtics rotate by -45 scale 0")
     gp.append("unset xlabel")
     gp.append("set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead lw 2 lc rgb 'black'")
@@ -990,8 +1099,10 @@ ratio_plot("ratios_ucp_host.png", "ucp", "host", UCP_PEERS, ("us(p50)", "MB/s", 
            "UCP, ordinary buffers: cxl vs peers")
 ratio_plot("ratios_ucp_pool.png", "ucp", "pool", UCP_PEERS, ("us(p50)", "MB/s", "Mmsg/s"),
            "UCP, pool buffers for cxl: cxl vs peers")
+ratio_plot("ratios_mpi_single_host.png", "mpi", "-", ["sm"], ("us(avg)", "MB/s"),
+           "MPI: the single-host line UCX_TLS=cxl,cma vs UCX_TLS=sm", base=MPI_SH)
 ratio_plot("ratios_mpi.png", "mpi", "-", MPI_PEERS, ("us(avg)", "MB/s"),
-           "MPI: UCX_TLS=cxl vs UCX_TLS=sm")
+           "MPI: UCX_TLS=cxl vs UCX_TLS=posix and UCX_TLS=sm")
 
 
 def size_plot(fname, layer, op, suffix, variant, transports, unit, title, with_memcpy):

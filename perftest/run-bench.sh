@@ -41,6 +41,13 @@
 #   * "cxl-emu" (UCX_CXL_POOL=emulate-nc:POOL, every process its own
 #     emulated host) runs a few UCP figures with small iteration counts; its
 #     numbers measure the emulator's memcpy, not hardware (--no-emu: skip).
+#   * MPI (perftest/mpi_bench.c, Open MPI pml/osc ucx, 2 ranks) runs four
+#     configurations alternately: UCX_TLS=cxl; the README's single-host
+#     line "cxl+cma" (UCX_TLS=cxl,cma, UCX_ALLOC_PRIO=md:cxl,...: cma's
+#     single copy for ordinary rendezvous buffers); UCX_TLS=posix (the
+#     ordinary-buffer peer of cxl); UCX_TLS=sm.  The report's targets:
+#     cxl >= posix and cxl+cma >= sm in bandwidth (64 KiB-4 MiB), cxl+cma
+#     <= sm in latency (8 B-4 MiB).
 #   * nothing here asserts timings; it measures and reports.
 #
 # Usage: perftest/run-bench.sh [--quick] [--reps N] [--out DIR]
@@ -74,6 +81,8 @@ report.  cxl runs twice: hardware-coherent ("cxl") and software-coherent
 ("cxl-sw", UCX_CXL_COHERENCE=sw on a real pool file; sw/hw ratios in
 sw_hw.csv and the report), plus a few UCP figures on the emulate-nc
 emulator ("cxl-emu", a separate table: the emulator's speed, not hardware).
+MPI (hw only) runs UCX_TLS=cxl against UCX_TLS=posix, and the README's
+single-host line ("cxl+cma": UCX_TLS=cxl,cma) against UCX_TLS=sm.
 
   --quick         3 repetitions, fewer sizes and iterations (project demo;
                   about 4 minutes on a busy 2-vCPU VM; the default about 10, more
@@ -364,6 +373,8 @@ for c in "${UCP_CFGS[@]}"; do
     fi
     env "${BASE_ENV[@]}" "${cenv[@]}" ucx_info -e -u t >"$LOGS/ucp-lanes-$label.txt" 2>&1
 done
+# the MPI single-host line (UCX_TLS=cxl,cma): cxl's am lane, a cma rma_bw lane
+env "${BASE_ENV[@]}" "${CXL_ENV[@]}" UCX_TLS=cxl,cma ucx_info -e -u t >"$LOGS/ucp-lanes-cxl+cma.txt" 2>&1
 
 # ---------------------------------------------------------------------------
 # Sizes and iteration counts
@@ -377,7 +388,7 @@ if ((QUICK)); then
     TAG_BW_SIZES=(8 65536 1048576 4194304)
     UCP_PUT_SIZES=(65536 1048576 4194304)
     UCP_GET_SIZES=(8 1048576 4194304)
-    MPI_ARGS=(--quick)
+    MPI_ARGS=(--quick --sizes 8,64K,1M,4M)
     LIMIT_ARGS=(--trials 7 --chunks 31)
 else
     BW_BUDGET=$((256 << 20))
@@ -894,26 +905,38 @@ rm -f "$RAW"/*.tmp
 # ---------------------------------------------------------------------------
 # MPI
 # ---------------------------------------------------------------------------
-MPI_TLS=(cxl sm)
+# label|environment of the ranks: cxl alone; the README's single-host line
+# (cxl+cma: UCX_TLS=cxl,cma with pool allocation, cma's single copy for
+# ordinary rendezvous buffers); posix, the ordinary-buffer peer of cxl;
+# sm, what UCX users get by default.  cxl labels also get --cxl-env.
+MPI_CFGS=(
+    "cxl|UCX_TLS=cxl"
+    "cxl+cma|UCX_TLS=cxl,cma UCX_ALLOC_PRIO=md:cxl,huge,thp,mmap,heap"
+    "posix|UCX_TLS=posix"
+    "sm|UCX_TLS=sm"
+)
 MPI_TO=$((QUICK ? 120 : 300))
-msg "MPI: mpi_bench x ${#MPI_TLS[@]} (UCX_TLS=cxl / sm) x $REPS reps (alternating)"
+msg "MPI: mpi_bench x ${#MPI_CFGS[@]} (UCX_TLS=cxl / cxl,cma / posix / sm) x $REPS reps (alternating)"
 mpi_expected() {   # the figures mpi_bench prints (for failure records)
     local sizes osizes s t
-    if ((QUICK)); then sizes="8 65536 1048576"; else sizes="8 1024 65536 1048576 4194304"; fi
+    if ((QUICK)); then sizes="8 65536 1048576 4194304"; else sizes="8 1024 65536 1048576 4194304"; fi
     osizes="8 65536"
     for t in lat bw bibw; do for s in $sizes; do echo "$t $s"; done; done
     for t in put_lat get_lat; do for s in $osizes; do echo "$t $s"; done; done
     echo "acc_lat 8"
 }
 for ((rep = 1; rep <= REPS; ++rep)); do
-    for tls in "${MPI_TLS[@]}"; do
+    for c in "${MPI_CFGS[@]}"; do
+        tls=${c%%|*}
+        read -r -a menv <<<"${c#*|}"
         SEQ=$((SEQ + 1))
-        base=$(printf '%s/%04d-mpi-%s-r%d' "$RAW" "$SEQ" "$tls" "$rep")
+        base=$(printf '%s/%04d-mpi-%s-r%d' "$RAW" "$SEQ" "${tls//[^A-Za-z0-9_.+-]/_}" "$rep")
         cmd=(mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to core
              --mca pml ucx --mca osc ucx
              --mca opal_common_ucx_tls any --mca opal_common_ucx_devices any
-             -x LD_PRELOAD="$MODULE" -x UCX_CXL_POOL="$POOL" -x UCX_TLS="$tls")
-        if [[ $tls == cxl ]]; then
+             -x LD_PRELOAD="$MODULE" -x UCX_CXL_POOL="$POOL")
+        for v in "${menv[@]}"; do cmd+=(-x "$v"); done
+        if [[ $tls == cxl* ]]; then
             for v in "${CXL_ENV[@]}"; do cmd+=(-x "$v"); done
         fi
         cmd+=("$BIN/mpi_bench" "${MPI_ARGS[@]}")
