@@ -17,14 +17,26 @@
  *     fallback (UCT_MD_MEM_FLAG_HIDE_ERRORS: UCP's rendezvous buffers) are
  *     declined for memory outside the pool: UCP's pipelined active
  *     messages move bulk data faster than the owner can stream it.
- *     RKEY_PTR is not advertised: no pointer reaches another process's
- *     private memory, and UCP 1.13's rkey_ptr rendezvous aborts instead of
- *     falling back.
+ *     RKEY_PTR is not advertised by default: no pointer reaches another
+ *     process's private memory, and UCP 1.13's rkey_ptr rendezvous fails
+ *     instead of falling back on a key it cannot map.  UCX_CXL_RKEY_PTR=yes
+ *     advertises it anyway (see below).
  *  n: UCT_MD_FLAG_REG is not advertised; mem_reg works only for ranges
  *     inside one pool allocation and rkey_ptr is advertised.  UCP can then
  *     not register its send buffers, so its rendezvous copies through
  *     active messages, and it emulates RMA and atomics on ordinary memory
  *     with active messages itself.
+ *
+ * UCX_CXL_RKEY_PTR=yes (for UCX_TLS=cxl,cma on one host): RKEY_PTR with
+ * REG_ANY=y too.  UCP 1.13 tries its rkey_ptr rendezvous before any get
+ * lane, so a rendezvous from a pool-resident buffer is one copy out of the
+ * pool by the receiver, all of it through cxl; without it UCP splits that
+ * rendezvous by bandwidth between cxl's and cma's get_zcopy, and the cma
+ * half (process_vm_readv) costs a third of the bandwidth at 64 KiB.  UCP's
+ * own rendezvous keys of the cxl MD are pool keys (memory outside the pool
+ * is declined above); a receive fails instead of falling back when the
+ * sender passes its own memh of memory outside the pool, or when the
+ * buffer lies in a pool the receiver does not attach.
  *
  * With software coherence RKEY_PTR is not advertised either: a peer on
  * another host would load the buffer straight from pool memory through the
@@ -93,6 +105,19 @@ static ucs_config_field_t uct_cxl_md_config_table[] = {
      "     is offered; UCP's rendezvous copies through active messages.",
      ucs_offsetof(uct_cxl_md_config_t, reg_any), UCS_CONFIG_TYPE_BOOL},
 
+    {"RKEY_PTR", "try",
+     "Offer rkey_ptr (UCT_MD_FLAG_RKEY_PTR; never with software coherence),\n"
+     "which UCP 1.13 prefers to every get lane for the rendezvous of a\n"
+     "pool-resident buffer: the receiver copies straight out of the pool.\n"
+     " try - only with UCX_CXL_REG_ANY=n;\n"
+     " yes - with UCX_CXL_REG_ANY=y too: for UCX_TLS=cxl,cma on one host, so\n"
+     "       that a pool-resident rendezvous stays on cxl instead of being\n"
+     "       split with cma. UCP 1.13 does not fall back from rkey_ptr: a\n"
+     "       rendezvous from a memh the sender passes of memory outside the\n"
+     "       pool, or from a pool the receiver does not attach, fails;\n"
+     " no  - never.",
+     ucs_offsetof(uct_cxl_md_config_t, rkey_ptr), UCS_CONFIG_TYPE_TERNARY},
+
     {"NUMA_NODE", "-1",
      "Bind the pool memory to this NUMA node (to stand in for a CPU-less CXL\n"
      "memory node); -1: no binding.",
@@ -140,7 +165,8 @@ static ucs_status_t uct_cxl_md_query(uct_md_h tl_md, uct_md_attr_t *attr)
     } else {
         attr->cap.reg_mem_types = 0;
     }
-    if (!md->reg_any && !sw) {
+    if (!sw && ((md->rkey_ptr == UCS_YES) ||
+                ((md->rkey_ptr == UCS_TRY) && !md->reg_any))) {
         /* sw: a direct pointer would read what the owner never wrote back */
         attr->cap.flags        |= UCT_MD_FLAG_RKEY_PTR;
     }
@@ -615,6 +641,7 @@ static ucs_status_t uct_cxl_md_open(uct_component_t *component,
     md->super.ops       = &uct_cxl_md_ops;
     md->super.component = &uct_cxl_component;
     md->reg_any         = config->reg_any;
+    md->rkey_ptr        = config->rkey_ptr;
 
     if ((config->pools.count == 1) && !strcmp(config->pools.names[0], "auto")) {
         /* devdax devices with a pool first, else the emulated default */

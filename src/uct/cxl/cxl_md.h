@@ -47,12 +47,14 @@ typedef struct uct_cxl_md_config {
     int                       coherence;  /* uct_cxl_coh_cfg_t */
     int                       numa_node;
     int                       reg_any;
+    int                       rkey_ptr;   /* UCS_YES / UCS_NO / UCS_TRY */
     char                     *host_index; /* "auto" or a host partition */
 } uct_cxl_md_config_t;
 
 typedef struct uct_cxl_md {
     uct_md_t         super;
     int              reg_any;   /* register memory outside the pool too */
+    int              rkey_ptr;  /* UCX_CXL_RKEY_PTR: yes / no / try */
     unsigned         num_pools;
     uct_cxl_pool_t  *pools[UCT_CXL_MAX_POOLS];
 } uct_cxl_md_t;

@@ -984,3 +984,41 @@ TEST_F(cxl_md, no_rkey_ptr_with_sw_coherence)
     EXPECT_TRUE(s.md_attr.cap.flags & UCT_MD_FLAG_ALLOC);
     unsetenv("UCX_CXL_REG_ANY");
 }
+
+/*
+ * UCX_CXL_RKEY_PTR: "try" (default) offers rkey_ptr only without REG_ANY,
+ * "yes" with it too (the single-host line UCX_TLS=cxl,cma: UCP 1.13 then
+ * moves pool-resident rendezvous out of the pool instead of splitting it
+ * with cma), "no" never; software coherence never.
+ */
+TEST_F(cxl_md, rkey_ptr_setting)
+{
+    static const struct {
+        const char *rkey_ptr, *reg_any;
+        bool        expect;
+    } cases[] = {
+        {"try", "y", false}, {"try", "n", true}, {"yes", "y", true},
+        {"yes", "n", true},  {"no", "y", false}, {"no", "n", false},
+    };
+    for (const auto &c : cases) {
+        setenv("UCX_CXL_RKEY_PTR", c.rkey_ptr, 1);
+        setenv("UCX_CXL_REG_ANY", c.reg_any, 1);
+        stack s;
+        ASSERT_EQ(UCS_OK, s.open_md()) << s.error;
+        EXPECT_EQ(c.expect, !!(s.md_attr.cap.flags & UCT_MD_FLAG_RKEY_PTR))
+                << "UCX_CXL_RKEY_PTR=" << c.rkey_ptr << " UCX_CXL_REG_ANY="
+                << c.reg_any;
+        EXPECT_EQ(!strcmp(c.reg_any, "y"),
+                  !!(s.md_attr.cap.flags & UCT_MD_FLAG_REG));
+    }
+    setenv("UCX_CXL_RKEY_PTR", "yes", 1);
+    setenv("UCX_CXL_REG_ANY", "y", 1);
+    set_coherence("sw");
+    {
+        stack s;
+        ASSERT_EQ(UCS_OK, s.open_md()) << s.error;
+        EXPECT_FALSE(s.md_attr.cap.flags & UCT_MD_FLAG_RKEY_PTR);
+    }
+    unsetenv("UCX_CXL_RKEY_PTR");
+    unsetenv("UCX_CXL_REG_ANY");
+}
