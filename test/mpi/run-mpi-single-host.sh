@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 #
 # run-mpi-single-host.sh - the README's recommended Open MPI line for ranks on
-# one host, UCX_TLS=cxl,cma, does what the README says:
+# one host, UCX_TLS=cxl,cma with UCX_CXL_RKEY_PTR=yes, does what the README
+# says:
 #
 #   1. mpi_cxl_test (test/mpi, every byte checked; point-to-point 1 B ..
 #      4 MiB from malloc'd buffers, collectives, MPI_Win_allocate windows in
 #      the pool) passes on MPI_NP ranks with exactly that line
 #      (--tune contrib/openmpi-cxl.conf, LD_PRELOAD of the module,
-#      UCX_TLS=cxl,cma, UCX_ALLOC_PRIO=md:cxl,huge,thp,mmap,heap)
+#      UCX_TLS=cxl,cma, UCX_CXL_RKEY_PTR=yes,
+#      UCX_ALLOC_PRIO=md:cxl,huge,thp,mmap,heap)
 #   2. lanes, from UCX's own UCX_LOG_LEVEL=info "ep_cfg[N]: ..." lines of
 #      every rank: pml ucx's tag lanes are cxl and cma ("tag(cxl/DEV
-#      cma/memory)": cxl for eager messages and rendezvous control, cma as
-#      a rendezvous lane); osc ucx's rma and amo lanes are cxl alone (window
-#      memory is in the pool); no other transport
+#      cma/memory)": cxl for eager messages, rendezvous control and
+#      pool-resident rendezvous, cma as a rendezvous lane for ordinary
+#      buffers); osc ucx's rma and amo lanes are cxl alone (window memory
+#      is in the pool); no other transport
 #   3. ordinary (malloc'd) rendezvous buffers of the MPI job move with one
 #      copy, by cma: more than 4 MiB cross between the ranks by
 #      process_vm_readv/writev (strace -ff around each rank)
@@ -21,12 +24,12 @@
 #      (UCX_ALLOC_PRIO=thp,mmap,heap): cma moves the whole payload
 #      (44 MiB), i.e. the data is copied once, by the kernel, and not by
 #      UCP's active-message pipeline
-#   5. the same with pool-resident buffers (UCX_ALLOC_PRIO=md:cxl,...): at
-#      least a quarter of the payload does not go through cma but through
-#      cxl's get_zcopy from the pool (UCP 1.13 splits a rendezvous across
-#      its rma_bw lanes by bandwidth, cxl and cma have the same, so about
-#      half each), and cxl is the only lane whose key reaches the buffer
-#      ("rma_bw: mds [N]" names the cxl memory domain only)
+#   5. the same with pool-resident buffers (UCX_ALLOC_PRIO=md:cxl,...): no
+#      byte goes through cma; UCP's rkey_ptr rendezvous on the cxl lane
+#      (`ucx_info -e`: "rkey_ptr" among the cxl lane's roles) copies the
+#      data out of the pool.  (Without UCX_CXL_RKEY_PTR=yes UCP 1.13 splits
+#      such a rendezvous between cxl's and cma's get_zcopy by bandwidth,
+#      about half each, and this check fails.)
 #
 # Between hosts (pods in their own namespaces) cma does not reach and the
 # same line keeps everything on cxl: test/ns/test_ns_pods.sh, checks 9-10.
@@ -39,8 +42,9 @@
 #
 # Environment:
 #   MPI_NP=2                ranks
-#   SINGLE_HOST_TLS=cxl,cma the UCX_TLS under test (only to see the checks
-#                           fail with another one, e.g. cxl)
+#   SINGLE_HOST_TLS=cxl,cma the UCX_TLS under test, and
+#   SINGLE_HOST_RKEY_PTR=yes  the UCX_CXL_RKEY_PTR (only to see the checks
+#                           fail with others, e.g. cxl, or try)
 #
 # Needs mpicc/mpirun (Open MPI) and ucx_perftest (ucx-utils); strace for the
 # byte counts of 3-5 (without it they are reported as not run; 4 and 5 are
@@ -68,6 +72,7 @@ BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || {
 
 NP=${MPI_NP:-2}
 TLS=${SINGLE_HOST_TLS:-cxl,cma}
+RKEY_PTR=${SINGLE_HOST_RKEY_PTR:-yes}
 MODULE=$BUILD/.libs/libuct_cxl.so
 CXLPOOL=$BUILD/cxlpool
 CONF=$TOP/contrib/openmpi-cxl.conf
@@ -141,7 +146,8 @@ fi
 
 # --- 1-3: the MPI job ----------------------------------------------------
 CMD=(mpirun -np "$NP" --allow-run-as-root --oversubscribe --tune "$CONF"
-     -x "LD_PRELOAD=$MODULE" -x "UCX_TLS=$TLS" -x "UCX_ALLOC_PRIO=$ALLOC_PRIO"
+     -x "LD_PRELOAD=$MODULE" -x "UCX_TLS=$TLS" -x "UCX_CXL_RKEY_PTR=$RKEY_PTR"
+     -x "UCX_ALLOC_PRIO=$ALLOC_PRIO"
      -x "UCX_CXL_POOL=$POOL" -x UCX_LOG_LEVEL=info -x "UCX_LOG_FILE=$SCR/ucx.%p.log")
 TRACE=()
 [ $HAVE_STRACE = 1 ] &&
@@ -152,7 +158,7 @@ timeout --kill-after=15 600 "${CMD[@]}" ${TRACE[@]+"${TRACE[@]}"} "$BIN" >"$SCR/
 rc=$?
 res=$(grep -E '^mpi: [0-9]+ passed, [0-9]+ failed$' "$SCR/mpi.out" | tail -n 1)
 if [ $rc -eq 0 ] && [[ $res =~ ^mpi:\ [1-9][0-9]*\ passed,\ 0\ failed$ ]]; then
-    ok "1. mpi_cxl_test with UCX_TLS=$TLS on $NP ranks: ${res#mpi: }"
+    ok "1. mpi_cxl_test with UCX_TLS=$TLS UCX_CXL_RKEY_PTR=$RKEY_PTR on $NP ranks: ${res#mpi: }"
 else
     grep -E '^(FAIL|mpi:)' "$SCR/mpi.out" | head -n 10 | sed 's/^/#   /'
     tail -n 5 "$SCR/mpi.out" | sed 's/^/#   /'
@@ -202,7 +208,7 @@ fi
 perf_pair() {
     local name=$1 ap=$2 port spid i crc
     local envs=(env "LD_PRELOAD=$MODULE" "UCX_TLS=$TLS" "UCX_CXL_POOL=$POOL"
-                "UCX_ALLOC_PRIO=$ap")
+                "UCX_CXL_RKEY_PTR=$RKEY_PTR" "UCX_ALLOC_PRIO=$ap")
     local st=(strace -f -qq -e trace=process_vm_readv,process_vm_writev)
     for ((i = 0; i < 20; ++i)); do
         port=$((20000 + (RANDOM % 30000)))
@@ -227,7 +233,7 @@ perf_pair() {
 if [ $HAVE_STRACE = 0 ] || [ $HAVE_PERFTEST = 0 ]; then
     why="strace or ucx_perftest is not installed"
     notrun "4. UCP tag_bw, buffers outside the pool: the payload by cma ($why)"
-    notrun "5. UCP tag_bw, pool-resident buffers: cxl carries part of the payload ($why)"
+    notrun "5. UCP tag_bw, pool-resident buffers: nothing by cma ($why)"
 else
     perf_pair host thp,mmap,heap
     if [ $PRC -eq 0 ] && [ "$VM" -ge $PAYLOAD ]; then
@@ -237,14 +243,15 @@ else
         fail "4. UCP tag_bw 1 MiB, buffers outside the pool" "client rc $PRC, $VM bytes by cma (needed >= $PAYLOAD)"
     fi
     perf_pair pool "$ALLOC_PRIO"
-    keys=$(env "LD_PRELOAD=$MODULE" "UCX_TLS=$TLS" "UCX_CXL_POOL=$POOL" ucx_info -e -u t 2>&1)
-    mds=$(sed -n 's/^# *rma_bw: mds \[\([0-9 ]*\)\].*/\1/p' <<<"$keys")
-    cxlmd=$(sed -n 's/^# *lane\[[0-9]*\]: *[0-9]*:cxl\/[^ ]* md\[\([0-9]*\)\].*/\1/p' <<<"$keys" | head -n 1)
-    if [ $PRC -eq 0 ] && [ "$VM" -le $((PAYLOAD * 3 / 4)) ] && [ -n "$cxlmd" ] && [ "$mds" = "$cxlmd" ]; then
-        ok "5. UCP tag_bw 1 MiB, pool-resident buffers: $VM of $PAYLOAD bytes by cma, the rest by cxl (rendezvous keys: md[$mds], cxl's)"
+    keys=$(env "LD_PRELOAD=$MODULE" "UCX_TLS=$TLS" "UCX_CXL_POOL=$POOL" \
+               "UCX_CXL_RKEY_PTR=$RKEY_PTR" ucx_info -e -u t 2>&1)
+    cxllane=$(grep -E '^# *lane\[[0-9]+\]: *[0-9]+:cxl/' <<<"$keys" | head -n 1 |
+              sed -E 's/.*sysdev\[[0-9]+\] *//')
+    if [ $PRC -eq 0 ] && [ "$VM" -eq 0 ] && grep -qw rkey_ptr <<<"$cxllane"; then
+        ok "5. UCP tag_bw 1 MiB, pool-resident buffers: 0 of $PAYLOAD bytes by cma, all through cxl (cxl lane: $cxllane)"
     else
         tail -n 3 "$SCR/pool.cli" | sed 's/^/#   /'
-        fail "5. UCP tag_bw 1 MiB, pool-resident buffers" "client rc $PRC, $VM bytes by cma (needed <= $((PAYLOAD * 3 / 4))); rendezvous key mds [$mds], cxl md [$cxlmd]"
+        fail "5. UCP tag_bw 1 MiB, pool-resident buffers" "client rc $PRC, $VM of $PAYLOAD bytes by cma (needed 0); cxl lane roles: '$cxllane' (needed rkey_ptr)"
     fi
 fi
 

@@ -23,12 +23,13 @@
 #   2. UCX_TLS=posix between the pods: unreachable (other IPC/UTS namespace)
 #   3. UCX_TLS=posix inside one pod: reachable (control for 2)
 #   4. UCX_TLS=cxl between pods that map different pools: unreachable
-#   9. UCX_TLS=cxl,cma (the README's single-host line) between the pods:
+#   9. UCX_TLS=cxl,cma UCX_CXL_RKEY_PTR=yes (the README's single-host line)
+#      between the pods:
 #      cma does not reach across (its address names the IPC namespace, like
 #      posix in 2), so every lane is cxl, none cma; under 1 MiB crosses the
 #      veth, and no byte moves between the programs by process_vm_readv/
 #      writev (strace)
-#  10. UCX_TLS=cxl,cma inside pod-1 (control for 9): am, tag, rma, amo and
+#  10. the same line inside pod-1 (control for 9): am, tag, rma, amo and
 #      stream on cxl, cma as a rendezvous (rma_bw) lane, and the ordinary
 #      (malloc'd) rendezvous buffers of the 1 MiB and 4 MiB tag messages
 #      move by process_vm_readv (more than 4 MiB, strace)
@@ -498,7 +499,7 @@ run_hw() {
     # the README's single-host line: cma takes ordinary rendezvous buffers
     # where it reaches (one host), and cannot reach across pods
     TRACE_VM=$HAVE_STRACE
-    run_pair shared-cxlcma "$P2" "$S" "$P1" "$S" "$NET.2" cxl,cma cxl
+    run_pair shared-cxlcma "$P2" "$S" "$P1" "$S" "$NET.2" cxl,cma cxl UCX_CXL_RKEY_PTR=yes
     check_traffic    shared-cxlcma "9. shared pool, cxl,cma, pod-1 <-> pod-2"
     check_lanes_only shared-cxlcma "9. shared pool, cxl,cma, pod-1 <-> pod-2" cxl "$DS" "$DS" cma
     check_bytes "9. shared pool, cxl,cma, pod-1 <-> pod-2: the payload goes through the pool, only the test's own socket over the veth" \
@@ -506,7 +507,7 @@ run_hw() {
     check_vm_bytes shared-cxlcma "9. shared pool, cxl,cma, pod-1 <-> pod-2: nothing moves by cma" -eq 0
 
     TRACE_VM=$HAVE_STRACE
-    run_pair pod1-cxlcma "$P1" "$S" "$P1" "$S" 127.0.0.1 cxl,cma cxl,cma
+    run_pair pod1-cxlcma "$P1" "$S" "$P1" "$S" 127.0.0.1 cxl,cma cxl,cma UCX_CXL_RKEY_PTR=yes
     check_traffic       pod1-cxlcma "10. cxl,cma inside pod-1 (control for 9)"
     check_lanes_primary pod1-cxlcma "10. cxl,cma inside pod-1 (control for 9)" cxl "$DS" cma
     check_vm_bytes pod1-cxlcma "10. cxl,cma inside pod-1: ordinary rendezvous buffers move by cma" -gt 4194304
