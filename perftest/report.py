@@ -914,8 +914,9 @@ md.append("`mpi_lat`: ping-pong, one-way; `mpi_bw`: window of 64 MPI_Isend; `mpi
           "MPI_Win_flush on an MPI_Win_allocate window (lock_all), average. "
           "Point-to-point buffers are malloc'd (ordinary memory). Configurations, run "
           "alternately: `cxl` = `UCX_TLS=cxl`; `cxl+cma` = the README's single-host "
-          "line, `UCX_TLS=cxl,cma` with `UCX_ALLOC_PRIO=md:cxl,huge,thp,mmap,heap` "
-          "(windows in the pool; cma copies ordinary rendezvous buffers once); "
+          "line, `UCX_TLS=cxl,cma UCX_CXL_RKEY_PTR=yes` with "
+          "`UCX_ALLOC_PRIO=md:cxl,huge,thp,mmap,heap` (windows in the pool; cma "
+          "copies ordinary rendezvous buffers once); "
           "`posix` = `UCX_TLS=posix`; `sm` = `UCX_TLS=sm`. Ratios: ✓ = the first "
           "better, ≈ = ranges overlap.")
 md.append("")

@@ -43,8 +43,9 @@
 #     numbers measure the emulator's memcpy, not hardware (--no-emu: skip).
 #   * MPI (perftest/mpi_bench.c, Open MPI pml/osc ucx, 2 ranks) runs four
 #     configurations alternately: UCX_TLS=cxl; the README's single-host
-#     line "cxl+cma" (UCX_TLS=cxl,cma, UCX_ALLOC_PRIO=md:cxl,...: cma's
-#     single copy for ordinary rendezvous buffers); UCX_TLS=posix (the
+#     line "cxl+cma" (UCX_TLS=cxl,cma UCX_CXL_RKEY_PTR=yes,
+#     UCX_ALLOC_PRIO=md:cxl,...: cma's single copy for ordinary rendezvous
+#     buffers); UCX_TLS=posix (the
 #     ordinary-buffer peer of cxl); UCX_TLS=sm.  The report's targets:
 #     cxl >= posix and cxl+cma >= sm in bandwidth (64 KiB-4 MiB), cxl+cma
 #     <= sm in latency (8 B-4 MiB).
@@ -374,7 +375,8 @@ for c in "${UCP_CFGS[@]}"; do
     env "${BASE_ENV[@]}" "${cenv[@]}" ucx_info -e -u t >"$LOGS/ucp-lanes-$label.txt" 2>&1
 done
 # the MPI single-host line (UCX_TLS=cxl,cma): cxl's am lane, a cma rma_bw lane
-env "${BASE_ENV[@]}" "${CXL_ENV[@]}" UCX_TLS=cxl,cma ucx_info -e -u t >"$LOGS/ucp-lanes-cxl+cma.txt" 2>&1
+env "${BASE_ENV[@]}" "${CXL_ENV[@]}" UCX_TLS=cxl,cma UCX_CXL_RKEY_PTR=yes ucx_info -e -u t \
+    >"$LOGS/ucp-lanes-cxl+cma.txt" 2>&1
 
 # ---------------------------------------------------------------------------
 # Sizes and iteration counts
@@ -906,12 +908,12 @@ rm -f "$RAW"/*.tmp
 # MPI
 # ---------------------------------------------------------------------------
 # label|environment of the ranks: cxl alone; the README's single-host line
-# (cxl+cma: UCX_TLS=cxl,cma with pool allocation, cma's single copy for
-# ordinary rendezvous buffers); posix, the ordinary-buffer peer of cxl;
+# (cxl+cma: UCX_TLS=cxl,cma UCX_CXL_RKEY_PTR=yes with pool allocation:
+# cma's single copy for ordinary rendezvous buffers, cxl's for pool ones); posix, the ordinary-buffer peer of cxl;
 # sm, what UCX users get by default.  cxl labels also get --cxl-env.
 MPI_CFGS=(
     "cxl|UCX_TLS=cxl"
-    "cxl+cma|UCX_TLS=cxl,cma UCX_ALLOC_PRIO=md:cxl,huge,thp,mmap,heap"
+    "cxl+cma|UCX_TLS=cxl,cma UCX_CXL_RKEY_PTR=yes UCX_ALLOC_PRIO=md:cxl,huge,thp,mmap,heap"
     "posix|UCX_TLS=posix"
     "sm|UCX_TLS=sm"
 )
