@@ -374,6 +374,31 @@ for size in ("1MiB", "4MiB"):
                 bh[1] if bh else "—", f3(bh[0]) if bh else "—",
                 f3(c / bh[0]) if c and bh else "—"), hint)
 
+# T3b UCP tag_bw 64 KiB-4 MiB from ordinary buffers >= the best of posix/sysv
+# (the mm transports users have without single-copy help; sm is the
+# single-host line's comparison, in the MPI targets)
+parts, allmet, anydata = [], True, False
+for size in ("64KiB", "1MiB", "4MiB"):
+    fig = "tag_bw %s" % size
+    cands = [(med("ucp", fig, t, "host", "MB/s"), t) for t in ("posix", "sysv")]
+    cands = [x for x in cands if x[0] is not None]
+    c = med("ucp", fig, "cxl", "host", "MB/s")
+    if c is None or not cands:
+        parts.append("%s: no data" % size)
+        allmet = False
+        continue
+    anydata = True
+    b = max(cands)
+    ok = c >= b[0]
+    allmet = allmet and ok
+    parts.append("%s: cxl %s vs %s %s MB/s (%s)%s" %
+                 (size, f3(c), b[1], f3(b[0]), f3(c / b[0]),
+                  overlap_note("ucp", fig, "host", "MB/s", b[1])))
+add_target("UCP tag_bw 64 KiB–4 MiB, ordinary buffers, at least 1.0x the best of "
+           "posix/sysv [MB/s, higher is better]", None, None,
+           ">= best of posix/sysv at each size", allmet if anydata else None,
+           "; ".join(parts))
+
 UCT_PEERS_ALL = ["posix", "sysv", "cma", "tcp"]
 UCP_PEERS_ALL = ["posix", "sysv", "cma+posix", "tcp", "sm"]
 
@@ -593,6 +618,50 @@ def geomean(vals):
 
 
 HAVE_SW = any(k[2] == "cxl-sw" for k in series)
+
+
+def sw_target(name, items, bound):
+    """cxl-sw within 'bound' times cxl (hw) for each (layer, fig, var, unit)"""
+    parts, allmet, anydata = [], True, False
+    for layer, fig, var, unit in items:
+        hw = get(layer, fig, "cxl", var, unit)
+        sw = get(layer, fig, "cxl-sw", var, unit)
+        cf = cost_factor(hw, sw)
+        if cf is None:
+            na = sw["na"] if sw and sw.get("na") else "no data"
+            parts.append("%s: %s" % (fig, na))
+            allmet = False
+            continue
+        anydata = True
+        ok = cf <= bound
+        allmet = allmet and ok
+        parts.append("%s%s: sw %s vs hw %s %s, %s x worse" %
+                     (fig, "" if var in ("-", None) else " (%s)" % var,
+                      f3(sw["median"]), f3(hw["median"]), unit, f3(cf)))
+    if HAVE_SW:
+        add_target(name, None, None, "cost factor <= %g" % bound,
+                   allmet if anydata else None, "; ".join(parts))
+
+
+sw_target("Software coherence: UCT am_lat and UCP tag_lat 8 B at most 3x hw mode "
+          "[us, p50, lower is better]",
+          [("uct", "am_lat 8B short", "-", "us(p50)"),
+           ("ucp", "tag_lat 8B", "host", "us(p50)")], 3.0)
+sw_target("Software coherence: AM message rate (UCT am_bw 8 B) at least 0.3x hw mode "
+          "[Mmsg/s, higher is better]",
+          [("uct", "am_bw 8B short", "-", "Mmsg/s")], 1 / 0.3)
+sw_target("Software coherence: UCT am_bw 8 KiB and UCP tag_bw 1 MiB at least 0.4x hw "
+          "mode [MB/s, higher is better]",
+          [("uct", "am_bw 8KiB bcopy", "-", "MB/s"),
+           ("ucp", "tag_bw 1MiB", "host", "MB/s"),
+           ("ucp", "tag_bw 1MiB", "pool", "MB/s")], 1 / 0.4)
+sw_target("Software coherence: UCP ucp_put_bw and ucp_get 1 MiB, pool-resident buffers, "
+          "at least 0.3x hw mode [MB/s, higher is better]",
+          [("ucp", "ucp_put_bw 1MiB", "pool", "MB/s"),
+           ("ucp", "ucp_get 1MiB", "pool", "MB/s")], 1 / 0.3)
+sw_target("Software coherence: UCP ucp_fadd 8 B, pool-resident buffers, at most 10x hw "
+          "mode latency [us, p50, lower is better]",
+          [("ucp", "ucp_fadd 8B", "pool", "us(p50)")], 10.0)
 HAVE_EMU = any(k[2] == "cxl-emu" for k in series)
 
 if HAVE_SW or HAVE_EMU:
