@@ -211,6 +211,11 @@ protected:
         stop();
         unsetenv("UCX_CXL_HOST_INDEX");
         unsetenv("UCX_CXL_TEST_SKIP_OWNER_SYNC");
+        unsetenv("UCX_CXL_TEST_VIA_OWNER");
+        if (!m_path_sw.empty()) {
+            /* also the view of a killed owner, which nobody else removes */
+            cxlpool_destroy(("emulate-nc:" + m_path_sw).c_str(), 1);
+        }
         cxl_test::TearDown();
     }
 
@@ -226,6 +231,8 @@ protected:
          * buffers per host */
         std::string path = new_pool(256ull << 20, CXL_COH_SW);
         std::string spec = emulated ? "emulate-nc:" + path : path;
+
+        m_path_sw = path;
         std::string dev  = dev_name_of(path);
         int hp[2], cp[2], ap[2];
         hello h;
@@ -464,6 +471,7 @@ protected:
     pid_t    m_owner = 0;
     int      m_cmd   = -1;
     int      m_ans   = -1;
+    std::string m_path_sw;
 };
 
 /* Puts land where they belong, and nothing around them changes. */
@@ -748,4 +756,76 @@ TEST_F(cxl_sw_rma, owner_gone_is_an_error_not_a_hang)
     EXPECT_NE(UCS_OK, pc.status);
     EXPECT_NE(UCS_ERR_TIMED_OUT, flush());
     EXPECT_LT(clk::now() - t0, std::chrono::seconds(5));
+}
+
+/*
+ * UCX_CXL_TEST_VIA_OWNER=y (test only): keys of this host's memory go
+ * through the owner too, so that one process runs the cross-host protocol
+ * in loopback, as UCX's UCT suite does with it.
+ */
+TEST_F(cxl_sw_rma, via_owner_knob_in_one_process)
+{
+    std::string path = new_pool(256ull << 20, CXL_COH_SW);
+    std::vector<uint8_t> data = random_bytes(100000, 7), back(100000);
+    uct_allocated_memory_t mem;
+    std::vector<uint8_t> buf;
+    uint64_t old = 0;
+    void *p      = nullptr;
+    completion c;
+    uct_ep_h ep;
+    rkey key;
+    stack s;
+
+    m_path_sw = path;
+    set_env("emulate-nc:" + path, "auto", nullptr);
+    setenv("UCX_CXL_TEST_VIA_OWNER", "y", 1);
+    ASSERT_EQ(UCS_OK, s.open(dev_name_of(path))) << s.error;
+    uct_iface_progress_enable(s.iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    ASSERT_EQ(UCS_OK, s.connect_to(s, &ep)) << s.error;
+    ASSERT_EQ(UCS_OK, s.alloc(1 << 20, &mem)) << s.error;
+    ASSERT_EQ(UCS_OK, s.pack(mem.memh, &buf));
+    ASSERT_EQ(UCS_OK, key.unpack(s.component, buf.data()));
+    EXPECT_EQ(UCS_ERR_UNREACHABLE, key.ptr((uintptr_t)mem.address, &p))
+            << "a key of this host's memory, but through the owner";
+
+    uct_iov_t iov = {data.data(), data.size(), nullptr, data.size(), 1};
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_put_zcopy(ep, &iov, 1,
+                                               (uintptr_t)mem.address + 3,
+                                               key.get(), &c.uct));
+    EXPECT_NE(0, memcmp((uint8_t*)mem.address + 3, data.data(), 64))
+            << "nothing is written before the owner answered";
+    clk::time_point deadline = clk::now() + std::chrono::seconds(20);
+    while (!c.done && (clk::now() < deadline)) {
+        uct_worker_progress(s.worker);
+    }
+    ASSERT_TRUE(c.done);
+    EXPECT_EQ(UCS_OK, c.status);
+
+    c.reset();
+    uct_iov_t giov = {back.data(), back.size(), nullptr, back.size(), 1};
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_get_zcopy(ep, &giov, 1,
+                                               (uintptr_t)mem.address + 3,
+                                               key.get(), &c.uct));
+    while (!c.done && (clk::now() < deadline)) {
+        uct_worker_progress(s.worker);
+    }
+    ASSERT_TRUE(c.done);
+    EXPECT_EQ(-1, first_diff(back.data(), data.data(), data.size()));
+
+    c.reset();
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1,
+                                                    &old,
+                                                    (uintptr_t)mem.address + 8,
+                                                    key.get(), &c.uct));
+    while (!c.done && (clk::now() < deadline)) {
+        uct_worker_progress(s.worker);
+    }
+    ASSERT_TRUE(c.done);
+    uint64_t expect;
+    memcpy(&expect, data.data() + 5, sizeof(expect));
+    EXPECT_EQ(expect, old);
+
+    key.release();
+    EXPECT_EQ(UCS_OK, uct_mem_free(&mem));
+    s.close();
 }
