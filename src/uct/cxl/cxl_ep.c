@@ -211,6 +211,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_ep_t, const uct_ep_params_t *params)
     self->outstanding = 0;
     self->hold        = 0;
     self->put_wait    = 0;
+    self->staged      = 0;
     self->stream.data = NULL;
     ucs_list_head_init(&self->due);
     ucs_list_head_init(&self->flush_list);

@@ -94,6 +94,8 @@ typedef struct uct_cxl_iface {
     unsigned             ops_size;
     unsigned             ops_free;   /* head of the free slots, or ops_size */
     ucs_time_t           proxy_alive_check; /* last liveness check of owners */
+    void                *staging;    /* kept copy buffer of a large put */
+    size_t               staging_size;
     int                  test_skip_owner; /* UCT_CXL_TEST_SKIP_* (test only) */
     int                  event_fd;   /* read end of the wake-up FIFO, or -1 */
     int                  event_wfd;  /* own writer: no EOF while senders come and go */
@@ -144,6 +146,7 @@ typedef struct uct_cxl_ep {
     unsigned             outstanding; /* proxied requests without answer */
     unsigned             hold;       /* UCT_CXL_HOLD_*: later sends wait */
     unsigned             put_wait;   /* direct puts waiting for the owner */
+    size_t               staged;     /* bytes of their copies (put_short/bcopy) */
     ucs_list_link_t      due;        /* their records, waiting for room */
     ucs_list_link_t      flush_list; /* flush completions waiting */
     struct {
@@ -161,6 +164,7 @@ typedef struct uct_cxl_ep {
 #define UCT_CXL_HOLD_PUT    UCS_BIT(0) /* a direct put waits for the owner */
 #define UCT_CXL_HOLD_DUE    UCS_BIT(1) /* records of a direct put wait for room */
 #define UCT_CXL_HOLD_FENCE  UCS_BIT(2) /* a fence waits for what came before */
+#define UCT_CXL_HOLD_STAGE  UCS_BIT(3) /* enough copied put data in flight */
 
 /*
  * Nothing may be sent on ep now (UCS_ERR_NO_RESOURCE, pending requests

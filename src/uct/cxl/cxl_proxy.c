@@ -51,6 +51,9 @@
 #include <ucs/debug/log.h>
 #include <ucs/time/time.h>
 #include <string.h>
+#if defined(__x86_64__)
+#  include <emmintrin.h>
+#endif
 
 enum {
     UCT_CXL_OP_PUT = 1,  /* data follows */
@@ -97,7 +100,8 @@ struct uct_cxl_op {
     size_t                length;
     size_t                received;
     void                 *buffer;   /* atomic: result;
-                                     * get_bcopy: staging, freed at the end */
+                                     * get_bcopy, pool put_short/bcopy:
+                                     * staging, freed at the end */
     uint8_t              *pool_ptr; /* pool requests: the range, here */
     uint64_t              remote;   /* pool put: its owner's address */
     uct_unpack_callback_t unpack_cb;
@@ -140,6 +144,8 @@ typedef struct {
 #define UCT_CXL_OP_HDR  sizeof(uct_cxl_op_hdr_t)
 /* how often owners are checked for life while answers are due */
 #define UCT_CXL_ALIVE_CHECK_MS  100
+/* bytes of put_short/put_bcopy copies an endpoint keeps in flight */
+#define UCT_CXL_STAGE_MAX       (1ul * 1024 * 1024)
 
 static size_t uct_cxl_proxy_chunk(uct_cxl_iface_t *iface)
 {
@@ -237,6 +243,78 @@ static ucs_status_t uct_cxl_proxy_stream(uct_cxl_ep_t *ep, const uint8_t *data,
     return UCS_OK;
 }
 
+static ucs_status_t uct_cxl_proxy_pool_put(uct_cxl_ep_t *ep,
+                                           const uct_cxl_rkey_t *key,
+                                           const uct_iov_t *iov, size_t iovcnt,
+                                           size_t length, uint64_t remote_addr,
+                                           uct_completion_t *comp,
+                                           void *staging);
+
+/* A staging buffer of at least length bytes: the one kept from the last
+ * put if it is large enough (no mmap and page faults per large put). */
+static void *uct_cxl_proxy_staging_get(uct_cxl_iface_t *iface, size_t length)
+{
+    void *buf;
+
+    if ((iface->staging != NULL) && (iface->staging_size >= length)) {
+        buf            = iface->staging;
+        iface->staging = NULL;
+        return buf;
+    }
+    return ucs_malloc(length, "cxl_put_staging");
+}
+
+static void uct_cxl_proxy_staging_put(uct_cxl_iface_t *iface, void *buf,
+                                      size_t length)
+{
+    if ((iface->staging == NULL) || (iface->staging_size < length)) {
+        ucs_free(iface->staging);
+        iface->staging      = buf;
+        iface->staging_size = length;
+    } else {
+        ucs_free(buf);
+    }
+}
+
+/*
+ * put_short and put_bcopy complete on return: a large one into pool memory
+ * of another host is copied aside and then goes the way of a put_zcopy
+ * (one more copy, but at memcpy speed instead of streaming through the
+ * owner).  The copies in flight are bounded (UCT_CXL_HOLD_STAGE).
+ */
+static ucs_status_t uct_cxl_proxy_pool_put_copy(uct_cxl_ep_t *ep,
+                                                const uct_cxl_rkey_t *key,
+                                                const void *data,
+                                                size_t length,
+                                                uint64_t remote_addr)
+{
+    uct_iov_t iov;
+    ucs_status_t status;
+    void *staging;
+
+    /* what uct_cxl_proxy_pool_put would refuse, before copying */
+    if ((ep->stream.data != NULL) || (ep->hold & ~UCT_CXL_HOLD_PUT)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    staging = uct_cxl_proxy_staging_get(uct_cxl_ep_iface(ep), length);
+    if (staging == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    memcpy(staging, data, length);
+    iov.buffer = staging;
+    iov.length = length;
+    iov.memh   = NULL;
+    iov.stride = length;
+    iov.count  = 1;
+    status     = uct_cxl_proxy_pool_put(ep, key, &iov, 1, length, remote_addr,
+                                        NULL, staging);
+    if (status != UCS_INPROGRESS) {
+        uct_cxl_proxy_staging_put(uct_cxl_ep_iface(ep), staging, length);
+        return status;
+    }
+    return UCS_OK;
+}
+
 ucs_status_t uct_cxl_proxy_put(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
                                const void *data, size_t length,
                                uint64_t remote_addr)
@@ -244,6 +322,11 @@ ucs_status_t uct_cxl_proxy_put(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
     ucs_status_t status;
     size_t done;
 
+    if ((key->pool != NULL) &&
+        (length > uct_cxl_proxy_chunk(uct_cxl_ep_iface(ep)))) {
+        return uct_cxl_proxy_pool_put_copy(ep, key, data, length,
+                                           remote_addr);
+    }
     status = uct_cxl_proxy_check(ep, key, remote_addr, length);
     if (status != UCS_OK) {
         return status;
@@ -264,12 +347,6 @@ ucs_status_t uct_cxl_proxy_put(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
                                 remote_addr + done);
 }
 
-static ucs_status_t uct_cxl_proxy_pool_put(uct_cxl_ep_t *ep,
-                                           const uct_cxl_rkey_t *key,
-                                           const uct_iov_t *iov, size_t iovcnt,
-                                           size_t length, uint64_t remote_addr,
-                                           uct_completion_t *comp);
-
 ucs_status_t uct_cxl_proxy_put_iov(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
                                    const uct_iov_t *iov, size_t iovcnt,
                                    size_t length, uint64_t remote_addr,
@@ -284,7 +361,7 @@ ucs_status_t uct_cxl_proxy_put_iov(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
     if ((key->pool != NULL) &&
         (length > uct_cxl_proxy_chunk(uct_cxl_ep_iface(ep)))) {
         return uct_cxl_proxy_pool_put(ep, key, iov, iovcnt, length,
-                                      remote_addr, comp);
+                                      remote_addr, comp, NULL);
     }
     if ((iovcnt == 1) && (iov[0].count == 1)) {
         return uct_cxl_proxy_put(ep, key, iov[0].buffer, length, remote_addr);
@@ -333,6 +410,9 @@ static void uct_cxl_proxy_update_hold(uct_cxl_ep_t *ep)
     if (ep->put_wait > 0) {
         hold |= UCT_CXL_HOLD_PUT;
     }
+    if (ep->staged >= UCT_CXL_STAGE_MAX) {
+        hold |= UCT_CXL_HOLD_STAGE;
+    }
     if (!ucs_list_is_empty(&ep->due)) {
         hold |= UCT_CXL_HOLD_DUE;
     }
@@ -350,6 +430,10 @@ static void uct_cxl_proxy_op_release(uct_cxl_iface_t *iface, unsigned index)
         ucs_free(op->buffer);
     } else if (op->kind == UCT_CXL_KIND_POOL_PUT) {
         op->ep->put_wait--;
+        if (op->buffer != NULL) {
+            op->ep->staged -= op->length;
+            uct_cxl_proxy_staging_put(iface, op->buffer, op->length);
+        }
     }
     op->ep->outstanding--;
     uct_cxl_proxy_update_hold(op->ep);
@@ -426,7 +510,8 @@ static ucs_status_t uct_cxl_proxy_pool_put(uct_cxl_ep_t *ep,
                                            const uct_cxl_rkey_t *key,
                                            const uct_iov_t *iov, size_t iovcnt,
                                            size_t length, uint64_t remote_addr,
-                                           uct_completion_t *comp)
+                                           uct_completion_t *comp,
+                                           void *staging)
 {
     uct_cxl_op_hdr_t hdr = {0};
     size_t head, body;
@@ -457,9 +542,13 @@ static ucs_status_t uct_cxl_proxy_pool_put(uct_cxl_ep_t *ep,
     op->pool_ptr = (uint8_t*)(uintptr_t)(remote_addr + key->delta);
     op->remote   = remote_addr;
     op->iovcnt   = iovcnt;
+    op->buffer   = staging;
     memcpy(op->iov, iov, iovcnt * sizeof(*iov));
     ep->put_wait++;
-    ep->hold    |= UCT_CXL_HOLD_PUT;
+    if (staging != NULL) {
+        ep->staged += length;
+    }
+    uct_cxl_proxy_update_hold(ep);
 
     uct_cxl_proxy_put_split(op->pool_ptr, length, &head, &body);
     hdr.op    = UCT_CXL_OP_CLEAN;
@@ -651,18 +740,61 @@ static void uct_cxl_proxy_complete(uct_cxl_iface_t *iface, unsigned index,
     }
 }
 
-/* Copy length bytes from offset on of an iov (count and stride honoured). */
+/*
+ * Copy into pool memory that is to be written back at once: whole lines
+ * with non-temporal stores, which go to memory without filling the cache
+ * (the write-back that follows then finds little to do, a copy and a
+ * write-back of dirty lines cost about three times as much); the rest of
+ * a line with plain stores, so that no line mixes both kinds.
+ */
+static void uct_cxl_proxy_copy_out(uint8_t *dst, const uint8_t *src,
+                                   size_t length)
+{
+#if defined(__x86_64__)
+    size_t head = (UCT_CXL_LINE - ((uintptr_t)dst & (UCT_CXL_LINE - 1))) &
+                  (UCT_CXL_LINE - 1);
+    size_t i, lines;
+
+    if (length < head + UCT_CXL_LINE) {
+        memcpy(dst, src, length);
+        return;
+    }
+    memcpy(dst, src, head);
+    dst    += head;
+    src    += head;
+    length -= head;
+    lines   = length / UCT_CXL_LINE;
+    for (i = 0; i < lines * (UCT_CXL_LINE / 16); ++i) {
+        _mm_stream_si128((__m128i*)dst + i,
+                         _mm_loadu_si128((const __m128i*)src + i));
+    }
+    memcpy(dst + lines * UCT_CXL_LINE, src + lines * UCT_CXL_LINE,
+           length - lines * UCT_CXL_LINE);
+#else
+    memcpy(dst, src, length);
+#endif
+}
+
+/* Copy length bytes from offset on of an iov (count and stride honoured);
+ * out: into pool memory about to be written back. */
 static void uct_cxl_proxy_iov_gather(const uct_iov_t *iov, size_t iovcnt,
-                                     size_t offset, uint8_t *dst, size_t length)
+                                     size_t offset, uint8_t *dst, size_t length,
+                                     int out)
 {
     size_t i, j, pos = 0, n;
+    const uint8_t *src;
 
     for (i = 0; (i < iovcnt) && (length > 0); ++i) {
         for (j = 0; (j < iov[i].count) && (length > 0); ++j) {
             if (offset < pos + iov[i].length) {
-                n = ucs_min(length, pos + iov[i].length - offset);
-                memcpy(dst, (const uint8_t*)iov[i].buffer + j * iov[i].stride +
-                            (offset - pos), n);
+                n   = ucs_min(length, pos + iov[i].length - offset);
+                src = (const uint8_t*)iov[i].buffer + j * iov[i].stride +
+                      (offset - pos);
+                if (out) {
+                    uct_cxl_proxy_copy_out(dst, src, n);
+                } else {
+                    memcpy(dst, src, n);
+                }
                 dst    += n;
                 offset += n;
                 length -= n;
@@ -775,11 +907,13 @@ static void uct_cxl_proxy_pool_write(uct_cxl_iface_t *iface, uct_cxl_op_t *op)
 
     uct_cxl_proxy_put_split(op->pool_ptr, op->length, &head, &body);
     tail = op->length - head - body;
-    uct_cxl_proxy_iov_gather(op->iov, op->iovcnt, 0, head_data, head);
+    uct_cxl_proxy_iov_gather(op->iov, op->iovcnt, 0, head_data, head, 0);
     uct_cxl_proxy_iov_gather(op->iov, op->iovcnt, head, op->pool_ptr + head,
-                             body);
+                             body, 1);
     uct_cxl_proxy_iov_gather(op->iov, op->iovcnt, head + body, tail_data,
-                             tail);
+                             tail, 0);
+    /* also what the non-temporal stores left in the cache (the emulator
+     * sees nothing else) */
     cxl_coh_writeback(iface->coh, op->pool_ptr + head, body);
 
     uct_cxl_proxy_due(ep, UCT_CXL_OP_INVAL, op->remote + head, body, NULL, 0);
@@ -1165,7 +1299,7 @@ static void uct_cxl_proxy_ep_drop(uct_cxl_ep_t *ep, ucs_status_t status,
     while (!ucs_list_is_empty(&ep->due)) {
         ucs_free(ucs_list_extract_head(&ep->due, uct_cxl_due_t, list));
     }
-    ep->hold = 0;
+    uct_cxl_proxy_update_hold(ep);
     uct_cxl_proxy_flushes_done(ep, status, notify);
 }
 
@@ -1291,6 +1425,8 @@ void uct_cxl_proxy_iface_init(uct_cxl_iface_t *iface)
     iface->ops_size   = 0;
     iface->ops_free   = 0;
     iface->proxy_alive_check = ucs_get_time();
+    iface->staging           = NULL;
+    iface->staging_size      = 0;
     ucs_list_head_init(&iface->replies);
     ucs_list_head_init(&iface->reply_txs);
 }
@@ -1308,5 +1444,6 @@ void uct_cxl_proxy_iface_cleanup(uct_cxl_iface_t *iface)
         uct_cxl_tx_put(iface, rtx->tx);
         ucs_free(rtx);
     }
+    ucs_free(iface->staging);
     ucs_free(iface->ops);
 }

@@ -412,16 +412,32 @@ protected:
         put_zcopy(iov, 2, raddr((2 << 20) + 33), m_key.get());
         owner(CMD_EXPECT, seed++, (2 << 20) + 33, d.size());
 
-        /* put_short and put_bcopy: executed by the owner */
+        /* put_short and put_bcopy: a small one is executed by the owner, a
+         * large one is copied aside and written like a put_zcopy */
         d = random_bytes(100, seed);
         EXPECT_EQ(UCS_OK, uct_ep_put_short(m_ep, d.data(), d.size(),
                                            raddr((3 << 20) + 8192 + 3),
                                            m_key.get()));
         owner(CMD_EXPECT, seed++, (3 << 20) + 8192 + 3, d.size());
+        d = random_bytes(50000, seed);
+        ucs_status_t st;
+        while ((st = uct_ep_put_short(m_ep, d.data(), d.size(),
+                                      raddr((3 << 20) + 65536 + 9),
+                                      m_key.get())) == UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(m_s.worker);
+        }
+        EXPECT_EQ(UCS_OK, st);
+        fill_random(d.data(), d.size(), seed + 1000); /* may be reused now */
+        owner(CMD_EXPECT, seed++, (3 << 20) + 65536 + 9, d.size());
         d = random_bytes(20000, seed);
-        EXPECT_EQ((ssize_t)d.size(),
-                  uct_ep_put_bcopy(m_ep, pack_cb, &d,
-                                   raddr((3 << 20) + 16384 + 1), m_key.get()));
+        ssize_t packed;
+        while ((packed = uct_ep_put_bcopy(m_ep, pack_cb, &d,
+                                          raddr((3 << 20) + 16384 + 1),
+                                          m_key.get())) ==
+               UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(m_s.worker);
+        }
+        EXPECT_EQ((ssize_t)d.size(), packed);
         owner(CMD_EXPECT, seed++, (3 << 20) + 16384 + 1, d.size());
 
         EXPECT_EQ(UCS_OK, flush());
