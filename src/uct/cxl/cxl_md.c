@@ -29,7 +29,10 @@
  * With software coherence RKEY_PTR is not advertised either: a peer on
  * another host would load the buffer straight from pool memory through the
  * pointer, with no invalidate before and while the owner's writes may
- * still sit in the owner's cache (nothing writes them back for it).
+ * still sit in the owner's cache (nothing writes them back for it).  A key
+ * of pool memory names its owner and the owner's host partition: a peer on
+ * the same host uses it directly, one on another host goes through the
+ * owner (cxl_proxy.c, doc/design/sw-coherence.md).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -76,7 +79,7 @@ static ucs_config_field_t uct_cxl_md_config_table[] = {
      "        CPU atomics are advertised.\n"
      " sw   - software coherence (CXL 2.0 multi-host sharing): every write\n"
      "        is written back and every read of shared data invalidated;\n"
-     "        no CPU atomics.\n"
+     "        RMA and atomics on memory of another host go through its owner.\n"
      " auto - the mode the pool was created with (cxlpool create --coherence).",
      ucs_offsetof(uct_cxl_md_config_t, coherence),
      UCS_CONFIG_TYPE_ENUM(uct_cxl_coh_names)},
