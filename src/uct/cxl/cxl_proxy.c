@@ -834,7 +834,9 @@ static void uct_cxl_proxy_due(uct_cxl_ep_t *ep, uint8_t op, uint64_t addr,
     tmp.length = (uint8_t)length;
     tmp.addr   = addr;
     tmp.value  = value;
-    memcpy(tmp.data, data, length);
+    if (length > 0) {
+        memcpy(tmp.data, data, length);
+    }
     if (ucs_list_is_empty(&ep->due) && uct_cxl_proxy_due_send(ep, &tmp)) {
         return;
     }
