@@ -75,7 +75,13 @@ enum {
     UCT_CXL_KIND_POOL_PUT            /* clean, then write the pool range */
 };
 
-/* Payload of an UCT_CXL_REC_OP record (before the data of PUT, ANSWER). */
+/*
+ * Payload of an UCT_CXL_REC_OP record (before the data of PUT, ANSWER).
+ * A record without data carries only the fields its operation uses, in
+ * this order (uct_cxl_proxy_hdr_len), so that an atomic, its answer, and
+ * the CLEAN/INVAL requests of pool memory fit into one cache line with the
+ * record header: in sw mode every line is written back and invalidated.
+ */
 typedef struct {
     uint8_t  op;
     uint8_t  amo;          /* uct_atomic_op_t (UCT_ATOMIC_OP_CSWAP too) */
@@ -86,8 +92,8 @@ typedef struct {
     uint64_t cookie;       /* GET, FAMO, CLEAN: the request; echoed by ANSWER */
     uint64_t value;        /* atomics: operand; ANSWER of FAMO: old value;
                             * CLEAN, INVAL: bytes */
-    uint64_t compare;      /* CSWAP */
     uct_cxl_iface_addr_t reply; /* GET, FAMO, CLEAN: where to answer */
+    uint64_t compare;      /* CSWAP */
 } UCS_S_PACKED uct_cxl_op_hdr_t;
 
 /* A request that waits for its answer (requester side). */
@@ -142,6 +148,8 @@ typedef struct {
 } uct_cxl_due_t;
 
 #define UCT_CXL_OP_HDR  sizeof(uct_cxl_op_hdr_t)
+/* the shortest header: everything before 'reply' */
+#define UCT_CXL_OP_HDR_MIN  ucs_offsetof(uct_cxl_op_hdr_t, reply)
 /* how often owners are checked for life while answers are due */
 #define UCT_CXL_ALIVE_CHECK_MS  100
 /* bytes of put_short/put_bcopy copies an endpoint keeps in flight */
@@ -180,19 +188,39 @@ static ucs_status_t uct_cxl_proxy_check(uct_cxl_ep_t *ep,
     return UCS_OK;
 }
 
+/* Header bytes a record of hdr carries (data always follows all of it). */
+static size_t uct_cxl_proxy_hdr_len(const uct_cxl_op_hdr_t *hdr,
+                                    uint32_t data_len)
+{
+    if (data_len > 0) {
+        return UCT_CXL_OP_HDR;
+    }
+    switch (hdr->op) {
+    case UCT_CXL_OP_FAMO:
+        return (hdr->amo == UCT_ATOMIC_OP_CSWAP) ? UCT_CXL_OP_HDR :
+               ucs_offsetof(uct_cxl_op_hdr_t, compare);
+    case UCT_CXL_OP_GET:
+    case UCT_CXL_OP_CLEAN:
+        return ucs_offsetof(uct_cxl_op_hdr_t, compare);
+    default: /* AMO, INVAL, ANSWER without data, an empty PUT */
+        return UCT_CXL_OP_HDR_MIN;
+    }
+}
+
 /* Write one operation or answer record on a channel (room checked). */
 static void uct_cxl_proxy_emit(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
                                const uct_cxl_op_hdr_t *hdr, const void *data,
                                uint32_t data_len)
 {
+    size_t hdr_len = uct_cxl_proxy_hdr_len(hdr, data_len);
     uct_cxl_rec_t *rec;
 
-    rec = uct_cxl_tx_reserve_rec(iface, tx, UCT_CXL_OP_HDR + data_len);
-    memcpy(rec + 1, hdr, UCT_CXL_OP_HDR);
+    rec = uct_cxl_tx_reserve_rec(iface, tx, hdr_len + data_len);
+    memcpy(rec + 1, hdr, hdr_len);
     if (data_len > 0) {
-        memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, UCT_CXL_OP_HDR), data, data_len);
+        memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, hdr_len), data, data_len);
     }
-    uct_cxl_tx_commit_op(iface, tx, rec, UCT_CXL_OP_HDR + data_len);
+    uct_cxl_tx_commit_op(iface, tx, rec, hdr_len + data_len);
 }
 
 /* ... an operation of the endpoint: its flush waits until it executed */
@@ -1083,7 +1111,7 @@ static void uct_cxl_proxy_reply(uct_cxl_iface_t *iface,
                                 const uct_cxl_op_hdr_t *hdr,
                                 ucs_status_t status, uint64_t value)
 {
-    uct_cxl_reply_t *reply;
+    uct_cxl_reply_t tmp = {}, *reply;
     uct_cxl_tx_t *tx;
 
     tx = uct_cxl_proxy_reply_tx(iface, &hdr->reply);
@@ -1092,25 +1120,26 @@ static void uct_cxl_proxy_reply(uct_cxl_iface_t *iface,
                   hdr->reply.id);
         return;
     }
-    reply = ucs_calloc(1, sizeof(*reply), "cxl_reply");
+    tmp.tx     = tx;
+    tmp.cookie = hdr->cookie;
+    tmp.value  = value;
+    tmp.status = (int8_t)status;
+    if ((hdr->op == UCT_CXL_OP_GET) && (status == UCS_OK)) {
+        tmp.src    = (const uint8_t*)(uintptr_t)hdr->addr;
+        tmp.length = hdr->length;
+    }
+    /* answers leave in order: only an empty queue may send at once; what
+     * waits is kept (no allocation for the answers that go out at once) */
+    if (ucs_list_is_empty(&iface->replies) &&
+        uct_cxl_proxy_reply_push(iface, &tmp)) {
+        return;
+    }
+    reply = ucs_malloc(sizeof(*reply), "cxl_reply");
     if (reply == NULL) {
         ucs_error("cxl: no memory for an answer; the requester will wait");
         return;
     }
-    reply->tx      = tx;
-    reply->cookie  = hdr->cookie;
-    reply->value   = value;
-    reply->status  = (int8_t)status;
-    if ((hdr->op == UCT_CXL_OP_GET) && (status == UCS_OK)) {
-        reply->src    = (const uint8_t*)(uintptr_t)hdr->addr;
-        reply->length = hdr->length;
-    }
-    /* answers leave in order: only an empty queue may send at once */
-    if (ucs_list_is_empty(&iface->replies) &&
-        uct_cxl_proxy_reply_push(iface, reply)) {
-        ucs_free(reply);
-        return;
-    }
+    *reply            = tmp;
     iface->proxy_busy = 1;
     ucs_list_add_tail(&iface->replies, &reply->list);
 }
@@ -1144,14 +1173,18 @@ static void uct_cxl_proxy_snapshot(uct_cxl_iface_t *iface)
 void uct_cxl_proxy_handle(uct_cxl_iface_t *iface, unsigned index,
                           const void *payload, uint32_t length)
 {
-    const uct_cxl_op_hdr_t *hdr = payload;
-    const uint8_t *data         = (const uint8_t*)payload + UCT_CXL_OP_HDR;
-    ucs_status_t status         = UCS_OK;
-    uint64_t old                = 0;
+    const uint8_t *data = (const uint8_t*)payload + UCT_CXL_OP_HDR;
+    ucs_status_t status = UCS_OK;
+    uint64_t old        = 0;
+    uct_cxl_op_hdr_t h  = {0};
+    const uct_cxl_op_hdr_t *hdr = &h;
 
-    if ((length < UCT_CXL_OP_HDR) ||
-        (hdr->length > length - UCT_CXL_OP_HDR &&
-         (hdr->op == UCT_CXL_OP_PUT || hdr->op == UCT_CXL_OP_ANSWER))) {
+    /* fields a short record leaves out are 0 */
+    memcpy(&h, payload, ucs_min(length, UCT_CXL_OP_HDR));
+    if ((length < UCT_CXL_OP_HDR_MIN) ||
+        (((h.op == UCT_CXL_OP_PUT) || (h.op == UCT_CXL_OP_ANSWER)) &&
+         (h.length > 0) &&
+         ((length < UCT_CXL_OP_HDR) || (h.length > length - UCT_CXL_OP_HDR)))) {
         ucs_error("cxl: malformed operation record in channel %u", index);
         return;
     }
