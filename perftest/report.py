@@ -578,13 +578,13 @@ def sw_path(layer, fig):
     if layer == "uct":
         if op.startswith("am_"):
             return "AM channels, write-back + flush per record"
-        return "not advertised in sw mode"
+        return "plain loads/stores/CPU atomics (owner's host)"
     if op.startswith("tag_"):
-        return "AM (eager; rendezvous as AM fragments)"
+        return "AM (eager; rendezvous get_zcopy from pool buffers)"
     if op in ("ucp_put_bw", "ucp_get"):
-        return "UCP's AM-based RMA emulation"
+        return "cxl RMA lanes (owner's host: plain copies)"
     if op.startswith("ucp_fadd"):
-        return "UCP's AM-based atomic emulation"
+        return "cxl CPU atomics (owner's host)"
     return ""
 
 
@@ -905,11 +905,11 @@ md.append("* **cxl** is the hardware-coherent mode (`UCX_CXL_COHERENCE=hw`). **c
           "is the same transport with `UCX_CXL_COHERENCE=sw` on a second private pool file "
           "(created `--coherence sw --hosts 1`, mapped directly): every write another "
           "host must see is written back (CLWB/CLFLUSHOPT + fence) and every read of "
-          "another host's data is preceded by a cache-line flush, and no RMA or CPU "
-          "atomics are advertised. So in sw mode UCP runs `ucp_put_bw`, `ucp_get` and "
-          "`ucp_fadd` through its **software emulation over active messages**, "
-          "rendezvous moves data as AM fragments, and the UCT put/get/atomic figures "
-          "are `n/a (not advertised in sw mode)`. Both processes run on this one CPU, "
+          "another host's data is preceded by a cache-line flush. RMA and CPU "
+          "atomics are offered (not `get_short`); with one host partition both "
+          "processes are on the memory owner's host, so put, get and atomics use "
+          "plain loads, stores and CPU atomics as in hw mode (the path between "
+          "hosts, through the owner, is not measured here). Both processes run on this one CPU, "
           "so the flushes cost what they cost here, but no line is actually fetched "
           "from another host's memory. `sw/hw` = ratio of medians cxl-sw/cxl (✓ sw "
           "better, ✗ sw worse, ≈ ranges overlap); cxl and cxl-sw were run alternately "
@@ -995,10 +995,10 @@ if HAVE_SW:
     md.append("")
     md.append("The same ucx_perftest cases as `cxl`, with `UCX_CXL_COHERENCE=sw` on a real "
               "(non-emulated) pool file. `cost` = how many times worse cxl-sw is "
-              "(latency sw/hw, bandwidth and rate hw/sw). In sw mode the transport "
-              "advertises no RMA and no CPU atomics: UCP emulates put/get/atomics over "
-              "active messages (`sw path`), and UCT-level RMA/atomic tests are not "
-              "available. MPI was not run in sw mode.")
+              "(latency sw/hw, bandwidth and rate hw/sw; `sw path`: how sw mode does "
+              "it). RMA and atomics run on cxl's own lanes; with one host partition "
+              "both processes are on the owner's host, where no round trip to the "
+              "owner is needed. MPI was not run in sw mode.")
     md.append("")
     summ = []
     for layer, var, title in SW_GROUPS:
@@ -1030,7 +1030,7 @@ if HAVE_SW:
                        ("%s×" % f3(cf)) if cf else "—", sw_path(layer, fig)))
         if na:
             md.append("| %s | | | (see the %s table) | n/a (not advertised in sw mode) | n/a | — | "
-                      "UCT RMA/atomics need hardware coherence |" %
+                      "needs the owner inside the call (get_short) |" %
                       (", ".join(OrderedDict((f.split()[0], None) for f in na)), title))
         md.append("")
 if HAVE_EMU:

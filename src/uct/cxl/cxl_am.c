@@ -128,9 +128,9 @@ uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
         return UCS_ERR_CONNECTION_RESET;
     }
     /* no overtaking: with requests queued, only their dispatch may send,
-     * and nothing passes a put that is still being streamed */
+     * and nothing passes a put that is still being streamed or moved */
     if (ucs_unlikely((!ucs_arbiter_group_is_empty(&ep->arb_group) &&
-                      !ep->in_pending) || (ep->stream.data != NULL))) {
+                      !ep->in_pending) || uct_cxl_ep_held(ep))) {
         return UCS_ERR_NO_RESOURCE;
     }
     if (ucs_unlikely(!uct_cxl_tx_has_resources(iface, tx,
@@ -438,7 +438,7 @@ uct_cxl_ep_process_pending(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     ucs_status_t status;
 
     if (!ep->tx->failed &&
-        ((ep->stream.data != NULL) || !uct_cxl_tx_can_send(iface, ep->tx))) {
+        (uct_cxl_ep_held(ep) || !uct_cxl_tx_can_send(iface, ep->tx))) {
         return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
     }
 
@@ -510,7 +510,7 @@ ucs_status_t uct_cxl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
 
     if (!ep->failed && !ep->tx->failed &&
         ucs_arbiter_group_is_empty(&ep->arb_group) &&
-        (ep->stream.data == NULL) && uct_cxl_tx_can_send(iface, ep->tx)) {
+        !uct_cxl_ep_held(ep) && uct_cxl_tx_can_send(iface, ep->tx)) {
         return UCS_ERR_BUSY;
     }
 

@@ -3,8 +3,10 @@
  *
  * Debian's libuct (GCC 12) miscompiles uct_sm_ep_atomic{32,64}_fetch for
  * and/or/xor, so nothing here reuses them.  These are CPU atomics: correct
- * across processes of one host and on hardware-coherent pools, which is
- * the only mode in which the interface advertises them.
+ * across processes of one host and on hardware-coherent pools.  With
+ * software coherence, atomics on pool memory of another host are executed
+ * by the memory's owner on its host (cxl_proxy.c), so all atomics on one
+ * memory are CPU atomics of one host.
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -48,7 +50,6 @@
         } \
         UCT_CXL_AMO_ADDR(ptr, ep, rkey, remote_addr, sizeof(old)); \
         status = UCT_CXL_AMO_APPLY(uint##_bits##_t, ptr, opcode, value, &old); \
-        cxl_coh_writeback(uct_cxl_ep_iface(ep)->coh, ptr, sizeof(old)); \
         return status; \
     } \
     \
@@ -71,7 +72,6 @@
         } \
         UCT_CXL_AMO_ADDR(ptr, ep, rkey, remote_addr, sizeof(*result)); \
         status = UCT_CXL_AMO_APPLY(uint##_bits##_t, ptr, opcode, value, result); \
-        cxl_coh_writeback(uct_cxl_ep_iface(ep)->coh, ptr, sizeof(*result)); \
         return status; \
     } \
     \
@@ -97,7 +97,6 @@
         __atomic_compare_exchange_n((uint##_bits##_t*)ptr, &expected, swap, 0, \
                                     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
         *result = expected; \
-        cxl_coh_writeback(uct_cxl_ep_iface(ep)->coh, ptr, sizeof(*result)); \
         return UCS_OK; \
     }
 

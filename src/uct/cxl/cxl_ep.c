@@ -1,8 +1,11 @@
 /*
  * Endpoint and RMA of the "cxl" transport: plain loads and stores on pool
- * memory.  Every write is followed by a write-back and every read preceded
- * by an invalidate; both cost nothing in hardware-coherent mode.  All
- * operations complete before they return, so flush only has to order them.
+ * memory whose caches are coherent with this process's (a hardware-coherent
+ * pool, or, with software coherence, memory owned on this very host), so
+ * no write-back or invalidate is needed.  These operations complete before
+ * they return, so flush only has to order them.  Keys whose memory needs
+ * its owner (memory outside the pool; pool memory of another host) go to
+ * cxl_proxy.c, whose operations flush waits for.
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -206,7 +209,11 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_ep_t, const uct_ep_params_t *params)
     self->err_cb_id  = UCS_CALLBACKQ_ID_NULL;
     self->in_pending = 0;
     self->outstanding = 0;
+    self->hold        = 0;
+    self->put_wait    = 0;
+    self->staged      = 0;
     self->stream.data = NULL;
+    ucs_list_head_init(&self->due);
     ucs_list_head_init(&self->flush_list);
     ucs_arbiter_group_init(&self->arb_group);
 
@@ -253,7 +260,6 @@ ucs_status_t uct_cxl_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                   unsigned length, uint64_t remote_addr,
                                   uct_rkey_t rkey)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
     void *dst;
 
     if (length == 0) {
@@ -266,14 +272,14 @@ ucs_status_t uct_cxl_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     }
     UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, length, "put_short");
     memcpy(dst, buffer, length);
-    cxl_coh_writeback(iface->coh, dst, length);
     return UCS_OK;
 }
 
 /*
- * put_bcopy to a key without pool memory behind it: UCT's invalid key of a
- * zero-length put, or memory outside the pool, whose owner receives the
- * data in records.  Only here the data is packed into a local buffer.
+ * put_bcopy to a key without directly writable memory behind it: UCT's
+ * invalid key of a zero-length put, or memory that needs its owner, which
+ * receives the data in records.  Only here the data is packed into a local
+ * buffer.
  */
 static UCS_F_NOINLINE ssize_t
 uct_cxl_ep_put_bcopy_local(uct_cxl_ep_t *ep, uct_pack_callback_t pack_cb,
@@ -314,7 +320,6 @@ ssize_t uct_cxl_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
                              void *arg, uint64_t remote_addr, uct_rkey_t rkey)
 {
     uct_cxl_ep_t *ep          = ucs_derived_of(tl_ep, uct_cxl_ep_t);
-    uct_cxl_iface_t *iface    = uct_cxl_ep_iface(ep);
     const uct_cxl_rkey_t *key = (const uct_cxl_rkey_t*)rkey;
     size_t length, room;
     void *dst;
@@ -341,7 +346,6 @@ ssize_t uct_cxl_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
                   "wrote past the key", length, remote_addr, room);
         return UCS_ERR_INVALID_ADDR;
     }
-    cxl_coh_writeback(iface->coh, dst, length);
     return length;
 }
 
@@ -369,8 +373,7 @@ ucs_status_t uct_cxl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                   size_t iovcnt, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
-    size_t length          = uct_iov_total_length(iov, iovcnt);
+    size_t length = uct_iov_total_length(iov, iovcnt);
     void *dst;
 
     UCT_CHECK_PARAM(iovcnt <= UCT_CXL_MAX_IOV, "iovcnt %zu > %d", iovcnt,
@@ -381,18 +384,16 @@ ucs_status_t uct_cxl_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     if (ucs_unlikely(uct_cxl_rkey_proxied(rkey))) {
         return uct_cxl_proxy_put_iov(ucs_derived_of(tl_ep, uct_cxl_ep_t),
                                      (const uct_cxl_rkey_t*)rkey, iov, iovcnt,
-                                     length, remote_addr);
+                                     length, remote_addr, comp);
     }
     UCT_CXL_RKEY_ADDR(dst, rkey, remote_addr, length, "put_zcopy");
     uct_cxl_iov_copy(iov, iovcnt, dst, 1);
-    cxl_coh_writeback(iface->coh, dst, length);
     return UCS_OK;
 }
 
 ucs_status_t uct_cxl_ep_get_short(uct_ep_h tl_ep, void *buffer, unsigned length,
                                   uint64_t remote_addr, uct_rkey_t rkey)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
     void *src;
 
     if (length == 0) {
@@ -405,12 +406,12 @@ ucs_status_t uct_cxl_ep_get_short(uct_ep_h tl_ep, void *buffer, unsigned length,
          * inside this call.  UCP uses get_short only for memory-type
          * copies, never on host memory of a peer.
          */
-        ucs_error("cxl: get_short from memory outside the pool is not "
-                  "supported (use get_bcopy or get_zcopy)");
+        ucs_error("cxl: get_short from memory that needs its owner (outside "
+                  "the pool, or of another host) is not supported (use "
+                  "get_bcopy or get_zcopy)");
         return UCS_ERR_UNSUPPORTED;
     }
     UCT_CXL_RKEY_ADDR(src, rkey, remote_addr, length, "get_short");
-    cxl_coh_invalidate(iface->coh, src, length);
     memcpy(buffer, src, length);
     return UCS_OK;
 }
@@ -419,7 +420,6 @@ ucs_status_t uct_cxl_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_c
                                   void *arg, size_t length, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
     void *src;
 
     if (length == 0) {
@@ -433,7 +433,6 @@ ucs_status_t uct_cxl_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_c
                                  NULL, 0, length, remote_addr, comp);
     }
     UCT_CXL_RKEY_ADDR(src, rkey, remote_addr, length, "get_bcopy");
-    cxl_coh_invalidate(iface->coh, src, length);
     unpack_cb(arg, src, length);
     return UCS_OK;
 }
@@ -442,8 +441,7 @@ ucs_status_t uct_cxl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                   size_t iovcnt, uint64_t remote_addr,
                                   uct_rkey_t rkey, uct_completion_t *comp)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
-    size_t length          = uct_iov_total_length(iov, iovcnt);
+    size_t length = uct_iov_total_length(iov, iovcnt);
     void *src;
 
     UCT_CHECK_PARAM(iovcnt <= UCT_CXL_MAX_IOV, "iovcnt %zu > %d", iovcnt,
@@ -458,7 +456,6 @@ ucs_status_t uct_cxl_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
                                  iov, iovcnt, length, remote_addr, comp);
     }
     UCT_CXL_RKEY_ADDR(src, rkey, remote_addr, length, "get_zcopy");
-    cxl_coh_invalidate(iface->coh, src, length);
     uct_cxl_iov_copy(iov, iovcnt, src, 0);
     return UCS_OK;
 }
@@ -495,9 +492,11 @@ ucs_status_t uct_cxl_ep_flush(uct_ep_h tl_ep, unsigned flags,
 
 ucs_status_t uct_cxl_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
-    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ucs_derived_of(tl_ep, uct_cxl_ep_t));
+    uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
+    uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
 
     cxl_coh_fence(iface->coh);
     ucs_memory_cpu_fence();
+    uct_cxl_proxy_ep_fence(ep);
     return UCS_OK;
 }

@@ -18,6 +18,13 @@
 #include <ucs/arch/cpu.h>
 #include <string.h>
 
+static const char *uct_cxl_test_skip_names[] = {
+    [UCT_CXL_TEST_SKIP_NONE]       = "no",
+    [UCT_CXL_TEST_SKIP_WRITEBACK]  = "writeback",
+    [UCT_CXL_TEST_SKIP_INVALIDATE] = "invalidate",
+    [UCT_CXL_TEST_SKIP_LAST]       = NULL
+};
+
 static ucs_config_field_t uct_cxl_iface_config_table[] = {
     /* buffers from uct_iface_mem_alloc() in the pool first: only pool
      * memory has keys other processes (and, with UCX_CXL_REG_ANY=y, even
@@ -77,6 +84,16 @@ static ucs_config_field_t uct_cxl_iface_config_table[] = {
      "pool emulator (UCX_CXL_POOL=emulate-nc:PATH) catches a missing flush.",
      ucs_offsetof(uct_cxl_iface_config_t, test_skip_wb), UCS_CONFIG_TYPE_BOOL},
 
+    {"TEST_SKIP_OWNER_SYNC", "no",
+     "Test only, never in production: what this process, as the owner of pool\n"
+     "memory, leaves out when peers of other hosts of a software-coherent pool\n"
+     "ask it (so that tests can show that the emulator catches it):\n"
+     " no         - nothing;\n"
+     " writeback  - the write-back (and invalidate) before a get or a put;\n"
+     " invalidate - the invalidate after a put.",
+     ucs_offsetof(uct_cxl_iface_config_t, test_skip_owner),
+     UCS_CONFIG_TYPE_ENUM(uct_cxl_test_skip_names)},
+
     {NULL}
 };
 
@@ -102,34 +119,36 @@ static ucs_status_t uct_cxl_iface_query(uct_iface_h tl_iface,
                             UCT_IFACE_FLAG_PENDING;
 
     /*
-     * One-sided access needs coherent caches: without them the target's
-     * CPU may hold stale lines of its buffer (a put would be invisible to
-     * it), and may never have written back what a get reads, and nothing
-     * in UCT tells the target when to invalidate or write back.  In sw
-     * mode UCP therefore runs RMA and atomics at the target through
-     * active messages, whose channels do their own write-back/invalidate.
+     * RMA and atomics in both modes.  With software coherence a key of
+     * pool memory of another host sends the operation through the memory's
+     * owner, whose caches are the only ones that may hold its lines: it
+     * executes atomics and small puts, and writes back and invalidates for
+     * the gets and large puts the requester copies itself (cxl_proxy.c).
+     * The atomics are CPU atomics of the owner's host, so ATOMIC_CPU holds.
+     * get_short is hw-only: a get that needs the owner cannot complete
+     * inside the call.
      */
+    attr->cap.flags            |= UCT_IFACE_FLAG_PUT_SHORT |
+                                  UCT_IFACE_FLAG_PUT_BCOPY |
+                                  UCT_IFACE_FLAG_PUT_ZCOPY |
+                                  UCT_IFACE_FLAG_GET_BCOPY |
+                                  UCT_IFACE_FLAG_GET_ZCOPY |
+                                  UCT_IFACE_FLAG_ATOMIC_CPU;
     if (iface->coh == CXL_COH_HW) {
-        attr->cap.flags            |= UCT_IFACE_FLAG_PUT_SHORT |
-                                      UCT_IFACE_FLAG_PUT_BCOPY |
-                                      UCT_IFACE_FLAG_PUT_ZCOPY |
-                                      UCT_IFACE_FLAG_GET_SHORT |
-                                      UCT_IFACE_FLAG_GET_BCOPY |
-                                      UCT_IFACE_FLAG_GET_ZCOPY |
-                                      UCT_IFACE_FLAG_ATOMIC_CPU;
-        attr->cap.atomic32.op_flags =
-        attr->cap.atomic64.op_flags = UCS_BIT(UCT_ATOMIC_OP_ADD) |
-                                      UCS_BIT(UCT_ATOMIC_OP_AND) |
-                                      UCS_BIT(UCT_ATOMIC_OP_OR)  |
-                                      UCS_BIT(UCT_ATOMIC_OP_XOR);
-        attr->cap.atomic32.fop_flags =
-        attr->cap.atomic64.fop_flags = UCS_BIT(UCT_ATOMIC_OP_ADD)  |
-                                       UCS_BIT(UCT_ATOMIC_OP_AND)  |
-                                       UCS_BIT(UCT_ATOMIC_OP_OR)   |
-                                       UCS_BIT(UCT_ATOMIC_OP_XOR)  |
-                                       UCS_BIT(UCT_ATOMIC_OP_SWAP) |
-                                       UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+        attr->cap.flags        |= UCT_IFACE_FLAG_GET_SHORT;
     }
+    attr->cap.atomic32.op_flags =
+    attr->cap.atomic64.op_flags = UCS_BIT(UCT_ATOMIC_OP_ADD) |
+                                  UCS_BIT(UCT_ATOMIC_OP_AND) |
+                                  UCS_BIT(UCT_ATOMIC_OP_OR)  |
+                                  UCS_BIT(UCT_ATOMIC_OP_XOR);
+    attr->cap.atomic32.fop_flags =
+    attr->cap.atomic64.fop_flags = UCS_BIT(UCT_ATOMIC_OP_ADD)  |
+                                   UCS_BIT(UCT_ATOMIC_OP_AND)  |
+                                   UCS_BIT(UCT_ATOMIC_OP_OR)   |
+                                   UCS_BIT(UCT_ATOMIC_OP_XOR)  |
+                                   UCS_BIT(UCT_ATOMIC_OP_SWAP) |
+                                   UCS_BIT(UCT_ATOMIC_OP_CSWAP);
 
     attr->cap.put.max_short       = UINT_MAX;
     attr->cap.put.max_bcopy       = UCT_CXL_PUT_MAX_BCOPY;
@@ -139,7 +158,7 @@ static ucs_status_t uct_cxl_iface_query(uct_iface_h tl_iface,
     attr->cap.put.align_mtu       = 1;
     attr->cap.put.max_iov         = UCT_CXL_MAX_IOV;
 
-    attr->cap.get.max_short       = UINT_MAX;
+    attr->cap.get.max_short       = (iface->coh == CXL_COH_HW) ? UINT_MAX : 0;
     attr->cap.get.max_bcopy       = SIZE_MAX;
     attr->cap.get.min_zcopy       = 0;
     attr->cap.get.max_zcopy       = SIZE_MAX;
@@ -229,9 +248,13 @@ static ucs_status_t uct_cxl_iface_flush(uct_iface_h tl_iface, unsigned flags,
 static ucs_status_t uct_cxl_iface_fence(uct_iface_h tl_iface, unsigned flags)
 {
     uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
+    uct_cxl_ep_t *ep;
 
     cxl_coh_fence(iface->coh);
     ucs_memory_cpu_fence();
+    ucs_list_for_each(ep, &iface->ep_list, list) {
+        uct_cxl_proxy_ep_fence(ep);
+    }
     return UCS_OK;
 }
 
@@ -344,6 +367,12 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     }
     self->per_host = config->num_channels / self->num_hosts;
     uct_cxl_test_skip_record_wb = config->test_skip_wb;
+    self->test_skip_owner       = config->test_skip_owner;
+    if (config->test_skip_owner != UCT_CXL_TEST_SKIP_NONE) {
+        ucs_warn("cxl: UCX_CXL_TEST_SKIP_OWNER_SYNC=%s is set: peers' "
+                 "requests are not fully executed (test only)",
+                 uct_cxl_test_skip_names[config->test_skip_owner]);
+    }
     if (config->test_skip_wb) {
         ucs_warn("cxl: UCX_CXL_TEST_SKIP_WRITEBACK is set: records are not "
                  "written back (test only)");

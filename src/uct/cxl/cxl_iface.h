@@ -27,7 +27,17 @@ typedef struct uct_cxl_iface_config {
     unsigned           max_poll;     /* records per progress call */
     int                events;       /* ucs_ternary_auto_value_t-like: yes/no/try */
     int                test_skip_wb; /* test only: no record write-back */
+    int                test_skip_owner; /* test only: UCT_CXL_TEST_SKIP_* */
 } uct_cxl_iface_config_t;
+
+/* UCX_CXL_TEST_SKIP_OWNER_SYNC (test only): what an owner leaves out of the
+ * write-back and invalidate requests of peers on other hosts */
+enum {
+    UCT_CXL_TEST_SKIP_NONE       = 0,
+    UCT_CXL_TEST_SKIP_WRITEBACK  = 1, /* before a get or a direct put */
+    UCT_CXL_TEST_SKIP_INVALIDATE = 2, /* after a direct put */
+    UCT_CXL_TEST_SKIP_LAST
+};
 
 /*
  * Interface address: where the receive block lives in the pool, and the
@@ -83,6 +93,10 @@ typedef struct uct_cxl_iface {
     uct_cxl_op_t        *ops;        /* requests waiting for an answer */
     unsigned             ops_size;
     unsigned             ops_free;   /* head of the free slots, or ops_size */
+    ucs_time_t           proxy_alive_check; /* last liveness check of owners */
+    void                *staging;    /* kept copy buffer of a large put */
+    size_t               staging_size;
+    int                  test_skip_owner; /* UCT_CXL_TEST_SKIP_* (test only) */
     int                  event_fd;   /* read end of the wake-up FIFO, or -1 */
     int                  event_wfd;  /* own writer: no EOF while senders come and go */
     char                 event_path[64];
@@ -130,6 +144,10 @@ typedef struct uct_cxl_ep {
     int                  err_cb_id;
     int                  in_pending; /* running one of its queued requests */
     unsigned             outstanding; /* proxied requests without answer */
+    unsigned             hold;       /* UCT_CXL_HOLD_*: later sends wait */
+    unsigned             put_wait;   /* direct puts waiting for the owner */
+    size_t               staged;     /* bytes of their copies (put_short/bcopy) */
+    ucs_list_link_t      due;        /* their records, waiting for room */
     ucs_list_link_t      flush_list; /* flush completions waiting */
     struct {
         uint8_t         *data;       /* NULL: no put being streamed */
@@ -141,6 +159,23 @@ typedef struct uct_cxl_ep {
 
 #define uct_cxl_ep_iface(_ep) \
     ucs_derived_of((_ep)->super.super.iface, uct_cxl_iface_t)
+
+/* Why later sends of an endpoint wait (cxl_proxy.c) */
+#define UCT_CXL_HOLD_PUT    UCS_BIT(0) /* a direct put waits for the owner */
+#define UCT_CXL_HOLD_DUE    UCS_BIT(1) /* records of a direct put wait for room */
+#define UCT_CXL_HOLD_FENCE  UCS_BIT(2) /* a fence waits for what came before */
+#define UCT_CXL_HOLD_STAGE  UCS_BIT(3) /* enough copied put data in flight */
+
+/*
+ * Nothing may be sent on ep now (UCS_ERR_NO_RESOURCE, pending requests
+ * stay queued): a put still streams, or an earlier operation whose data
+ * the requester moves itself has not reached the point where later
+ * records may follow it.
+ */
+static UCS_F_ALWAYS_INLINE int uct_cxl_ep_held(const uct_cxl_ep_t *ep)
+{
+    return (ep->stream.data != NULL) || (ep->hold != 0);
+}
 
 UCS_CLASS_DECLARE_NEW_FUNC(uct_cxl_ep_t, uct_ep_t, const uct_ep_params_t*);
 UCS_CLASS_DECLARE_DELETE_FUNC(uct_cxl_ep_t, uct_ep_t);
@@ -206,16 +241,20 @@ ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
 void         uct_cxl_tx_put(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
 
 /*
- * RMA and atomics on memory outside the pool (cxl_proxy.c): its key is
- * usable in every process, and the owner executes the operation on its
- * own memory when its interface progresses.
+ * RMA and atomics that need the memory's owner (cxl_proxy.c): on memory
+ * outside the pool the owner executes them on its own memory when its
+ * interface progresses; on pool memory of another host of a software-
+ * coherent pool it executes atomics and small puts, and writes back and
+ * invalidates its caches for the gets and large puts the requester does
+ * itself.
  */
 ucs_status_t uct_cxl_proxy_put(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
                                const void *data, size_t length,
                                uint64_t remote_addr);
 ucs_status_t uct_cxl_proxy_put_iov(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
                                    const uct_iov_t *iov, size_t iovcnt,
-                                   size_t length, uint64_t remote_addr);
+                                   size_t length, uint64_t remote_addr,
+                                   uct_completion_t *comp);
 ucs_status_t uct_cxl_proxy_get(uct_cxl_ep_t *ep, const uct_cxl_rkey_t *key,
                                int kind, void *buffer,
                                uct_unpack_callback_t unpack_cb, void *arg,
@@ -231,6 +270,7 @@ void         uct_cxl_proxy_handle(uct_cxl_iface_t *iface, unsigned index,
 unsigned     uct_cxl_proxy_progress(uct_cxl_iface_t *iface);
 int          uct_cxl_proxy_ep_idle(uct_cxl_ep_t *ep);
 ucs_status_t uct_cxl_proxy_ep_flush(uct_cxl_ep_t *ep, uct_completion_t *comp);
+void         uct_cxl_proxy_ep_fence(uct_cxl_ep_t *ep);
 void         uct_cxl_proxy_ep_fail(uct_cxl_ep_t *ep, ucs_status_t status);
 void         uct_cxl_proxy_ep_cleanup(uct_cxl_ep_t *ep);
 void         uct_cxl_proxy_iface_init(uct_cxl_iface_t *iface);

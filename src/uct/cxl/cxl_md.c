@@ -41,7 +41,10 @@
  * With software coherence RKEY_PTR is not advertised either: a peer on
  * another host would load the buffer straight from pool memory through the
  * pointer, with no invalidate before and while the owner's writes may
- * still sit in the owner's cache (nothing writes them back for it).
+ * still sit in the owner's cache (nothing writes them back for it).  A key
+ * of pool memory names its owner and the owner's host partition: a peer on
+ * the same host uses it directly, one on another host goes through the
+ * owner (cxl_proxy.c, doc/design/sw-coherence.md).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -88,7 +91,7 @@ static ucs_config_field_t uct_cxl_md_config_table[] = {
      "        CPU atomics are advertised.\n"
      " sw   - software coherence (CXL 2.0 multi-host sharing): every write\n"
      "        is written back and every read of shared data invalidated;\n"
-     "        no CPU atomics.\n"
+     "        RMA and atomics on memory of another host go through its owner.\n"
      " auto - the mode the pool was created with (cxlpool create --coherence).",
      ucs_offsetof(uct_cxl_md_config_t, coherence),
      UCS_CONFIG_TYPE_ENUM(uct_cxl_coh_names)},
@@ -132,6 +135,13 @@ static ucs_config_field_t uct_cxl_md_config_table[] = {
      "pools), the emulator's choice for emulate-nc: pools, otherwise it must\n"
      "be set.",
      ucs_offsetof(uct_cxl_md_config_t, host_index), UCS_CONFIG_TYPE_STRING},
+
+    {"TEST_VIA_OWNER", "n",
+     "Test only, never in production: with software coherence, treat keys of\n"
+     "pool memory of this host as another host's, so that every put, get and\n"
+     "atomic on them goes through the memory's owner (its write-back and\n"
+     "invalidate requests) even within one process, e.g. for UCX's UCT tests.",
+     ucs_offsetof(uct_cxl_md_config_t, test_via_owner), UCS_CONFIG_TYPE_BOOL},
 
     {NULL}
 };
@@ -330,7 +340,8 @@ int uct_cxl_local_reg_covers(uintptr_t addr, size_t length)
         }
     }
     pthread_mutex_unlock(&uct_cxl_local_regs_lock);
-    return found;
+    /* pool memory UCP allocated through this MD is keyed without mem_reg */
+    return found || uct_cxl_pool_alloc_covers(addr, length);
 }
 
 static ucs_status_t uct_cxl_mem_reg(uct_md_h tl_md, void *address, size_t length,
@@ -360,6 +371,11 @@ static ucs_status_t uct_cxl_mem_reg(uct_md_h tl_md, void *address, size_t length
         memh->offset    = (uint8_t*)address - pool->base;
         memh->ext_index = ext.index;
         memh->ext_gen   = ext.gen;
+        /* its key names this process as the owner (sw mode: peers of other
+         * hosts ask it to write back and invalidate) */
+        pthread_mutex_lock(&uct_cxl_local_regs_lock);
+        ucs_list_add_tail(&uct_cxl_local_regs, &memh->list);
+        pthread_mutex_unlock(&uct_cxl_local_regs_lock);
     } else if (!md->reg_any) {
         ucs_debug("cxl: %p+%zu is not inside one pool allocation; with "
                   "UCX_CXL_REG_ANY=n only pool memory registers", address,
@@ -406,11 +422,9 @@ static ucs_status_t uct_cxl_mem_dereg(uct_md_h tl_md,
     if (memh->allocated) {
         return UCS_ERR_INVALID_PARAM; /* allocated memory goes to mem_free */
     }
-    if (memh->pool == NULL) {
-        pthread_mutex_lock(&uct_cxl_local_regs_lock);
-        ucs_list_del(&memh->list);
-        pthread_mutex_unlock(&uct_cxl_local_regs_lock);
-    }
+    pthread_mutex_lock(&uct_cxl_local_regs_lock);
+    ucs_list_del(&memh->list);
+    pthread_mutex_unlock(&uct_cxl_local_regs_lock);
     ucs_free(memh);
     return UCS_OK;
 }
@@ -434,14 +448,15 @@ static ucs_status_t uct_cxl_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
     memset(&packed, 0, sizeof(packed));
     packed.length    = memh->length;
     packed.owner_va  = (uintptr_t)memh->address;
+    packed.owner     = uct_cxl_proc_id();
     if (memh->pool == NULL) {
         packed.magic = UCT_CXL_RKEY_MAGIC_LOCAL;
-        packed.offset = uct_cxl_proc_id(); /* the owner, not a pool offset */
     } else {
         packed.magic     = UCT_CXL_RKEY_MAGIC;
         packed.offset    = memh->offset;
         packed.ext_index = memh->ext_index;
         packed.ext_gen   = memh->ext_gen;
+        packed.host      = memh->pool->host_index;
         memcpy(packed.uuid, memh->pool->uuid, sizeof(packed.uuid));
     }
     packed.crc = uct_cxl_rkey_crc(&packed);
@@ -452,16 +467,17 @@ static ucs_status_t uct_cxl_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
 /* An unpacked key granting [lo, lo + length), local = remote + delta. */
 static ucs_status_t uct_cxl_rkey_new(uct_cxl_pool_t *pool, uintptr_t lo,
                                      uint64_t length, intptr_t delta,
-                                     uint64_t owner, uct_rkey_t *rkey_p,
-                                     void **handle_p)
+                                     uint64_t owner, int via_owner,
+                                     uct_rkey_t *rkey_p, void **handle_p)
 {
     uct_cxl_rkey_t *key = ucs_malloc(sizeof(*key), "cxl_rkey");
 
     if (key == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    key->pool  = pool;
-    key->owner = owner;
+    key->pool      = pool;
+    key->owner     = owner;
+    key->via_owner = via_owner;
     key->lo    = lo;
     key->hi    = lo + length;
     key->delta = delta;
@@ -478,6 +494,7 @@ static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
     uct_cxl_pool_t *pool;
     cxlpool_status_t cstatus;
     ucs_status_t status;
+    int via_owner;
     uintptr_t lo;
 
     *handle_p = NULL; /* UCP 1.13 may release a key that failed to unpack */
@@ -489,7 +506,7 @@ static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
             return UCS_ERR_INVALID_PARAM;
         }
         return uct_cxl_rkey_new(NULL, (uintptr_t)packed.owner_va,
-                                packed.length, 0, packed.offset, rkey_p,
+                                packed.length, 0, packed.owner, 1, rkey_p,
                                 handle_p);
     }
     if ((packed.magic != UCT_CXL_RKEY_MAGIC) ||
@@ -525,10 +542,17 @@ static ucs_status_t uct_cxl_rkey_unpack(uct_component_t *component,
         goto err_put;
     }
 
-    lo     = (uintptr_t)pool->base + packed.offset;
-    status = uct_cxl_rkey_new(pool, lo, packed.length,
-                              (intptr_t)(lo - (uintptr_t)packed.owner_va), 0,
-                              rkey_p, handle_p);
+    /*
+     * Software coherence: this host's caches are coherent only with those
+     * of the owner's host.  Memory of another host is written and read
+     * with the owner's help (it writes back and invalidates, cxl_proxy.c).
+     */
+    via_owner = (pool->coh == CXL_COH_SW) &&
+                ((packed.host != pool->host_index) || pool->test_via_owner);
+    lo        = (uintptr_t)pool->base + packed.offset;
+    status    = uct_cxl_rkey_new(pool, lo, packed.length,
+                                 (intptr_t)(lo - (uintptr_t)packed.owner_va),
+                                 packed.owner, via_owner, rkey_p, handle_p);
     if (status == UCS_OK) {
         return UCS_OK;
     }
@@ -545,7 +569,9 @@ static ucs_status_t uct_cxl_rkey_ptr(uct_component_t *component, uct_rkey_t rkey
 
     if (uct_cxl_rkey_proxied(rkey)) {
         /* memory outside the pool: private to its owner, even when the
-         * owner is this process (its operations go through the owner too) */
+         * owner is this process (its operations go through the owner too);
+         * pool memory of another host: loads through a pointer would miss
+         * what the owner's caches hold */
         return UCS_ERR_UNREACHABLE;
     }
     addr = uct_cxl_rkey_addr(rkey, raddr, 1); /* a byte at raddr */

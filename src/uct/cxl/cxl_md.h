@@ -36,6 +36,8 @@ typedef struct uct_cxl_pool {
     cxlpool_backend_t backend;
     char             path[256];
     char             dev_name[UCT_DEVICE_NAME_MAX]; /* device shown to UCT */
+    unsigned         host_index;  /* this process's host partition */
+    int              test_via_owner; /* UCX_CXL_TEST_VIA_OWNER (test only) */
     pthread_mutex_t  allocs_lock;
     ucs_list_link_t  allocs;      /* this process's allocations (memh) */
 } uct_cxl_pool_t;
@@ -49,6 +51,7 @@ typedef struct uct_cxl_md_config {
     int                       reg_any;
     int                       rkey_ptr;   /* UCS_YES / UCS_NO / UCS_TRY */
     char                     *host_index; /* "auto" or a host partition */
+    int                       test_via_owner; /* test only, see cxl_md.c */
 } uct_cxl_md_config_t;
 
 typedef struct uct_cxl_md {
@@ -78,17 +81,24 @@ typedef struct uct_cxl_memh {
 /*
  * Packed remote key: pool identity, the range it grants, the owner's
  * virtual address of that range, and the extent generation that makes it
- * stale once the extent is freed.  The CRC catches corrupt or forged keys.
+ * stale once the extent is freed; who registered the memory (its owner,
+ * uct_cxl_proc_id()) and on which host partition of the pool it lives, so
+ * that a requester on another host of a software-coherent pool asks the
+ * owner to write back and invalidate (see doc/design/sw-coherence.md).
+ * The CRC catches corrupt or forged keys.
  */
 typedef struct uct_cxl_packed_rkey {
     uint32_t magic;
     uint32_t crc;
     uint8_t  uuid[CXLPOOL_UUID_LEN];
-    uint64_t offset;
+    uint64_t offset;      /* memory outside the pool: 0 */
     uint64_t length;
     uint64_t owner_va;
     uint32_t ext_index;
     uint32_t ext_gen;
+    uint64_t owner;       /* the registering process */
+    uint32_t host;        /* its host partition of the pool */
+    uint32_t reserved;
 } UCS_S_PACKED uct_cxl_packed_rkey_t;
 
 /*
@@ -100,17 +110,21 @@ typedef struct uct_cxl_rkey {
     intptr_t         delta;
     uintptr_t        lo;
     uintptr_t        hi;
-    uct_cxl_pool_t  *pool;      /* NULL: memory outside the pool, proxied */
-    uint64_t         owner;     /* proxied: the owner's uct_cxl_proc_id() */
+    uct_cxl_pool_t  *pool;      /* NULL: memory outside the pool */
+    uint64_t         owner;     /* the owner's uct_cxl_proc_id() */
+    int              via_owner; /* operations need the owner: memory outside
+                                 * the pool, or pool memory of another host
+                                 * of a software-coherent pool */
 } uct_cxl_rkey_t;
 
 extern uct_component_t uct_cxl_component;
 
-/* A key of memory outside the pool: operations go to its owner. */
+/* Operations on this key need its owner (cxl_proxy.c), not plain loads and
+ * stores alone. */
 static UCS_F_ALWAYS_INLINE int uct_cxl_rkey_proxied(uct_rkey_t rkey)
 {
     return (rkey != UCT_INVALID_RKEY) && (rkey != 0) &&
-           (((const uct_cxl_rkey_t*)rkey)->pool == NULL);
+           ((const uct_cxl_rkey_t*)rkey)->via_owner;
 }
 
 /* [addr, +length) lies inside what key grants (addr in its address space). */
@@ -129,8 +143,8 @@ uct_cxl_rkey_addr(uct_rkey_t rkey, uint64_t remote_addr, size_t length)
     uintptr_t addr;
 
     if (ucs_unlikely((rkey == UCT_INVALID_RKEY) || (rkey == 0) ||
-                     (key->pool == NULL))) {
-        return NULL; /* no key, or memory outside the pool (never local) */
+                     key->via_owner)) {
+        return NULL; /* no key, or memory only its owner may touch alone */
     }
     addr = (uintptr_t)remote_addr + key->delta;
     if (ucs_unlikely(!uct_cxl_rkey_covers(key, addr, length))) {
@@ -141,8 +155,8 @@ uct_cxl_rkey_addr(uct_rkey_t rkey, uint64_t remote_addr, size_t length)
 
 /* This process, for keys of memory outside the pool; new after fork. */
 uint64_t uct_cxl_proc_id(void);
-/* [addr, addr + length) lies in a live registration of memory outside the
- * pool made by this process (proxied operations execute only there). */
+/* [addr, addr + length) lies in a live registration or pool allocation of
+ * this process: operations an owner executes for others touch only that. */
 int      uct_cxl_local_reg_covers(uintptr_t addr, size_t length);
 
 /* process-wide pool registry (cxl_pool.c) */
@@ -151,6 +165,8 @@ ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,
 void         uct_cxl_pool_put(uct_cxl_pool_t *pool);
 uct_cxl_pool_t *uct_cxl_pool_find_uuid(const uint8_t *uuid);
 uct_cxl_pool_t *uct_cxl_pool_find_addr(const void *addr, size_t length);
+/* [addr, addr + length) lies inside one allocation of this process */
+int          uct_cxl_pool_alloc_covers(uintptr_t addr, size_t length);
 ucs_status_t uct_cxl_pool_status(cxlpool_status_t status);
 
 #endif

@@ -174,6 +174,8 @@ ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,
     pool->size        = info.size;
     pool->heap_offset = info.heap_offset;
     pool->coh         = cxlpool_coherence(pool->cxlpool); /* emulate-nc: sw */
+    pool->host_index  = info.host_index;
+    pool->test_via_owner = cfg->test_via_owner;
     pool->backend     = info.backend;
     memcpy(pool->uuid, info.uuid, sizeof(pool->uuid));
     ucs_strncpy_zero(pool->path, path, sizeof(pool->path));
@@ -188,6 +190,35 @@ ucs_status_t uct_cxl_pool_get(const char *path, const uct_cxl_md_config_t *cfg,
 out:
     pthread_mutex_unlock(&uct_cxl_pools_lock);
     return status;
+}
+
+int uct_cxl_pool_alloc_covers(uintptr_t addr, size_t length)
+{
+    uct_cxl_pool_t *pool;
+    uct_cxl_memh_t *memh;
+    uintptr_t base;
+    int found = 0;
+
+    pthread_mutex_lock(&uct_cxl_pools_lock);
+    ucs_list_for_each(pool, &uct_cxl_pools, list) {
+        base = (uintptr_t)pool->base;
+        if ((addr < base) || (addr - base >= pool->size)) {
+            continue;
+        }
+        pthread_mutex_lock(&pool->allocs_lock);
+        ucs_list_for_each(memh, &pool->allocs, list) {
+            if ((addr >= (uintptr_t)memh->address) &&
+                (length <= memh->length) &&
+                (addr - (uintptr_t)memh->address <= memh->length - length)) {
+                found = 1;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&pool->allocs_lock);
+        break;
+    }
+    pthread_mutex_unlock(&uct_cxl_pools_lock);
+    return found;
 }
 
 void uct_cxl_pool_put(uct_cxl_pool_t *pool)

@@ -23,7 +23,7 @@ namespace cxluct {
 
 /*
  * Mirror of the transport's packed remote key.  The CRC is CRC32C over the
- * 56 bytes with the crc field zeroed, computed with cxlpool_crc32c(0, ...).
+ * 72 bytes with the crc field zeroed, computed with cxlpool_crc32c(0, ...).
  */
 struct packed_rkey {
     uint32_t magic;
@@ -34,9 +34,12 @@ struct packed_rkey {
     uint64_t owner_va;
     uint32_t ext_index;
     uint32_t ext_gen;
+    uint64_t owner;      /* the registering process */
+    uint32_t host;       /* its host partition of the pool */
+    uint32_t reserved;
 } __attribute__((packed));
 
-static_assert(sizeof(packed_rkey) == 56, "the packed key is 56 bytes");
+static_assert(sizeof(packed_rkey) == 72, "the packed key is 72 bytes");
 
 uint32_t rkey_crc(const packed_rkey &key);
 void     rkey_fix_crc(packed_rkey *key);
@@ -128,7 +131,7 @@ public:
 
 /* What one process tells another to reach its memory (over a pipe). */
 struct peer_info {
-    uint8_t  rkey[64];
+    uint8_t  rkey[96];
     uint64_t address;      /* the owner's virtual address of the buffer */
     uint64_t length;
     uint32_t dev_addr_len;
