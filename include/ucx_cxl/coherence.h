@@ -48,6 +48,28 @@ void cxl_coh_invalidate(cxl_coh_mode_t mode, const void *addr, size_t len);
 void cxl_coh_fence(cxl_coh_mode_t mode);
 
 /*
+ * Counts of the software-coherence operations this process performed
+ * (sw mode only; hw-mode calls cost nothing and are not counted), for tests
+ * and diagnostics that check how many write-backs, invalidates and fences a
+ * code path needs.  Counting is off until cxl_coh_count_start(); the
+ * counters are plain process-wide integers, exact for one thread.
+ */
+typedef struct {
+    unsigned long writeback;        /* cxl_coh_writeback() calls */
+    unsigned long writeback_lines;  /* cache lines they covered */
+    unsigned long invalidate;       /* cxl_coh_invalidate() calls */
+    unsigned long invalidate_lines;
+    unsigned long fence;            /* cxl_coh_fence() calls */
+} cxl_coh_counts_t;
+
+/* Zero the counters and start counting. */
+void cxl_coh_count_start(void);
+/* The counts since cxl_coh_count_start(); counting goes on. */
+void cxl_coh_count_get(cxl_coh_counts_t *counts);
+/* Stop counting. */
+void cxl_coh_count_stop(void);
+
+/*
  * Non-coherent pool emulator (emulate-nc): a private view of [view,
  * view+len) stands for this host's cache, [mem, mem+len) for the shared
  * memory, and [clean, clean+len) holds the view's lines as this host last

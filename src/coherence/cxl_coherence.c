@@ -33,6 +33,34 @@ static cxl_coh_emu_slot_t cxl_coh_emu_tab[CXL_COH_EMU_SLOTS];
 static unsigned           cxl_coh_emu_count; /* slots in use */
 static pthread_mutex_t    cxl_coh_emu_mutex = PTHREAD_MUTEX_INITIALIZER;
 
+/* Operation counts (cxl_coh_count_*): off unless a test turns them on. */
+static int              cxl_coh_counting;
+static cxl_coh_counts_t cxl_coh_counts;
+
+static inline size_t cxl_coh_nlines(const void *addr, size_t len)
+{
+    uintptr_t first = (uintptr_t)addr & ~(uintptr_t)(CXL_CACHE_LINE - 1);
+
+    return ((uintptr_t)addr + len - first + CXL_CACHE_LINE - 1) /
+           CXL_CACHE_LINE;
+}
+
+void cxl_coh_count_start(void)
+{
+    memset(&cxl_coh_counts, 0, sizeof(cxl_coh_counts));
+    __atomic_store_n(&cxl_coh_counting, 1, __ATOMIC_SEQ_CST);
+}
+
+void cxl_coh_count_get(cxl_coh_counts_t *counts)
+{
+    *counts = cxl_coh_counts;
+}
+
+void cxl_coh_count_stop(void)
+{
+    __atomic_store_n(&cxl_coh_counting, 0, __ATOMIC_SEQ_CST);
+}
+
 static cxl_coh_insn_t cxl_coh_wb_insn  = CXL_COH_INSN_NONE;
 static cxl_coh_insn_t cxl_coh_inv_insn = CXL_COH_INSN_NONE;
 static pthread_once_t cxl_coh_once     = PTHREAD_ONCE_INIT;
@@ -382,6 +410,10 @@ void cxl_coh_writeback(cxl_coh_mode_t mode, const void *addr, size_t len)
         asm volatile("" ::: "memory");
         return;
     }
+    if (__builtin_expect(cxl_coh_counting, 0)) {
+        cxl_coh_counts.writeback++;
+        cxl_coh_counts.writeback_lines += cxl_coh_nlines(addr, len);
+    }
     if (cxl_coh_emu_active()) {
         /* the copies must be complete before anything that follows */
         cxl_coh_emu_lines(1, cxl_coh_writeback_insn(), addr, len);
@@ -396,6 +428,10 @@ void cxl_coh_invalidate(cxl_coh_mode_t mode, const void *addr, size_t len)
     if (mode == CXL_COH_HW || len == 0) {
         asm volatile("" ::: "memory");
         return;
+    }
+    if (__builtin_expect(cxl_coh_counting, 0)) {
+        cxl_coh_counts.invalidate++;
+        cxl_coh_counts.invalidate_lines += cxl_coh_nlines(addr, len);
     }
     /* Order earlier loads/stores before the eviction, then the eviction
      * before the loads that follow. */
@@ -414,6 +450,9 @@ void cxl_coh_fence(cxl_coh_mode_t mode)
         /* x86 TSO keeps stores ordered; only the compiler must not move them */
         asm volatile("" ::: "memory");
         return;
+    }
+    if (__builtin_expect(cxl_coh_counting, 0)) {
+        cxl_coh_counts.fence++;
     }
     if (cxl_coh_emu_active()) {
         /* emulated write-backs are plain stores and loads: order both */
