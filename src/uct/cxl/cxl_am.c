@@ -37,6 +37,19 @@ int uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
            cxlpool_owner_alive(iface->pool->cxlpool, tx->peer->owner_token);
 }
 
+/* sw mode: re-read the receiver's header line when its interval is up
+ * (the clock is read first: a check covers sends until then + interval) */
+static UCS_F_ALWAYS_INLINE void uct_cxl_tx_peer_refresh(uct_cxl_iface_t *iface,
+                                                        uct_cxl_tx_t *tx)
+{
+    ucs_time_t now = ucs_get_time();
+
+    if (now >= tx->check_due) {
+        cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
+        tx->check_due = now + tx->check_interval;
+    }
+}
+
 int uct_cxl_tx_has_resources(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
                              uint64_t need)
 {
@@ -130,11 +143,12 @@ uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
     /*
      * Never write into a block its owner gave up: it may already belong to
      * a new interface, so the id counts, not just the magic.  In sw mode
-     * the header line is re-read from memory, since the receiver's close
-     * is invisible to a cached copy.
+     * the receiver's close is invisible to a cached copy, so the header
+     * line is re-read from memory at least every peer_check_us; the
+     * receiver frees its block only twice that long after its close.
      */
     if (iface->coh == CXL_COH_SW) {
-        cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
+        uct_cxl_tx_peer_refresh(iface, tx);
     }
     if (ucs_unlikely((tx->peer->magic != UCT_CXL_BLOCK_MAGIC) ||
                      (tx->peer->iface_id != tx->peer_id))) {

@@ -166,6 +166,9 @@ ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
     tx->peer_id      = addr->id;
     tx->peer         = peer;
     tx->signal_fd    = -1;
+    /* sw: the first send re-reads the header, then every peer_check_us */
+    tx->check_interval = ucs_time_from_usec(peer->peer_check_us);
+    tx->check_due      = 0;
     status           = uct_cxl_tx_claim(iface, tx);
     if (status != UCS_OK) {
         ucs_free(tx);

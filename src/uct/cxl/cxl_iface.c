@@ -17,6 +17,7 @@
 #include <ucs/sys/string.h>
 #include <ucs/arch/cpu.h>
 #include <string.h>
+#include <unistd.h>
 
 static ucs_config_field_t uct_cxl_iface_config_table[] = {
     /* buffers from uct_iface_mem_alloc() in the pool first: only pool
@@ -58,6 +59,14 @@ static ucs_config_field_t uct_cxl_iface_config_table[] = {
      " yes - on any pool: asserts that every peer runs on this host;\n"
      " no  - never; UCP then polls this interface.",
      ucs_offsetof(uct_cxl_iface_config_t, events), UCS_CONFIG_TYPE_TERNARY},
+
+    {"PEER_CHECK", "50us",
+     "Software coherence only: how often a sender re-reads a receiver's header\n"
+     "line from memory to see whether it closed (0: before every send). The\n"
+     "receiver publishes its value in its block, and its close waits twice as\n"
+     "long before the block is freed, so that no sender that still saw it open\n"
+     "writes into the memory after it was reused.",
+     ucs_offsetof(uct_cxl_iface_config_t, peer_check), UCS_CONFIG_TYPE_TIME},
 
     {"TEST_SKIP_WRITEBACK", "n",
      "Test only, never in production: leave out the write-back of active-\n"
@@ -299,6 +308,9 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->bandwidth  = config->bandwidth;
     self->seg_size   = config->seg_size;
     self->max_poll   = config->max_poll;
+    self->peer_check_us = (self->pool->coh != CXL_COH_SW) ? 0 :
+                          (unsigned)ucs_min(config->peer_check * 1e6 + 0.5,
+                                            (double)UINT32_MAX / 2);
     self->bounce     = NULL;
     self->id         = ucs_generate_uuid((uintptr_t)self);
 
@@ -357,6 +369,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->block->ring_size    = (uint32_t)config->ring_size;
     self->block->chan_stride  = stride;
     self->block->proc_id      = uct_cxl_proc_id();
+    self->block->peer_check_us = self->peer_check_us;
     for (i = 0; i < config->num_channels; ++i) {
         self->rx[i].seq = uct_cxl_chan_first_seq(self->id, i);
         uct_cxl_block_chan(self->block, i)->seq = self->rx[i].seq;
@@ -384,6 +397,23 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     return UCS_OK;
 }
 
+/*
+ * sw mode: senders trust their cached copy of the header line for up to
+ * peer_check_us after they last read it from memory.  A sender that read
+ * it just before CLOSED landed may still write for that long; the block is
+ * freed only after twice that time, so those writes land in a block
+ * nobody else owns yet (doc/design/sw-coherence.md).
+ */
+static void uct_cxl_iface_linger(unsigned usec)
+{
+    ucs_time_t end = ucs_get_time() + ucs_time_from_usec(usec);
+    ucs_time_t now;
+
+    while ((now = ucs_get_time()) < end) {
+        usleep(ucs_max(ucs_time_to_usec(end - now), 1.0));
+    }
+}
+
 static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
 {
     uct_base_iface_progress_disable(&self->super.super,
@@ -394,8 +424,11 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
     /* tell connected senders before the memory can be reused */
     self->block->magic = UCT_CXL_BLOCK_CLOSED;
     cxl_coh_publish(self->coh, self->block, UCT_CXL_LINE);
-    cxlpool_free(self->pool->cxlpool, self->block_offset);
     uct_cxl_iface_event_cleanup(self);
+    if (self->peer_check_us > 0) {
+        uct_cxl_iface_linger(2 * self->peer_check_us);
+    }
+    cxlpool_free(self->pool->cxlpool, self->block_offset);
     ucs_free(self->bounce);
     ucs_free(self->rx);
     ucs_free(self->active);

@@ -9,6 +9,7 @@
 
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/arbiter.h>
+#include <ucs/time/time.h>
 
 #define UCT_CXL_MAX_IOV      16
 /* put_bcopy packs in place when the key has this much room, else bounces */
@@ -25,6 +26,7 @@ typedef struct uct_cxl_iface_config {
     unsigned           max_poll;     /* records per progress call */
     int                events;       /* ucs_ternary_auto_value_t-like: yes/no/try */
     int                test_skip_wb; /* test only: no record write-back */
+    double             peer_check;   /* sw: header re-read interval, seconds */
 } uct_cxl_iface_config_t;
 
 /*
@@ -59,6 +61,7 @@ typedef struct uct_cxl_iface {
     double               bandwidth;
     size_t               seg_size;
     unsigned             max_poll;
+    unsigned             peer_check_us; /* published in the own block header */
     uct_cxl_block_hdr_t *block;      /* receive block in the pool */
     uint64_t             block_offset;
     unsigned             num_hosts;  /* host ranges of the own block */
@@ -100,6 +103,8 @@ typedef struct uct_cxl_tx {
     uint64_t             head;
     uint64_t             cached_tail;
     uint32_t             seq;
+    ucs_time_t           check_interval; /* sw: the peer's peer_check_us */
+    ucs_time_t           check_due;  /* sw: re-read the peer's header from then */
     uint64_t             op_head;    /* head after the last proxied operation */
     int                  failed;     /* peer gone: never written again */
     int                  signal_fd;  /* peer's wake-up FIFO; -1 not open, -2 none */

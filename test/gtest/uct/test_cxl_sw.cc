@@ -489,3 +489,144 @@ TEST_F(cxl_sw, no_dirty_line_survives_a_closed_peer)
     EXPECT_EQ(N_OLD + N_NEW, rx.good);
     EXPECT_EQ(0u, rx.bad);
 }
+
+/*
+ * A sender in sw mode re-reads the receiver's header line only every
+ * UCX_CXL_PEER_CHECK, so a receiver's close is not seen at once.  The
+ * receiver therefore frees its block only twice that long after its
+ * close: a sender that checked just before the close and sends right
+ * after the block came back to a new interface must find the header
+ * changed.  With the close not waiting (and a check interval longer than
+ * a close and reopen) the old endpoint's send succeeds here and writes
+ * into the new interface's block.
+ */
+namespace {
+
+const char *PEER_CHECK = "300ms";
+
+int linger_receiver(const std::string &dev, int addr_fd, int res_fd,
+                    int go_fd)
+{
+    rx_result res = {};
+    rx_state st, st2;
+    addr_msg am;
+    char byte;
+
+    {
+        stack s;
+        if (open_receiver(s, dev, &st, &am) != NULL) {
+            write_full(addr_fd, &am, sizeof(am));
+            return 1;
+        }
+        write_full(addr_fd, &am, sizeof(am));
+        receive(s, st, 1);
+        res.good = st.good + st.bad;    /* an 8-byte message: counted bad */
+    } /* closed: the block goes back to the pool */
+
+    stack s2;
+    if (open_receiver(s2, dev, &st2, &am) != NULL) {
+        res.rc = 1;
+    }
+    write_full(addr_fd, &am, sizeof(am));
+    read_full(go_fd, &byte, 1);         /* the old endpoint sent */
+    for (int i = 0; i < 1000; ++i) {
+        uct_worker_progress(s2.worker);
+    }
+    res.bad = st2.good + st2.bad;       /* nothing may arrive here */
+    write_full(res_fd, &res, sizeof(res));
+    read_full(go_fd, &byte, 1);
+    return 0;
+}
+
+struct linger_result {
+    int32_t  rc;
+    int32_t  status;    /* of the old endpoint's send after the reopen */
+    uint64_t old_off;
+    uint64_t new_off;
+};
+
+int linger_sender(const std::string &dev, int addr_fd, int res_fd, int back_fd,
+                  int go_fd)
+{
+    linger_result res = {};
+    uint64_t payload  = 0;
+    addr_msg am;
+    uct_ep_h ep;
+    stack s;
+    char byte = 1;
+
+    res.status = UCS_OK;
+    if (!read_full(addr_fd, &am, sizeof(am)) || (am.dev_len == 0) ||
+        (s.open(dev) != UCS_OK) || (s.connect(am.dev, am.iface, &ep) != UCS_OK) ||
+        (uct_ep_am_short(ep, AM_ID, 0, &payload, sizeof(payload)) != UCS_OK)) {
+        res.rc = 1;
+    }
+    memcpy(&res.old_off, am.iface, sizeof(uint64_t));
+    if (!read_full(addr_fd, &am, sizeof(am)) || (am.dev_len == 0)) {
+        res.rc = 2;
+    }
+    memcpy(&res.new_off, am.iface, sizeof(uint64_t));
+    if (res.rc == 0) {
+        res.status = uct_ep_am_short(ep, AM_ID, 0, &payload, sizeof(payload));
+    }
+    write_full(back_fd, &byte, 1);
+    write_full(res_fd, &res, sizeof(res));
+    read_full(go_fd, &byte, 1);
+    return 0;
+}
+
+} // namespace
+
+TEST_F(cxl_sw, closed_receiver_outlives_the_senders_check_interval)
+{
+    std::string path = emu_pool();
+    std::string spec = "emulate-nc:" + path, dev = dev_name_of(path);
+    int addr[2], back[2], rres[2], tres[2], rgo[2], tgo[2];
+    rx_result rx = {};
+    linger_result tx = {};
+    pid_t rpid, tpid;
+    int status;
+
+    for (int *p : {addr, back, rres, tres, rgo, tgo}) {
+        ASSERT_EQ(0, pipe(p));
+    }
+    rpid = fork();
+    if (rpid == 0) {
+        set_env(spec.c_str(), "sw", "1", false);
+        setenv("UCX_CXL_PEER_CHECK", PEER_CHECK, 1);
+        int rc = linger_receiver(dev, addr[1], rres[1], rgo[0]);
+        fflush(NULL);
+        _exit(rc);
+    }
+    tpid = fork();
+    if (tpid == 0) {
+        set_env(spec.c_str(), "sw", "0", false);
+        setenv("UCX_CXL_PEER_CHECK", PEER_CHECK, 1);
+        int rc = linger_sender(dev, addr[0], tres[1], back[1], tgo[0]);
+        fflush(NULL);
+        _exit(rc);
+    }
+
+    char byte;
+    bool ok = read_full(back[0], &byte, 1) && write_full(rgo[1], &byte, 1);
+    bool ok_t = read_full(tres[0], &tx, sizeof(tx));
+    bool ok_r = read_full(rres[0], &rx, sizeof(rx));
+    byte = 1;
+    write_full(tgo[1], &byte, 1);
+    waitpid(tpid, &status, 0);
+    write_full(rgo[1], &byte, 1);
+    waitpid(rpid, &status, 0);
+    for (int *p : {addr, back, rres, tres, rgo, tgo}) {
+        close(p[0]);
+        close(p[1]);
+    }
+
+    ASSERT_TRUE(ok && ok_t && ok_r) << "a child died before reporting";
+    EXPECT_EQ(0, tx.rc);
+    EXPECT_EQ(0, rx.rc);
+    EXPECT_EQ(1u, rx.good);
+    ASSERT_EQ(tx.old_off, tx.new_off) << "the scenario needs the block reused";
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, tx.status)
+            << "the old endpoint wrote into the reused block";
+    EXPECT_EQ(0u, rx.bad);
+}
