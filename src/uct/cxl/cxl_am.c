@@ -88,6 +88,9 @@ static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish(uct_cxl_tx_t *tx,
         cxl_coh_publish(coh, rec, size);
     }
     __atomic_store_n(&rec->seq, tx->seq, __ATOMIC_RELEASE);
+    /* before the line is written back: the fence of the signal then waits
+     * for this store only, not for a write-back in flight */
+    uct_cxl_tx_signal(tx);
     cxl_coh_writeback(coh, rec, UCT_CXL_LINE);
     tx->head += size;
     tx->seq++;
@@ -159,7 +162,7 @@ uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
     return UCS_OK;
 }
 
-/* Fill in a record whose payload is written, publish it, wake the peer. */
+/* Fill in a record whose payload is written, publish it (and wake the peer). */
 static UCS_F_ALWAYS_INLINE void
 uct_cxl_ep_am_commit(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
                      uct_cxl_rec_t *rec, uint8_t id, uint32_t length,
@@ -171,7 +174,6 @@ uct_cxl_ep_am_commit(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
                        length, "TX: %s", title);
     uct_cxl_tx_publish(ep->tx, iface->coh, rec, uct_cxl_rec_size(length));
-    uct_cxl_tx_signal(iface, ep->tx);
 }
 
 /* The same steps for the records of proxied operations (cxl_proxy.c). */
@@ -199,7 +201,6 @@ void uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
     rec->flags  = UCT_CXL_REC_OP;
     rec->length = length;
     uct_cxl_tx_publish(tx, iface->coh, rec, uct_cxl_rec_size(length));
-    uct_cxl_tx_signal(iface, tx);
 }
 
 ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,

@@ -14,7 +14,10 @@
  *
  * Arm/signal is Dekker-style: the receiver stores armed = 1, full fence,
  * then looks for records; a sender stores a record's sequence number, full
- * fence, then reads armed.  One of the two always sees the other.
+ * fence, then reads armed.  One of the two always sees the other.  Both
+ * meet in the caches of the one host all of them share, also in sw mode
+ * (no events on the non-coherent emulator, whose processes are hosts of
+ * their own).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -82,6 +85,13 @@ ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode)
 
     iface->event_fd  = -1;
     iface->event_wfd = -1;
+    if (enable && (iface->pool->backend == CXLPOOL_BACKEND_EMULATE_NC)) {
+        /* its processes are hosts of their own, with caches of their own:
+         * the sender's check of "armed" relies on one host's caches */
+        ucs_diag("cxl: no wake-up events on the non-coherent emulator %s "
+                 "(UCX_CXL_EVENTS=y ignored)", iface->pool->path);
+        enable = 0;
+    }
     if (!enable) {
         return UCS_OK;
     }
@@ -201,13 +211,21 @@ ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events)
     return UCS_OK;
 }
 
-void uct_cxl_tx_signal_slow(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+/*
+ * The sender's half of the Dekker pair, right after the record's sequence
+ * number store.  Events are enabled only where every peer shares the
+ * receiver's host (uct_cxl_iface_event_init), so the two meet in that
+ * host's coherent caches, also in sw mode: the fence orders the seq store
+ * before the load of armed, and the cached header line is current (the
+ * receiver's invalidate of the record line, in turn, fetches this host's
+ * store).  Neither a write-back nor an invalidate is needed here.
+ */
+void uct_cxl_tx_signal_slow(uct_cxl_tx_t *tx)
 {
     char path[64];
     char byte = 0;
 
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
     if (!tx->peer->armed) {
         return;
     }

@@ -233,14 +233,18 @@ ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode);
 void uct_cxl_iface_event_cleanup(uct_cxl_iface_t *iface);
 ucs_status_t uct_cxl_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p);
 ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events);
-void uct_cxl_tx_signal_slow(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
+void uct_cxl_tx_signal_slow(uct_cxl_tx_t *tx);
 
-/* A receiver that sleeps wants a signal after each record it may miss. */
-static UCS_F_ALWAYS_INLINE void uct_cxl_tx_signal(uct_cxl_iface_t *iface,
-                                                  uct_cxl_tx_t *tx)
+/*
+ * A receiver that sleeps wants a signal after each record it may miss:
+ * called between a record's sequence number store and its write-back
+ * (uct_cxl_tx_publish).  Events exist only where every peer shares the
+ * receiver's host, and so its caches (cxl_event.c).
+ */
+static UCS_F_ALWAYS_INLINE void uct_cxl_tx_signal(uct_cxl_tx_t *tx)
 {
     if (ucs_unlikely(tx->peer->events)) {
-        uct_cxl_tx_signal_slow(iface, tx);
+        uct_cxl_tx_signal_slow(tx);
     }
 }
 

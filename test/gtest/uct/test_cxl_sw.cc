@@ -10,8 +10,10 @@
  * nothing, which shows that it is the emulator that catches it.
  */
 #include "cxl_uct_util.h"
+#include "../../../src/uct/cxl/cxl_channel.h"
 
 #include <chrono>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -629,4 +631,220 @@ TEST_F(cxl_sw, closed_receiver_outlives_the_senders_check_interval)
     EXPECT_EQ(UCS_ERR_CONNECTION_RESET, tx.status)
             << "the old endpoint wrote into the reused block";
     EXPECT_EQ(0u, rx.bad);
+}
+
+/*
+ * What the sw-mode data path costs, counted: write-backs, invalidates and
+ * fences per message on each side (cxl_coh_count_*), two interfaces of one
+ * process on a directly mapped sw pool.  The bounds are the ones argued in
+ * doc/design/sw-coherence.md ("What the data path flushes"); each is
+ * exceeded by the code before that change.
+ */
+namespace {
+
+struct coh_phase {
+    cxl_coh_counts_t c;
+    unsigned         n; /* messages (or progress calls) of the phase */
+
+    double per(unsigned long v) const { return (double)v / n; }
+};
+
+std::ostream &operator<<(std::ostream &os, const coh_phase &p)
+{
+    return os << "per op: writeback " << p.per(p.c.writeback) << " ("
+              << p.per(p.c.writeback_lines) << " lines), invalidate "
+              << p.per(p.c.invalidate) << " (" << p.per(p.c.invalidate_lines)
+              << " lines), fence " << p.per(p.c.fence) << " over " << p.n;
+}
+
+} // namespace
+
+class cxl_sw_cost : public cxl_test {
+protected:
+    void SetUp() override
+    {
+        cxl_test::SetUp();
+        m_sw = new_pool(256ull << 20, CXL_COH_SW);
+        use_pools(m_sw);
+        set_coherence("sw");
+        setenv("UCX_CXL_HOST_INDEX", "0", 1);
+    }
+
+    void TearDown() override
+    {
+        cxl_coh_count_stop();
+        unsetenv("UCX_CXL_HOST_INDEX");
+        cxl_test::TearDown();
+    }
+
+    static ucs_status_t count_cb(void *arg, void *, size_t,
+                                 unsigned)
+    {
+        (*static_cast<unsigned*>(arg))++;
+        return UCS_OK;
+    }
+
+    void open_pair(stack &r, stack &s, uct_ep_h *ep)
+    {
+        ASSERT_NO_FATAL_FAILURE(open_stack(r, m_sw));
+        ASSERT_NO_FATAL_FAILURE(open_stack(s, m_sw));
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(r.iface, AM_ID, count_cb,
+                                                   &m_received,
+                                                   UCT_CB_FLAG_ASYNC));
+        uct_iface_progress_enable(r.iface, UCT_PROGRESS_SEND |
+                                  UCT_PROGRESS_RECV);
+        uct_iface_progress_enable(s.iface, UCT_PROGRESS_SEND |
+                                  UCT_PROGRESS_RECV);
+        ASSERT_EQ(UCS_OK, s.connect_to(r, ep)) << s.error;
+    }
+
+    coh_phase end_phase(unsigned n)
+    {
+        coh_phase p;
+
+        cxl_coh_count_get(&p.c);
+        p.n = n;
+        return p;
+    }
+
+    std::string m_sw;
+    unsigned    m_received = 0;
+};
+
+/* 8-byte am_short: one-line records. */
+TEST_F(cxl_sw_cost, short_message)
+{
+    const unsigned n = 64, idle = 1024;
+    uint64_t payload = 0x5a5a;
+    stack r, s;
+    uct_ep_h ep;
+
+    open_pair(r, s, &ep);
+    ASSERT_FALSE(HasFatalFailure());
+
+    /* sender: no receiver progress in between (the ring holds them all) */
+    cxl_coh_count_start();
+    for (unsigned i = 0; i < n; ++i) {
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, AM_ID, i, &payload,
+                                          sizeof(payload)));
+    }
+    coh_phase tx = end_phase(n);
+
+    cxl_coh_count_start();
+    unsigned calls = 0;
+    while ((m_received < n) && (calls < 100000)) {
+        uct_iface_progress(r.iface);
+        ++calls;
+    }
+    ASSERT_EQ(n, m_received);
+    coh_phase rx = end_phase(n);
+
+    cxl_coh_count_start();
+    for (unsigned i = 0; i < idle; ++i) {
+        uct_iface_progress(r.iface);
+    }
+    coh_phase empty = end_phase(idle);
+    cxl_coh_count_stop();
+
+    std::cout << "sender  " << tx << "\nreceiver " << rx << " (" << calls
+              << " progress calls)\nempty poll " << empty << std::endl;
+
+    /* sender: one fence per record (between its body and its sequence
+     * number); the receiver's header is re-read only at the first send
+     * (PEER_CHECK), and waking a receiver reads no line from memory */
+    EXPECT_LE(tx.c.fence, 1ul * n);
+    EXPECT_LE(tx.c.invalidate, 1ul);
+    EXPECT_EQ(0ul, empty.c.writeback);
+    EXPECT_EQ(0ul, empty.c.fence);
+}
+
+/* 1000-byte am_bcopy: 16-line records. */
+TEST_F(cxl_sw_cost, multi_line_message)
+{
+    const unsigned n = 32;
+    stack r, s;
+    uct_ep_h ep;
+
+    open_pair(r, s, &ep);
+    ASSERT_FALSE(HasFatalFailure());
+
+    cxl_coh_count_start();
+    for (unsigned i = 0; i < n; ++i) {
+        tx_arg arg = {i};
+        ASSERT_EQ((ssize_t)MSG_LEN, uct_ep_am_bcopy(ep, AM_ID, tx_pack, &arg,
+                                                    0));
+    }
+    coh_phase tx = end_phase(n);
+
+    cxl_coh_count_start();
+    unsigned calls = 0;
+    while ((m_received < n) && (calls < 100000)) {
+        uct_iface_progress(r.iface);
+        ++calls;
+    }
+    ASSERT_EQ(n, m_received);
+    coh_phase rx = end_phase(n);
+    cxl_coh_count_stop();
+
+    std::cout << "sender  " << tx << "\nreceiver " << rx << " (" << calls
+              << " progress calls)" << std::endl;
+
+    EXPECT_LE(tx.c.fence, 1ul * n);
+    EXPECT_LE(tx.c.invalidate, 1ul);
+}
+
+/*
+ * A receiver that sleeps is woken (its pool is a /dev/shm file: events
+ * are on), and the sender's check of "armed" reads no line from memory.
+ */
+TEST_F(cxl_sw_cost, wakeup_reads_no_line_from_memory)
+{
+    uint64_t payload = 1;
+    stack r, s;
+    uct_ep_h ep;
+    int fd;
+
+    open_pair(r, s, &ep);
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_TRUE(r.iface_attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
+    ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(r.iface, &fd));
+
+    /* the first send re-reads the receiver's header */
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, AM_ID, 0, &payload, sizeof(payload)));
+    for (int i = 0; (i < 100000) && (m_received < 1); ++i) {
+        uct_iface_progress(r.iface);
+    }
+    ASSERT_EQ(1u, m_received);
+    ASSERT_EQ(UCS_OK, uct_iface_event_arm(r.iface, UCT_EVENT_RECV));
+
+    cxl_coh_count_start();
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, AM_ID, 1, &payload, sizeof(payload)));
+    coh_phase tx = end_phase(1);
+    cxl_coh_count_stop();
+    EXPECT_EQ(0ul, tx.c.invalidate);
+
+    struct pollfd pfd = {fd, POLLIN, 0};
+    EXPECT_EQ(1, poll(&pfd, 1, 5000)) << "the sleeping receiver was not woken";
+    for (int i = 0; (i < 100000) && (m_received < 2); ++i) {
+        uct_iface_progress(r.iface);
+    }
+    EXPECT_EQ(2u, m_received);
+}
+
+/* The emulator's processes are hosts of their own: no events there, even
+ * with UCX_CXL_EVENTS=y (waking relies on one host's caches). */
+TEST_F(cxl_sw_cost, no_events_on_the_emulator)
+{
+    std::string path = new_pool(64ull << 20, CXL_COH_SW, "", 1);
+    stack r;
+
+    use_pools("emulate-nc:" + path);
+    setenv("UCX_CXL_EVENTS", "y", 1);
+    {
+        hide_errors hide;
+        open_stack(r, path);
+    }
+    unsetenv("UCX_CXL_EVENTS");
+    ASSERT_FALSE(HasFatalFailure());
+    EXPECT_EQ(0u, r.iface_attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
 }
