@@ -279,6 +279,21 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     return length;
 }
 
+/*
+ * The rest of a record whose first line was just loaded with its sequence
+ * number: that load fetched the line from memory after its invalidate, and
+ * the sender wrote the line's other words back before the sequence number
+ * (uct_cxl_tx_publish), so only the lines after the first are fetched again.
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_rx_fetch_body(uct_cxl_iface_t *iface, uct_cxl_rec_t *rec, uint64_t size)
+{
+    if (size > UCT_CXL_LINE) {
+        cxl_coh_invalidate(iface->coh, UCS_PTR_BYTE_OFFSET(rec, UCT_CXL_LINE),
+                           size - UCT_CXL_LINE);
+    }
+}
+
 /* Deliver the records of one channel; returns how many were delivered. */
 static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
                                         unsigned budget)
@@ -309,11 +324,11 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
         }
 
         if (rec->flags & UCT_CXL_REC_OP) {
-            cxl_coh_invalidate(iface->coh, rec, size);
+            uct_cxl_rx_fetch_body(iface, rec, size);
             uct_cxl_proxy_handle(iface, index, rec + 1, rec->length);
             ++count;
         } else if (!(rec->flags & UCT_CXL_REC_PAD)) {
-            cxl_coh_invalidate(iface->coh, rec, size);
+            uct_cxl_rx_fetch_body(iface, rec, size);
             uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV,
                                rec->am_id, rec + 1, rec->length, "RX: AM");
             /* delivered in place: the data is valid only inside the call */
@@ -363,12 +378,19 @@ uct_cxl_ep_process_pending(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
 }
 
-void uct_cxl_iface_update_active(uct_cxl_iface_t *iface, unsigned host)
+/* Grow the polled ranges to the channels senders claimed: all claim lines
+ * (contiguous) in one invalidate. */
+void uct_cxl_iface_poll_claims(uct_cxl_iface_t *iface)
 {
-    uct_cxl_block_claim_t *claims = uct_cxl_block_claims(iface->block, host);
+    uct_cxl_block_claim_t *claims = uct_cxl_block_claims(iface->block, 0);
+    unsigned host;
 
-    cxl_coh_invalidate(iface->coh, claims, UCT_CXL_LINE);
-    iface->active[host] = ucs_min(claims->num_claimed, iface->per_host);
+    cxl_coh_invalidate(iface->coh, claims,
+                       iface->num_hosts * sizeof(*claims));
+    for (host = 0; host < iface->num_hosts; ++host) {
+        iface->active[host] = ucs_min(claims[host].num_claimed,
+                                      iface->per_host);
+    }
 }
 
 unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
@@ -381,15 +403,14 @@ unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
         cxl_coh_writeback(iface->coh, iface->block, UCT_CXL_LINE);
     }
 
-    for (host = 0; host < iface->num_hosts; ++host) {
-        /* senders raise num_claimed when they claim: grow the polled range */
-        cxl_coh_invalidate(iface->coh, uct_cxl_block_claims(iface->block, host),
-                           UCT_CXL_LINE);
-        if (ucs_unlikely(uct_cxl_block_claims(iface->block, host)->num_claimed !=
-                         iface->active[host])) {
-            uct_cxl_iface_update_active(iface, host);
-        }
+    /* senders raise num_claimed once per pair of interfaces: look every
+     * UCT_CXL_CLAIM_POLL calls (and before sleeping, uct_cxl_iface_has_rx) */
+    if (ucs_unlikely(--iface->claim_poll == 0)) {
+        iface->claim_poll = UCT_CXL_CLAIM_POLL;
+        uct_cxl_iface_poll_claims(iface);
+    }
 
+    for (host = 0; host < iface->num_hosts; ++host) {
         first = host * iface->per_host;
         for (i = 0; i < iface->active[host]; ++i) {
             count += uct_cxl_iface_poll_chan(iface, first + i, iface->max_poll);

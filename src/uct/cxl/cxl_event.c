@@ -155,8 +155,8 @@ static int uct_cxl_iface_has_rx(uct_cxl_iface_t *iface)
     uct_cxl_rec_t *rec;
     unsigned host, i, idx;
 
+    uct_cxl_iface_poll_claims(iface);
     for (host = 0; host < iface->num_hosts; ++host) {
-        uct_cxl_iface_update_active(iface, host);
         for (i = 0; i < iface->active[host]; ++i) {
             idx  = host * iface->per_host + i;
             chan = uct_cxl_block_chan(block, idx);

@@ -308,6 +308,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->bandwidth  = config->bandwidth;
     self->seg_size   = config->seg_size;
     self->max_poll   = config->max_poll;
+    self->claim_poll = 1; /* at the first progress call */
     self->peer_check_us = (self->pool->coh != CXL_COH_SW) ? 0 :
                           (unsigned)ucs_min(config->peer_check * 1e6 + 0.5,
                                             (double)UINT32_MAX / 2);

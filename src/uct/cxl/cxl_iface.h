@@ -16,6 +16,8 @@
 #define UCT_CXL_PUT_MAX_BCOPY (4ul * 1024 * 1024)
 /* header + payload of am_short: a record of at most four cache lines */
 #define UCT_CXL_AM_MAX_SHORT (4 * UCT_CXL_LINE - UCT_CXL_REC_HDR)
+/* progress calls between two looks at the claim lines of the own block */
+#define UCT_CXL_CLAIM_POLL   16
 
 typedef struct uct_cxl_iface_config {
     uct_iface_config_t super;
@@ -68,6 +70,8 @@ typedef struct uct_cxl_iface {
     unsigned             per_host;   /* channels per host range */
     unsigned             host_index; /* own range in peers' blocks */
     unsigned            *active;     /* per range: channels ever claimed */
+    unsigned             claim_poll; /* progress calls until the claim lines
+                                      * are read again */
     uct_cxl_rx_chan_t   *rx;
     void                *bounce;     /* UCT_CXL_PUT_MAX_BCOPY, lazily */
     ucs_arbiter_t        arbiter;    /* endpoints with pending requests */
@@ -168,7 +172,7 @@ int uct_cxl_tx_has_resources(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
 int uct_cxl_tx_peer_open(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
 int uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
 unsigned uct_cxl_iface_progress(uct_iface_h tl_iface);
-void uct_cxl_iface_update_active(uct_cxl_iface_t *iface, unsigned host);
+void uct_cxl_iface_poll_claims(uct_cxl_iface_t *iface);
 ucs_status_t uct_cxl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                     unsigned flags);
 void uct_cxl_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,

@@ -642,6 +642,11 @@ TEST_F(cxl_sw, closed_receiver_outlives_the_senders_check_interval)
  */
 namespace {
 
+/* the receiver's look at its claim lines: every 16 progress calls
+ * (UCT_CXL_CLAIM_POLL), one line per host partition of the pool */
+const unsigned CLAIM_POLL  = 16;
+const unsigned CLAIM_LINES = CXLPOOL_DEFAULT_SW_HOSTS;
+
 struct coh_phase {
     cxl_coh_counts_t c;
     unsigned         n; /* messages (or progress calls) of the phase */
@@ -754,6 +759,14 @@ TEST_F(cxl_sw_cost, short_message)
      * (PEER_CHECK), and waking a receiver reads no line from memory */
     EXPECT_LE(tx.c.fence, 1ul * n);
     EXPECT_LE(tx.c.invalidate, 1ul);
+    /* receiver: each record line is fetched once (not again for its
+     * body), the line after the last one once per progress call, and the
+     * claim lines (one call for all hosts) only every CLAIM_POLL calls */
+    EXPECT_LE(rx.c.invalidate, n + calls + 1ul);
+    EXPECT_LE(rx.c.invalidate_lines, n + calls + CLAIM_LINES);
+    EXPECT_LE(empty.per(empty.c.invalidate), 1.0 + 1.0 / CLAIM_POLL);
+    EXPECT_LE(empty.per(empty.c.invalidate_lines),
+              1.0 + (double)CLAIM_LINES / CLAIM_POLL);
     EXPECT_EQ(0ul, empty.c.writeback);
     EXPECT_EQ(0ul, empty.c.fence);
 }
@@ -791,6 +804,9 @@ TEST_F(cxl_sw_cost, multi_line_message)
 
     EXPECT_LE(tx.c.fence, 1ul * n);
     EXPECT_LE(tx.c.invalidate, 1ul);
+    /* every line of a record once */
+    const unsigned long lines = uct_cxl_rec_size(MSG_LEN) / UCT_CXL_LINE;
+    EXPECT_LE(rx.c.invalidate_lines, lines * n + calls + CLAIM_LINES);
 }
 
 /*
