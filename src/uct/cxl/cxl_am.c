@@ -95,15 +95,16 @@ static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish(uct_cxl_tx_t *tx,
     tx->head += size;
     tx->seq++;
     /*
-     * Producer line: lets a later owner of the channel continue here.  It
-     * is written back too, so that this host never keeps a dirty line of
-     * the peer's block: if the peer closes and its memory is reused, a
-     * line left dirty here would be written back over the new owner's
-     * data by any later flush of it (on hardware also by an eviction).
+     * Producer line: where a later owner of the channel continues.  It is
+     * stored at release, and here only every half ring, so that an owner
+     * taking over from a dead one has less than a lap of records to walk
+     * (uct_cxl_tx_claim).  Each store is written back at once: this host
+     * never keeps a dirty line of the peer's block, which a later flush
+     * (or an eviction) would write over the memory after it was reused.
      */
-    tx->chan->head = tx->head;
-    tx->chan->seq  = tx->seq;
-    cxl_coh_writeback(coh, tx->chan, UCT_CXL_LINE);
+    if (ucs_unlikely(tx->head - tx->chan_head >= (tx->ring_mask + 1) / 2)) {
+        uct_cxl_tx_store_position(tx, coh);
+    }
 }
 
 /* Reserve a record; writes a filler first if it would wrap. */

@@ -107,6 +107,7 @@ typedef struct uct_cxl_tx {
     uint64_t             head;
     uint64_t             cached_tail;
     uint32_t             seq;
+    uint64_t             chan_head;  /* head last stored in the producer line */
     ucs_time_t           check_interval; /* sw: the peer's peer_check_us */
     ucs_time_t           check_due;  /* sw: re-read the peer's header from then */
     uint64_t             op_head;    /* head after the last proxied operation */
@@ -238,6 +239,16 @@ void uct_cxl_iface_event_cleanup(uct_cxl_iface_t *iface);
 ucs_status_t uct_cxl_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p);
 ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events);
 void uct_cxl_tx_signal_slow(uct_cxl_tx_t *tx);
+
+/* Store head and seq in the producer line, and write it back at once. */
+static UCS_F_ALWAYS_INLINE void uct_cxl_tx_store_position(uct_cxl_tx_t *tx,
+                                                          cxl_coh_mode_t coh)
+{
+    tx->chan->head = tx->head;
+    tx->chan->seq  = tx->seq;
+    tx->chan_head  = tx->head;
+    cxl_coh_writeback(coh, tx->chan, UCT_CXL_LINE);
+}
 
 /*
  * A receiver that sleeps wants a signal after each record it may miss:
