@@ -2,8 +2,8 @@
  * Wake-up of a sleeping receiver (UCT events).
  *
  * Only a peer on the same host can signal, so events are enabled only for
- * pools that cannot span hosts (the emulated pool under /dev/shm), unless
- * UCX_CXL_EVENTS=y says all peers share a host.  The signal is a byte
+ * pools that cannot span hosts (the emulated pool under /dev/shm) in hw
+ * mode, unless UCX_CXL_EVENTS=y says all peers share a host.  The signal is a byte
  * written to a FIFO in /dev/shm named after the interface id: FIFOs work
  * across network and IPC namespaces, unlike the abstract UNIX sockets of
  * UCX's mm transports.
@@ -79,8 +79,10 @@ static void uct_cxl_event_remove_stale(void)
 ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode)
 {
     char tmp[80];
+    /* sw mode says the peers are hosts that share no caches, and a
+     * signal reaches only the own host: "try" means hw mode only */
     int enable = (mode == UCS_YES) ||
-                 ((mode == UCS_TRY) &&
+                 ((mode == UCS_TRY) && (iface->coh == CXL_COH_HW) &&
                   (iface->pool->backend == CXLPOOL_BACKEND_EMULATED));
 
     iface->event_fd  = -1;

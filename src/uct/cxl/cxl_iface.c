@@ -55,7 +55,8 @@ static ucs_config_field_t uct_cxl_iface_config_table[] = {
     {"EVENTS", "try",
      "Wake-up events (UCT_IFACE_FLAG_EVENT_RECV/EVENT_FD), so that UCP can\n"
      "sleep instead of polling. Only a peer on the same host can signal:\n"
-     " try - on pools that can not span hosts (the emulated pool);\n"
+     " try - on pools that can not span hosts (the emulated pool), in hw\n"
+     "       mode only: sw mode is for peers on hosts that share no caches;\n"
      " yes - on any pool: asserts that every peer runs on this host;\n"
      " no  - never; UCP then polls this interface.",
      ucs_offsetof(uct_cxl_iface_config_t, events), UCS_CONFIG_TYPE_TERNARY},

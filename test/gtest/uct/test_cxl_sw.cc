@@ -943,8 +943,8 @@ TEST_F(cxl_sw_cost, multi_line_message)
 }
 
 /*
- * A receiver that sleeps is woken (its pool is a /dev/shm file: events
- * are on), and the sender's check of "armed" reads no line from memory.
+ * A receiver that sleeps is woken (UCX_CXL_EVENTS=y: all peers share the
+ * host), and the sender's check of "armed" reads no line from memory.
  */
 TEST_F(cxl_sw_cost, wakeup_reads_no_line_from_memory)
 {
@@ -953,7 +953,9 @@ TEST_F(cxl_sw_cost, wakeup_reads_no_line_from_memory)
     uct_ep_h ep;
     int fd;
 
+    setenv("UCX_CXL_EVENTS", "y", 1);
     open_pair(r, s, &ep);
+    unsetenv("UCX_CXL_EVENTS");
     ASSERT_FALSE(HasFatalFailure());
     ASSERT_TRUE(r.iface_attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
     ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(r.iface, &fd));
@@ -978,6 +980,40 @@ TEST_F(cxl_sw_cost, wakeup_reads_no_line_from_memory)
         uct_iface_progress(r.iface);
     }
     EXPECT_EQ(2u, m_received);
+}
+
+/* Without UCX_CXL_EVENTS=y, sw mode has no events even on a /dev/shm
+ * pool file (in hw mode it has): its peers are hosts that share no caches,
+ * and a signal reaches only the own host.  So the sender's data path has
+ * no fence for a receiver that might sleep. */
+TEST_F(cxl_sw_cost, no_events_by_default)
+{
+    uint64_t payload = 1;
+    stack r, s;
+    uct_ep_h ep;
+
+    {   /* the same kind of pool file in hw mode */
+        stack h;
+        std::string hw = new_pool(64ull << 20, CXL_COH_HW);
+        use_pools(hw);
+        set_coherence("hw");
+        ASSERT_NO_FATAL_FAILURE(open_stack(h, hw));
+        EXPECT_NE(0u, h.iface_attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
+    }
+    use_pools(m_sw);
+    set_coherence("sw");
+    open_pair(r, s, &ep);
+    ASSERT_FALSE(HasFatalFailure());
+    EXPECT_EQ(0u, r.iface_attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
+    cxl_coh_count_start();
+    for (unsigned i = 0; i < 10; ++i) {
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, AM_ID, 0, &payload,
+                                          sizeof(payload)));
+    }
+    coh_phase tx = end_phase(10);
+    cxl_coh_count_stop();
+    EXPECT_LE(tx.c.fence, 10ul);
+    EXPECT_LE(tx.c.invalidate, 1ul);
 }
 
 /* The emulator's processes are hosts of their own: no events there, even
