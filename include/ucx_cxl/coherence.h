@@ -46,6 +46,15 @@ void cxl_coh_writeback(cxl_coh_mode_t mode, const void *addr, size_t len);
 void cxl_coh_invalidate(cxl_coh_mode_t mode, const void *addr, size_t len);
 /* Order all earlier stores and flushes before later ones (store fence). */
 void cxl_coh_fence(cxl_coh_mode_t mode);
+/*
+ * Copy [src, src+len) to dst and write it back: once the next
+ * cxl_coh_fence() returns, the bytes are in memory, as after memcpy() and
+ * cxl_coh_writeback().  In sw mode the lines dst covers whole are written
+ * with non-temporal stores, which need no read for ownership of the line
+ * and leave nothing in the cache to write back; a partial line at either
+ * end is copied and written back.  hw mode: memcpy().
+ */
+void cxl_coh_copy(cxl_coh_mode_t mode, void *dst, const void *src, size_t len);
 
 /*
  * Counts of the software-coherence operations this process performed
@@ -55,7 +64,7 @@ void cxl_coh_fence(cxl_coh_mode_t mode);
  * counters are plain process-wide integers, exact for one thread.
  */
 typedef struct {
-    unsigned long writeback;        /* cxl_coh_writeback() calls */
+    unsigned long writeback;        /* cxl_coh_writeback() and _copy() calls */
     unsigned long writeback_lines;  /* cache lines they covered */
     unsigned long invalidate;       /* cxl_coh_invalidate() calls */
     unsigned long invalidate_lines;

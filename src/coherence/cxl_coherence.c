@@ -12,6 +12,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <cpuid.h>
+#include <emmintrin.h>
 
 /*
  * Registered emulate-nc views (see doc/design/sw-coherence.md).  Readers on
@@ -442,6 +443,59 @@ void cxl_coh_invalidate(cxl_coh_mode_t mode, const void *addr, size_t len)
         cxl_coh_lines(cxl_coh_invalidate_insn(), addr, len);
     }
     asm volatile("mfence" ::: "memory");
+}
+
+/* Whole lines with non-temporal 16-byte stores (SSE2: every x86-64). */
+static void cxl_coh_copy_nt(uint8_t *dst, const uint8_t *src, size_t len)
+{
+    __m128i a, b, c, d;
+
+    for (; len >= CXL_CACHE_LINE; len -= CXL_CACHE_LINE) {
+        a = _mm_loadu_si128((const __m128i*)src);
+        b = _mm_loadu_si128((const __m128i*)(src + 16));
+        c = _mm_loadu_si128((const __m128i*)(src + 32));
+        d = _mm_loadu_si128((const __m128i*)(src + 48));
+        _mm_stream_si128((__m128i*)dst, a);
+        _mm_stream_si128((__m128i*)(dst + 16), b);
+        _mm_stream_si128((__m128i*)(dst + 32), c);
+        _mm_stream_si128((__m128i*)(dst + 48), d);
+        dst += CXL_CACHE_LINE;
+        src += CXL_CACHE_LINE;
+    }
+}
+
+void cxl_coh_copy(cxl_coh_mode_t mode, void *dst, const void *src, size_t len)
+{
+    uintptr_t d = (uintptr_t)dst;
+    uintptr_t first, last;
+
+    if ((mode == CXL_COH_HW) || (len == 0)) {
+        memcpy(dst, src, len);
+        return;
+    }
+    first = (d + CXL_CACHE_LINE - 1) & ~(uintptr_t)(CXL_CACHE_LINE - 1);
+    last  = (d + len) & ~(uintptr_t)(CXL_CACHE_LINE - 1);
+    if (cxl_coh_emu_active() || (first >= last)) {
+        /* the emulator copies cached lines only: nothing bypasses its
+         * views; and no whole line to stream */
+        memcpy(dst, src, len);
+        cxl_coh_writeback(mode, dst, len);
+        return;
+    }
+    if (__builtin_expect(cxl_coh_counting, 0)) {
+        cxl_coh_counts.writeback++;
+        cxl_coh_counts.writeback_lines += cxl_coh_nlines(dst, len);
+    }
+    if (first > d) {
+        memcpy(dst, src, first - d);
+        cxl_coh_lines(cxl_coh_writeback_insn(), dst, first - d);
+    }
+    cxl_coh_copy_nt((uint8_t*)first, (const uint8_t*)src + (first - d),
+                    last - first);
+    if (d + len > last) {
+        memcpy((void*)last, (const uint8_t*)src + (last - d), d + len - last);
+        cxl_coh_lines(cxl_coh_writeback_insn(), (void*)last, d + len - last);
+    }
 }
 
 void cxl_coh_fence(cxl_coh_mode_t mode)

@@ -314,6 +314,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
                           (unsigned)ucs_min(config->peer_check * 1e6 + 0.5,
                                             (double)UINT32_MAX / 2);
     self->bounce     = NULL;
+    self->tx_bounce  = NULL;
     self->id         = ucs_generate_uuid((uintptr_t)self);
 
     /*
@@ -353,10 +354,15 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->rx     = ucs_calloc(config->num_channels, sizeof(*self->rx), "cxl_rx");
     self->active = ucs_calloc(self->num_hosts, sizeof(*self->active),
                               "cxl_active");
-    if ((self->rx == NULL) || (self->active == NULL)) {
+    if (self->coh == CXL_COH_SW) {
+        self->tx_bounce = ucs_malloc(self->seg_size, "cxl_tx_bounce");
+    }
+    if ((self->rx == NULL) || (self->active == NULL) ||
+        ((self->coh == CXL_COH_SW) && (self->tx_bounce == NULL))) {
         cxlpool_free(self->pool->cxlpool, ext.offset);
         ucs_free(self->rx);
         ucs_free(self->active);
+        ucs_free(self->tx_bounce);
         return UCS_ERR_NO_MEMORY;
     }
     /* a fresh block: zeroed, and every channel starts at a sequence
@@ -382,6 +388,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
         cxlpool_free(self->pool->cxlpool, ext.offset);
         ucs_free(self->rx);
         ucs_free(self->active);
+        ucs_free(self->tx_bounce);
         return status;
     }
     self->block->events = (self->event_fd >= 0);
@@ -432,6 +439,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
     }
     cxlpool_free(self->pool->cxlpool, self->block_offset);
     ucs_free(self->bounce);
+    ucs_free(self->tx_bounce);
     ucs_free(self->rx);
     ucs_free(self->active);
 }
