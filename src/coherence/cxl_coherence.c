@@ -464,20 +464,41 @@ static void cxl_coh_copy_nt(uint8_t *dst, const uint8_t *src, size_t len)
     }
 }
 
+/* Aligned 8-byte words with non-temporal stores (MOVNTI). */
+static void cxl_coh_copy_nt64(uint8_t *dst, const uint8_t *src, size_t len)
+{
+    long long w;
+
+    for (; len >= sizeof(w); len -= sizeof(w)) {
+        memcpy(&w, src, sizeof(w));
+        _mm_stream_si64((long long*)dst, w);
+        dst += sizeof(w);
+        src += sizeof(w);
+    }
+}
+
+/* Bytes that fill no aligned word: stored and written back. */
+static void cxl_coh_copy_wb(uint8_t *dst, const uint8_t *src, size_t len)
+{
+    if (len > 0) {
+        memcpy(dst, src, len);
+        cxl_coh_lines(cxl_coh_writeback_insn(), dst, len);
+    }
+}
+
 void cxl_coh_copy(cxl_coh_mode_t mode, void *dst, const void *src, size_t len)
 {
-    uintptr_t d = (uintptr_t)dst;
-    uintptr_t first, last;
+    uintptr_t d = (uintptr_t)dst, end = d + len;
+    const uint8_t *s = src;
+    uintptr_t w0, l0, l1, w1;
 
     if ((mode == CXL_COH_HW) || (len == 0)) {
         memcpy(dst, src, len);
         return;
     }
-    first = (d + CXL_CACHE_LINE - 1) & ~(uintptr_t)(CXL_CACHE_LINE - 1);
-    last  = (d + len) & ~(uintptr_t)(CXL_CACHE_LINE - 1);
-    if (cxl_coh_emu_active() || (first >= last)) {
-        /* the emulator copies cached lines only: nothing bypasses its
-         * views; and no whole line to stream */
+    if (cxl_coh_emu_active()) {
+        /* the emulator copies cached lines only: nothing may bypass its
+         * views */
         memcpy(dst, src, len);
         cxl_coh_writeback(mode, dst, len);
         return;
@@ -486,16 +507,42 @@ void cxl_coh_copy(cxl_coh_mode_t mode, void *dst, const void *src, size_t len)
         cxl_coh_counts.writeback++;
         cxl_coh_counts.writeback_lines += cxl_coh_nlines(dst, len);
     }
-    if (first > d) {
-        memcpy(dst, src, first - d);
-        cxl_coh_lines(cxl_coh_writeback_insn(), dst, first - d);
+    /* d <= w0 <= l0 <= l1 <= w1 <= end: bytes, words, lines, words, bytes */
+    w0 = (d + 7) & ~(uintptr_t)7;
+    w1 = end & ~(uintptr_t)7;
+    if (w0 >= w1) {
+        cxl_coh_copy_wb(dst, s, len);
+        return;
     }
-    cxl_coh_copy_nt((uint8_t*)first, (const uint8_t*)src + (first - d),
-                    last - first);
-    if (d + len > last) {
-        memcpy((void*)last, (const uint8_t*)src + (last - d), d + len - last);
-        cxl_coh_lines(cxl_coh_writeback_insn(), (void*)last, d + len - last);
+    l0 = (w0 + CXL_CACHE_LINE - 1) & ~(uintptr_t)(CXL_CACHE_LINE - 1);
+    l1 = w1 & ~(uintptr_t)(CXL_CACHE_LINE - 1);
+    if (l0 > l1) {
+        l0 = l1 = w1;
     }
+    cxl_coh_copy_wb(dst, s, w0 - d);
+    cxl_coh_copy_nt64((uint8_t*)w0, s + (w0 - d), l0 - w0);
+    cxl_coh_copy_nt((uint8_t*)l0, s + (l0 - d), l1 - l0);
+    cxl_coh_copy_nt64((uint8_t*)l1, s + (l1 - d), w1 - l1);
+    cxl_coh_copy_wb((uint8_t*)w1, s + (w1 - d), end - w1);
+}
+
+void cxl_coh_store64(cxl_coh_mode_t mode, volatile uint64_t *addr,
+                     uint64_t value)
+{
+    if (mode == CXL_COH_HW) {
+        __atomic_store_n(addr, value, __ATOMIC_RELEASE);
+        return;
+    }
+    if (cxl_coh_emu_active()) {
+        __atomic_store_n(addr, value, __ATOMIC_RELEASE);
+        cxl_coh_writeback(mode, (const void*)addr, sizeof(*addr));
+        return;
+    }
+    if (__builtin_expect(cxl_coh_counting, 0)) {
+        cxl_coh_counts.writeback++;
+        cxl_coh_counts.writeback_lines++;
+    }
+    _mm_stream_si64((long long*)addr, (long long)value);
 }
 
 void cxl_coh_fence(cxl_coh_mode_t mode)

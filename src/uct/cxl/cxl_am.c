@@ -78,17 +78,14 @@ static UCS_F_ALWAYS_INLINE uint64_t uct_cxl_tx_need(uct_cxl_tx_t *tx,
  * emulator catches a missing flush. */
 int uct_cxl_test_skip_record_wb = 0;
 
-/* Publish a record of size bytes whose first wb_size bytes are still to be
- * written back (the rest was written with cxl_coh_copy()). */
-static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish_wb(uct_cxl_tx_t *tx,
-                                                      cxl_coh_mode_t coh,
-                                                      uct_cxl_rec_t *rec,
-                                                      uint64_t wb_size,
-                                                      uint64_t size)
+static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish(uct_cxl_tx_t *tx,
+                                                   cxl_coh_mode_t coh,
+                                                   uct_cxl_rec_t *rec,
+                                                   uint64_t size)
 {
     /* body (and header fields) first, then the sequence number */
     if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
-        cxl_coh_publish(coh, rec, wb_size);
+        cxl_coh_publish(coh, rec, size);
     }
     __atomic_store_n(&rec->seq, tx->seq, __ATOMIC_RELEASE);
     /* before the line is written back: the fence of the signal then waits
@@ -110,38 +107,57 @@ static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish_wb(uct_cxl_tx_t *tx,
     }
 }
 
-static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish(uct_cxl_tx_t *tx,
-                                                   cxl_coh_mode_t coh,
-                                                   uct_cxl_rec_t *rec,
-                                                   uint64_t size)
+/*
+ * sw mode, records of more than a line: a record staged at src (header at
+ * src, payload after it; the first word, the sequence number's, is not
+ * taken from there) into the ring at rec, and published.  Everything
+ * after the first word is written with non-temporal stores (cxl_coh_copy:
+ * no read for ownership of lines the receiver keeps invalidating, nothing
+ * left to write back), then the fence, then the first word with a
+ * non-temporal store too.  Bytes up to the next whole word after the
+ * payload are copied from src as well.
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_tx_stream(uct_cxl_tx_t *tx, cxl_coh_mode_t coh, uct_cxl_rec_t *rec,
+                  const uct_cxl_rec_t *src)
 {
-    uct_cxl_tx_publish_wb(tx, coh, rec, size, size);
+    size_t len   = ucs_align_up_pow2(UCT_CXL_REC_HDR + src->length,
+                                     sizeof(uint64_t)) - sizeof(uint64_t);
+    uint64_t size = uct_cxl_rec_size(src->length);
+
+    if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
+        cxl_coh_copy(coh, UCS_PTR_BYTE_OFFSET(rec, sizeof(uint64_t)),
+                     UCS_PTR_BYTE_OFFSET(src, sizeof(uint64_t)), len);
+    } else {
+        memcpy(UCS_PTR_BYTE_OFFSET(rec, sizeof(uint64_t)),
+               UCS_PTR_BYTE_OFFSET(src, sizeof(uint64_t)), len);
+    }
+    cxl_coh_fence(coh);
+    cxl_coh_store64(coh, (volatile uint64_t*)rec,
+                    tx->seq | ((uint64_t)src->am_id << 32) |
+                    ((uint64_t)src->flags << 40));
+    uct_cxl_tx_signal(tx);
+    tx->head += size;
+    tx->seq++;
+    if (ucs_unlikely(tx->head - tx->chan_head >= (tx->ring_mask + 1) / 2)) {
+        uct_cxl_tx_store_position(tx, coh);
+    }
 }
 
-/*
- * sw mode: the payload of a record, packed aside, into the ring.  The
- * lines after the first are streamed (cxl_coh_copy: no read for ownership
- * of lines the receiver keeps invalidating, nothing left to write back);
- * returns how much of the record publish still writes back: its first
- * line, which also holds the header.
- */
-static UCS_F_ALWAYS_INLINE uint64_t
-uct_cxl_tx_copy_payload(uct_cxl_iface_t *iface, uct_cxl_rec_t *rec,
-                        const void *src, size_t length)
+/* ... the same for the staging area: header fields, and zeroes after the
+ * payload up to the next whole word (nothing else leaks into the ring) */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_tx_stage(uct_cxl_rec_t *stage, uint8_t id, uint32_t length)
 {
-    size_t head = ucs_min(length, UCT_CXL_LINE - UCT_CXL_REC_HDR);
+    uint8_t *end = UCS_PTR_BYTE_OFFSET(stage + 1, length);
 
-    memcpy(rec + 1, src, head);
-    if (length > head) {
-        if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
-            cxl_coh_copy(iface->coh, UCS_PTR_BYTE_OFFSET(rec, UCT_CXL_LINE),
-                         UCS_PTR_BYTE_OFFSET(src, head), length - head);
-        } else {
-            memcpy(UCS_PTR_BYTE_OFFSET(rec, UCT_CXL_LINE),
-                   UCS_PTR_BYTE_OFFSET(src, head), length - head);
-        }
-    }
-    return UCT_CXL_LINE;
+    stage->am_id     = id;
+    stage->flags     = 0;
+    stage->reserved  = 0;
+    stage->length    = length;
+    stage->reserved2 = 0;
+    memset(end, 0, ucs_align_up_pow2((uintptr_t)end, sizeof(uint64_t)) -
+                   (uintptr_t)end);
 }
 
 /* Reserve a record; writes a filler first if it would wrap. */
@@ -200,29 +216,18 @@ uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
     return UCS_OK;
 }
 
-/* Fill in a record whose payload is written, publish it (and wake the
- * peer); wb_size: what is still to be written back of it. */
+/* Fill in a record whose payload is written, publish it (and wake the peer). */
 static UCS_F_ALWAYS_INLINE void
-uct_cxl_ep_am_commit_wb(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
-                        uct_cxl_rec_t *rec, uint8_t id, uint32_t length,
-                        uint64_t wb_size, const char *title)
+uct_cxl_ep_am_commit(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
+                     uct_cxl_rec_t *rec, uint8_t id, uint32_t length,
+                     const char *title)
 {
     rec->am_id  = id;
     rec->flags  = 0;
     rec->length = length;
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
                        length, "TX: %s", title);
-    uct_cxl_tx_publish_wb(ep->tx, iface->coh, rec, wb_size,
-                          uct_cxl_rec_size(length));
-}
-
-static UCS_F_ALWAYS_INLINE void
-uct_cxl_ep_am_commit(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
-                     uct_cxl_rec_t *rec, uint8_t id, uint32_t length,
-                     const char *title)
-{
-    uct_cxl_ep_am_commit_wb(ep, iface, rec, id, length,
-                            uct_cxl_rec_size(length), title);
+    uct_cxl_tx_publish(ep->tx, iface->coh, rec, uct_cxl_rec_size(length));
 }
 
 /* The same steps for the records of proxied operations (cxl_proxy.c). */
@@ -310,7 +315,6 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     uct_cxl_rec_t *rec;
     ucs_status_t status;
     size_t length;
-    uint64_t wb;
 
     UCT_CHECK_AM_ID(id);
     status = uct_cxl_ep_am_check(ep, iface, (uint32_t)iface->seg_size);
@@ -324,16 +328,24 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     /* room for a full segment is reserved; the record takes what is packed */
     rec = uct_cxl_tx_reserve(ep->tx, iface->coh, (uint32_t)iface->seg_size);
     if (iface->coh == CXL_COH_SW) {
-        length = pack_cb(iface->tx_bounce, arg);
+        /* packed aside, then streamed into the ring if it takes more than
+         * a line (a line of its own is cheaper stored and written back) */
+        length = pack_cb(iface->tx_bounce + 1, arg);
         UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
-        wb     = uct_cxl_tx_copy_payload(iface, rec, iface->tx_bounce, length);
-    } else {
-        length = pack_cb(rec + 1, arg);
-        UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
-        wb     = uct_cxl_rec_size(length);
+        if (uct_cxl_rec_size(length) > UCT_CXL_LINE) {
+            uct_cxl_tx_stage(iface->tx_bounce, id, (uint32_t)length);
+            uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id,
+                               iface->tx_bounce + 1, length, "TX: AM_BCOPY");
+            uct_cxl_tx_stream(ep->tx, iface->coh, rec, iface->tx_bounce);
+            return length;
+        }
+        memcpy(rec + 1, iface->tx_bounce + 1, length);
+        uct_cxl_ep_am_commit(ep, iface, rec, id, (uint32_t)length, "AM_BCOPY");
+        return length;
     }
-    uct_cxl_ep_am_commit_wb(ep, iface, rec, id, (uint32_t)length, wb,
-                            "AM_BCOPY");
+    length = pack_cb(rec + 1, arg);
+    UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
+    uct_cxl_ep_am_commit(ep, iface, rec, id, (uint32_t)length, "AM_BCOPY");
     return length;
 }
 

@@ -355,7 +355,8 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->active = ucs_calloc(self->num_hosts, sizeof(*self->active),
                               "cxl_active");
     if (self->coh == CXL_COH_SW) {
-        self->tx_bounce = ucs_malloc(self->seg_size, "cxl_tx_bounce");
+        self->tx_bounce = ucs_malloc(uct_cxl_rec_size(self->seg_size),
+                                     "cxl_tx_bounce");
     }
     if ((self->rx == NULL) || (self->active == NULL) ||
         ((self->coh == CXL_COH_SW) && (self->tx_bounce == NULL))) {

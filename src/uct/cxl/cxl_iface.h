@@ -74,7 +74,7 @@ typedef struct uct_cxl_iface {
                                       * are read again */
     uct_cxl_rx_chan_t   *rx;
     void                *bounce;     /* UCT_CXL_PUT_MAX_BCOPY, lazily */
-    void                *tx_bounce;  /* sw: am_bcopy packs here (seg_size) */
+    uct_cxl_rec_t       *tx_bounce;  /* sw: am_bcopy stages its record here */
     ucs_arbiter_t        arbiter;    /* endpoints with pending requests */
     ucs_list_link_t      ep_list;    /* all endpoints, for iface_flush */
     ucs_list_link_t      tx_list;    /* channels claimed in peers' blocks */
