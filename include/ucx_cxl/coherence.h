@@ -12,7 +12,6 @@
 #define UCX_CXL_COHERENCE_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,14 +55,6 @@ void cxl_coh_fence(cxl_coh_mode_t mode);
  * end is copied and written back.  hw mode: memcpy().
  */
 void cxl_coh_copy(cxl_coh_mode_t mode, void *dst, const void *src, size_t len);
-/*
- * Store the aligned 64-bit word *addr = value and write it back: it is in
- * memory once the next cxl_coh_fence() returns.  In sw mode a
- * non-temporal store: no read for ownership of the line, nothing of it
- * left in the cache.  hw mode: a plain (release) store.
- */
-void cxl_coh_store64(cxl_coh_mode_t mode, volatile uint64_t *addr,
-                     uint64_t value);
 
 /*
  * Counts of the software-coherence operations this process performed
@@ -73,7 +64,7 @@ void cxl_coh_store64(cxl_coh_mode_t mode, volatile uint64_t *addr,
  * counters are plain process-wide integers, exact for one thread.
  */
 typedef struct {
-    unsigned long writeback;        /* cxl_coh_writeback(), _copy(), _store64() */
+    unsigned long writeback;        /* cxl_coh_writeback() and _copy() calls */
     unsigned long writeback_lines;  /* cache lines they covered */
     unsigned long invalidate;       /* cxl_coh_invalidate() calls */
     unsigned long invalidate_lines;

@@ -526,25 +526,6 @@ void cxl_coh_copy(cxl_coh_mode_t mode, void *dst, const void *src, size_t len)
     cxl_coh_copy_wb((uint8_t*)w1, s + (w1 - d), end - w1);
 }
 
-void cxl_coh_store64(cxl_coh_mode_t mode, volatile uint64_t *addr,
-                     uint64_t value)
-{
-    if (mode == CXL_COH_HW) {
-        __atomic_store_n(addr, value, __ATOMIC_RELEASE);
-        return;
-    }
-    if (cxl_coh_emu_active()) {
-        __atomic_store_n(addr, value, __ATOMIC_RELEASE);
-        cxl_coh_writeback(mode, (const void*)addr, sizeof(*addr));
-        return;
-    }
-    if (__builtin_expect(cxl_coh_counting, 0)) {
-        cxl_coh_counts.writeback++;
-        cxl_coh_counts.writeback_lines++;
-    }
-    _mm_stream_si64((long long*)addr, (long long)value);
-}
-
 void cxl_coh_fence(cxl_coh_mode_t mode)
 {
     if (mode == CXL_COH_HW) {

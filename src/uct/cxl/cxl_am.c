@@ -108,34 +108,31 @@ static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish(uct_cxl_tx_t *tx,
 }
 
 /*
- * sw mode, records of more than a line: a record staged at src (header at
- * src, payload after it; the first word, the sequence number's, is not
- * taken from there) into the ring at rec, and published.  Everything
- * after the first word is written with non-temporal stores (cxl_coh_copy:
- * no read for ownership of lines the receiver keeps invalidating, nothing
- * left to write back), then the fence, then the first word with a
- * non-temporal store too.  Bytes up to the next whole word after the
- * payload are copied from src as well.
+ * sw mode: a record staged whole at stage (header, payload, zeroes up to
+ * the end of its last line) into the ring at rec, and published, with
+ * non-temporal stores of whole lines only (cxl_coh_copy): no line of the
+ * ring is read for ownership (the receiver keeps invalidating them), none
+ * is left in the cache, and no line is written in part.  First the whole
+ * record with a sequence number that is not the one expected, fence, then
+ * its first line again with the right one.  The two writes of the first
+ * line differ only in that word, so a reader that catches the line half
+ * written sees a body that is right either way.
  */
 static UCS_F_ALWAYS_INLINE void
 uct_cxl_tx_stream(uct_cxl_tx_t *tx, cxl_coh_mode_t coh, uct_cxl_rec_t *rec,
-                  const uct_cxl_rec_t *src)
+                  uct_cxl_rec_t *stage)
 {
-    size_t len   = ucs_align_up_pow2(UCT_CXL_REC_HDR + src->length,
-                                     sizeof(uint64_t)) - sizeof(uint64_t);
-    uint64_t size = uct_cxl_rec_size(src->length);
+    uint64_t size = uct_cxl_rec_size(stage->length);
 
+    stage->seq = ~tx->seq;
     if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
-        cxl_coh_copy(coh, UCS_PTR_BYTE_OFFSET(rec, sizeof(uint64_t)),
-                     UCS_PTR_BYTE_OFFSET(src, sizeof(uint64_t)), len);
+        cxl_coh_copy(coh, rec, stage, size);
     } else {
-        memcpy(UCS_PTR_BYTE_OFFSET(rec, sizeof(uint64_t)),
-               UCS_PTR_BYTE_OFFSET(src, sizeof(uint64_t)), len);
+        memcpy(rec, stage, size);
     }
     cxl_coh_fence(coh);
-    cxl_coh_store64(coh, (volatile uint64_t*)rec,
-                    tx->seq | ((uint64_t)src->am_id << 32) |
-                    ((uint64_t)src->flags << 40));
+    stage->seq = tx->seq;
+    cxl_coh_copy(coh, rec, stage, UCT_CXL_LINE);
     uct_cxl_tx_signal(tx);
     tx->head += size;
     tx->seq++;
@@ -144,20 +141,18 @@ uct_cxl_tx_stream(uct_cxl_tx_t *tx, cxl_coh_mode_t coh, uct_cxl_rec_t *rec,
     }
 }
 
-/* ... the same for the staging area: header fields, and zeroes after the
- * payload up to the next whole word (nothing else leaks into the ring) */
+/* ... the header of the staged record, and zeroes after its payload up to
+ * the end of the line (nothing of an earlier message leaks into the ring) */
 static UCS_F_ALWAYS_INLINE void
 uct_cxl_tx_stage(uct_cxl_rec_t *stage, uint8_t id, uint32_t length)
 {
-    uint8_t *end = UCS_PTR_BYTE_OFFSET(stage + 1, length);
-
     stage->am_id     = id;
     stage->flags     = 0;
     stage->reserved  = 0;
     stage->length    = length;
     stage->reserved2 = 0;
-    memset(end, 0, ucs_align_up_pow2((uintptr_t)end, sizeof(uint64_t)) -
-                   (uintptr_t)end);
+    memset(UCS_PTR_BYTE_OFFSET(stage + 1, length), 0,
+           uct_cxl_rec_size(length) - UCT_CXL_REC_HDR - length);
 }
 
 /* Reserve a record; writes a filler first if it would wrap. */
@@ -263,6 +258,8 @@ ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
     uint32_t total         = sizeof(header) + length;
+    uint64_t stage_buf[(UCT_CXL_REC_HDR + UCT_CXL_AM_MAX_SHORT) /
+                       sizeof(uint64_t)] UCS_V_ALIGNED(UCT_CXL_LINE);
     uct_cxl_rec_t *rec;
     ucs_status_t status;
 
@@ -274,6 +271,20 @@ ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     }
 
     rec = uct_cxl_tx_reserve(ep->tx, iface->coh, total);
+    if (iface->coh == CXL_COH_SW) {
+        uct_cxl_rec_t *stage = (uct_cxl_rec_t*)stage_buf;
+
+        memcpy(stage + 1, &header, sizeof(header));
+        if (length > 0) {
+            memcpy(UCS_PTR_BYTE_OFFSET(stage + 1, sizeof(header)), payload,
+                   length);
+        }
+        uct_cxl_tx_stage(stage, id, total);
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id,
+                           stage + 1, total, "TX: AM_SHORT");
+        uct_cxl_tx_stream(ep->tx, iface->coh, rec, stage);
+        return UCS_OK;
+    }
     memcpy(rec + 1, &header, sizeof(header));
     if (length > 0) { /* payload may be NULL then */
         memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, sizeof(header)), payload, length);
@@ -288,6 +299,8 @@ ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
     uint32_t total         = (uint32_t)uct_iov_total_length(iov, iovcnt);
+    uint64_t stage_buf[(UCT_CXL_REC_HDR + UCT_CXL_AM_MAX_SHORT) /
+                       sizeof(uint64_t)] UCS_V_ALIGNED(UCT_CXL_LINE);
     ucs_iov_iter_t iov_iter;
     uct_cxl_rec_t *rec;
     ucs_status_t status;
@@ -301,6 +314,16 @@ ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
 
     rec = uct_cxl_tx_reserve(ep->tx, iface->coh, total);
     ucs_iov_iter_init(&iov_iter);
+    if (iface->coh == CXL_COH_SW) {
+        uct_cxl_rec_t *stage = (uct_cxl_rec_t*)stage_buf;
+
+        uct_iov_to_buffer(iov, iovcnt, &iov_iter, stage + 1, SIZE_MAX);
+        uct_cxl_tx_stage(stage, id, total);
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id,
+                           stage + 1, total, "TX: AM_SHORT_IOV");
+        uct_cxl_tx_stream(ep->tx, iface->coh, rec, stage);
+        return UCS_OK;
+    }
     uct_iov_to_buffer(iov, iovcnt, &iov_iter, rec + 1, SIZE_MAX);
     uct_cxl_ep_am_commit(ep, iface, rec, id, total, "AM_SHORT_IOV");
     return UCS_OK;
@@ -328,19 +351,13 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     /* room for a full segment is reserved; the record takes what is packed */
     rec = uct_cxl_tx_reserve(ep->tx, iface->coh, (uint32_t)iface->seg_size);
     if (iface->coh == CXL_COH_SW) {
-        /* packed aside, then streamed into the ring if it takes more than
-         * a line (a line of its own is cheaper stored and written back) */
+        /* packed aside, then streamed into the ring */
         length = pack_cb(iface->tx_bounce + 1, arg);
         UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
-        if (uct_cxl_rec_size(length) > UCT_CXL_LINE) {
-            uct_cxl_tx_stage(iface->tx_bounce, id, (uint32_t)length);
-            uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id,
-                               iface->tx_bounce + 1, length, "TX: AM_BCOPY");
-            uct_cxl_tx_stream(ep->tx, iface->coh, rec, iface->tx_bounce);
-            return length;
-        }
-        memcpy(rec + 1, iface->tx_bounce + 1, length);
-        uct_cxl_ep_am_commit(ep, iface, rec, id, (uint32_t)length, "AM_BCOPY");
+        uct_cxl_tx_stage(iface->tx_bounce, id, (uint32_t)length);
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id,
+                           iface->tx_bounce + 1, length, "TX: AM_BCOPY");
+        uct_cxl_tx_stream(ep->tx, iface->coh, rec, iface->tx_bounce);
         return length;
     }
     length = pack_cb(rec + 1, arg);

@@ -14,6 +14,7 @@
 
 #include <uct/base/uct_worker.h>
 #include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
 #include <ucs/arch/cpu.h>
 #include <string.h>
@@ -354,9 +355,11 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->rx     = ucs_calloc(config->num_channels, sizeof(*self->rx), "cxl_rx");
     self->active = ucs_calloc(self->num_hosts, sizeof(*self->active),
                               "cxl_active");
-    if (self->coh == CXL_COH_SW) {
-        self->tx_bounce = ucs_malloc(uct_cxl_rec_size(self->seg_size),
-                                     "cxl_tx_bounce");
+    if ((self->coh == CXL_COH_SW) &&
+        (ucs_posix_memalign((void**)&self->tx_bounce, UCT_CXL_LINE,
+                            uct_cxl_rec_size(self->seg_size),
+                            "cxl_tx_bounce") != 0)) {
+        self->tx_bounce = NULL;
     }
     if ((self->rx == NULL) || (self->active == NULL) ||
         ((self->coh == CXL_COH_SW) && (self->tx_bounce == NULL))) {

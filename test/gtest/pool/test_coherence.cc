@@ -103,18 +103,3 @@ TEST(coherence, copy_writes_exactly_the_range)
     }
 }
 
-TEST(coherence, store64)
-{
-    alignas(64) static volatile uint64_t line[8];
-
-    for (cxl_coh_mode_t mode : {CXL_COH_HW, CXL_COH_SW}) {
-        for (unsigned i = 0; i < 8; ++i) {
-            line[i] = 0;
-        }
-        cxl_coh_store64(mode, &line[3], 0x0123456789abcdefull + mode);
-        cxl_coh_fence(mode);
-        for (unsigned i = 0; i < 8; ++i) {
-            EXPECT_EQ((i == 3) ? 0x0123456789abcdefull + mode : 0ull, line[i]);
-        }
-    }
-}
