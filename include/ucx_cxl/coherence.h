@@ -44,6 +44,14 @@ cxl_coh_insn_t cxl_coh_invalidate_insn(void);
 void cxl_coh_writeback(cxl_coh_mode_t mode, const void *addr, size_t len);
 /* Drop the cache lines covering [addr, addr+len) so the next load reads memory. */
 void cxl_coh_invalidate(cxl_coh_mode_t mode, const void *addr, size_t len);
+/*
+ * Invalidate the cache lines of lines[0..count-1] (one line each, anywhere
+ * in the pool) with one pair of fences instead of one per line, and start
+ * loading them, so that the misses of the loads that follow overlap.  Each
+ * line is then as after cxl_coh_invalidate() on it.
+ */
+void cxl_coh_invalidate_lines(cxl_coh_mode_t mode, const void *const *lines,
+                              unsigned count);
 /* Order all earlier stores and flushes before later ones (store fence). */
 void cxl_coh_fence(cxl_coh_mode_t mode);
 /*
@@ -66,7 +74,7 @@ void cxl_coh_copy(cxl_coh_mode_t mode, void *dst, const void *src, size_t len);
 typedef struct {
     unsigned long writeback;        /* cxl_coh_writeback() and _copy() calls */
     unsigned long writeback_lines;  /* cache lines they covered */
-    unsigned long invalidate;       /* cxl_coh_invalidate() calls */
+    unsigned long invalidate;       /* cxl_coh_invalidate() and _lines() calls */
     unsigned long invalidate_lines;
     unsigned long fence;            /* cxl_coh_fence() calls */
 } cxl_coh_counts_t;

@@ -526,6 +526,38 @@ void cxl_coh_copy(cxl_coh_mode_t mode, void *dst, const void *src, size_t len)
     cxl_coh_copy_wb((uint8_t*)w1, s + (w1 - d), end - w1);
 }
 
+void cxl_coh_invalidate_lines(cxl_coh_mode_t mode, const void *const *lines,
+                              unsigned count)
+{
+    cxl_coh_insn_t insn;
+    unsigned i;
+
+    if ((mode == CXL_COH_HW) || (count == 0)) {
+        asm volatile("" ::: "memory");
+        return;
+    }
+    if (__builtin_expect(cxl_coh_counting, 0)) {
+        cxl_coh_counts.invalidate++;
+        cxl_coh_counts.invalidate_lines += count;
+    }
+    insn = cxl_coh_invalidate_insn();
+    asm volatile("mfence" ::: "memory");
+    if (cxl_coh_emu_active()) {
+        for (i = 0; i < count; ++i) {
+            cxl_coh_emu_lines(0, insn, lines[i], 1);
+        }
+        asm volatile("mfence" ::: "memory");
+        return;
+    }
+    for (i = 0; i < count; ++i) {
+        cxl_coh_lines(insn, lines[i], 1);
+    }
+    asm volatile("mfence" ::: "memory");
+    for (i = 0; i < count; ++i) {
+        __builtin_prefetch(lines[i]);
+    }
+}
+
 void cxl_coh_fence(cxl_coh_mode_t mode)
 {
     if (mode == CXL_COH_HW) {

@@ -395,7 +395,10 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
 
     while (count < budget) {
         rec = (uct_cxl_rec_t*)(ring + (rx->pos & mask));
-        cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
+        if (!rx->head_fresh) {
+            cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
+        }
+        rx->head_fresh = 0;
         if (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != rx->seq) {
             break;
         }
@@ -480,6 +483,48 @@ void uct_cxl_iface_poll_claims(uct_cxl_iface_t *iface)
     }
 }
 
+/*
+ * sw mode: the record line at the read position of every polled channel,
+ * invalidated together (and their loads started), so that looking at n
+ * channels costs about one memory round trip instead of n;
+ * uct_cxl_iface_poll_chan then looks at them without invalidating again.
+ */
+static void uct_cxl_iface_fetch_heads(uct_cxl_iface_t *iface)
+{
+    uint64_t mask = iface->block->ring_size - 1;
+    const void *lines[UCT_CXL_POLL_BATCH];
+    uct_cxl_rx_chan_t *rxs[UCT_CXL_POLL_BATCH];
+    unsigned host, i, j, n = 0;
+    uct_cxl_rx_chan_t *rx;
+    unsigned idx;
+
+    for (host = 0; host < iface->num_hosts; ++host) {
+        for (i = 0; i < iface->active[host]; ++i) {
+            idx = host * iface->per_host + i;
+            rx  = &iface->rx[idx];
+            if (rx->head_fresh) {
+                continue;
+            }
+            lines[n] = uct_cxl_chan_ring(uct_cxl_block_chan(iface->block, idx)) +
+                       (rx->pos & mask);
+            rxs[n++] = rx;
+            if (n == UCT_CXL_POLL_BATCH) {
+                cxl_coh_invalidate_lines(iface->coh, lines, n);
+                for (j = 0; j < n; ++j) {
+                    rxs[j]->head_fresh = 1;
+                }
+                n = 0;
+            }
+        }
+    }
+    if (n > 0) {
+        cxl_coh_invalidate_lines(iface->coh, lines, n);
+        for (j = 0; j < n; ++j) {
+            rxs[j]->head_fresh = 1;
+        }
+    }
+}
+
 unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
 {
     uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
@@ -497,6 +542,9 @@ unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
         uct_cxl_iface_poll_claims(iface);
     }
 
+    if (iface->coh == CXL_COH_SW) {
+        uct_cxl_iface_fetch_heads(iface);
+    }
     for (host = 0; host < iface->num_hosts; ++host) {
         first = host * iface->per_host;
         for (i = 0; i < iface->active[host]; ++i) {

@@ -16,6 +16,8 @@
 #define UCT_CXL_PUT_MAX_BCOPY (4ul * 1024 * 1024)
 /* header + payload of am_short: a record of at most four cache lines */
 #define UCT_CXL_AM_MAX_SHORT (4 * UCT_CXL_LINE - UCT_CXL_REC_HDR)
+/* record lines of channels invalidated together before they are polled */
+#define UCT_CXL_POLL_BATCH   32
 /* progress calls between two looks at the claim lines of the own block */
 #define UCT_CXL_CLAIM_POLL   16
 
@@ -48,6 +50,8 @@ typedef struct {
     uint64_t pos;          /* bytes consumed */
     uint64_t published;    /* last value written to the consumer line */
     uint32_t seq;          /* next expected record */
+    uint32_t head_fresh;   /* sw: the line at pos was invalidated since it
+                            * was last looked at (uct_cxl_iface_progress) */
 } uct_cxl_rx_chan_t;
 
 /* Device address: the pool identity, the same length in every process. */

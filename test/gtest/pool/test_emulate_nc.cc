@@ -620,6 +620,14 @@ TEST(coherence_emu, registry)
     EXPECT_EQ(4, view[10]);
     EXPECT_EQ(3, view[0]);
 
+    /* several lines in one invalidate: each reloaded from memory */
+    mem[64] = 9;
+    mem[3 * 64 + 1] = 10;
+    const void *some[] = {view + 64 + 5, view + 3 * 64 + 60};
+    cxl_coh_invalidate_lines(CXL_COH_SW, some, 2);
+    EXPECT_EQ(9, view[64]);
+    EXPECT_EQ(10, view[3 * 64 + 1]);
+
     /* a copy into the view is in memory at once (nothing bypasses it) */
     uint8_t data[50];
     memset(data, 7, sizeof(data));

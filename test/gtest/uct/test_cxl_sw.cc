@@ -806,6 +806,7 @@ protected:
     {
         cxl_coh_count_stop();
         unsetenv("UCX_CXL_HOST_INDEX");
+        unsetenv("UCX_CXL_NUM_CHANNELS");
         cxl_test::TearDown();
     }
 
@@ -941,6 +942,56 @@ TEST_F(cxl_sw_cost, multi_line_message)
     EXPECT_LE(tx.c.invalidate, 1ul);
     /* every line of a record once */
     EXPECT_LE(rx.c.invalidate_lines, lines * n + calls + CLAIM_LINES);
+}
+
+/*
+ * Polling n empty channels: their record lines go into one invalidate, so
+ * the misses overlap (before: one invalidate, one round trip, each).
+ */
+TEST_F(cxl_sw_cost, empty_poll_of_many_channels)
+{
+    const unsigned senders = 4, idle = 1024;
+    uint64_t payload = 7;
+    stack r, s[senders];
+    uct_ep_h ep[senders];
+
+    /* blocks of 2 MiB: five of them fit into a host partition's arena */
+    setenv("UCX_CXL_NUM_CHANNELS", "32", 1);
+    open_pair(r, s[0], &ep[0]);
+    ASSERT_FALSE(HasFatalFailure());
+    for (unsigned i = 1; i < senders; ++i) {
+        ASSERT_NO_FATAL_FAILURE(open_stack(s[i], m_sw));
+        ASSERT_EQ(UCS_OK, s[i].connect_to(r, &ep[i])) << s[i].error;
+    }
+    for (unsigned i = 0; i < senders; ++i) {
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep[i], AM_ID, i, &payload,
+                                          sizeof(payload)));
+    }
+    for (int i = 0; (i < 100000) && (m_received < senders); ++i) {
+        uct_iface_progress(r.iface);
+    }
+    ASSERT_EQ(senders, m_received);
+
+    clk::time_point t0 = clk::now();
+    for (unsigned i = 0; i < idle; ++i) {
+        uct_iface_progress(r.iface);
+    }
+    double ns = std::chrono::duration<double, std::nano>(clk::now() - t0).count();
+    cxl_coh_count_start();
+    for (unsigned i = 0; i < idle; ++i) {
+        uct_iface_progress(r.iface);
+    }
+    coh_phase empty = end_phase(idle);
+    cxl_coh_count_stop();
+    std::cout << "empty poll of " << senders << " channels: " << ns / idle
+              << " ns per progress call; " << empty << std::endl;
+    EXPECT_LE(empty.per(empty.c.invalidate), 1.0 + 1.0 / CLAIM_POLL);
+    EXPECT_LE(empty.per(empty.c.invalidate_lines),
+              senders + (double)CLAIM_LINES / CLAIM_POLL);
+    for (unsigned i = senders; i-- > 0;) {
+        s[i].close();
+    }
+    unsetenv("UCX_CXL_NUM_CHANNELS");
 }
 
 /*
