@@ -370,7 +370,8 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
  * The rest of a record whose first line was just loaded with its sequence
  * number: that load fetched the line from memory after its invalidate, and
  * the sender wrote the line's other words back before the sequence number
- * (uct_cxl_tx_publish), so only the lines after the first are fetched again.
+ * (uct_cxl_tx_publish; uct_cxl_tx_stream writes them the same in both of
+ * its writes), so only the lines after the first are fetched again.
  */
 static UCS_F_ALWAYS_INLINE void
 uct_cxl_rx_fetch_body(uct_cxl_iface_t *iface, uct_cxl_rec_t *rec, uint64_t size)
