@@ -84,6 +84,46 @@ static inline void cxl_coh_fence(cxl_coh_mode_t mode)
 }
 
 /*
+ * Invalidate the cache lines of lines[0..count-1] (one line each, anywhere
+ * in the pool) with one pair of fences instead of one per line, and start
+ * loading them, so that the misses of the loads that follow overlap.  Each
+ * line is then as after cxl_coh_invalidate() on it.
+ */
+void cxl_coh_invalidate_lines(cxl_coh_mode_t mode, const void *const *lines,
+                              unsigned count);
+/*
+ * Copy [src, src+len) to dst and write it back: once the next
+ * cxl_coh_fence() returns, the bytes are in memory, as after memcpy() and
+ * cxl_coh_writeback().  In sw mode the lines dst covers whole are written
+ * with non-temporal stores, which need no read for ownership of the line
+ * and leave nothing in the cache to write back; a partial line at either
+ * end is copied and written back.  hw mode: memcpy().
+ */
+void cxl_coh_copy(cxl_coh_mode_t mode, void *dst, const void *src, size_t len);
+
+/*
+ * Counts of the software-coherence operations this process performed
+ * (sw mode only; hw-mode calls cost nothing and are not counted), for tests
+ * and diagnostics that check how many write-backs, invalidates and fences a
+ * code path needs.  Counting is off until cxl_coh_count_start(); the
+ * counters are plain process-wide integers, exact for one thread.
+ */
+typedef struct {
+    unsigned long writeback;        /* cxl_coh_writeback() and _copy() calls */
+    unsigned long writeback_lines;  /* cache lines they covered */
+    unsigned long invalidate;       /* cxl_coh_invalidate() and _lines() calls */
+    unsigned long invalidate_lines;
+    unsigned long fence;            /* cxl_coh_fence() calls */
+} cxl_coh_counts_t;
+
+/* Zero the counters and start counting. */
+void cxl_coh_count_start(void);
+/* The counts since cxl_coh_count_start(); counting goes on. */
+void cxl_coh_count_get(cxl_coh_counts_t *counts);
+/* Stop counting. */
+void cxl_coh_count_stop(void);
+
+/*
  * Non-coherent pool emulator (emulate-nc): a private view of [view,
  * view+len) stands for this host's cache, [mem, mem+len) for the shared
  * memory, and [clean, clean+len) holds the view's lines as this host last

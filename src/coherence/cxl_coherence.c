@@ -12,6 +12,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <cpuid.h>
+#include <emmintrin.h>
 
 /*
  * Registered emulate-nc views (see doc/design/sw-coherence.md).  Readers on
@@ -32,6 +33,34 @@ typedef struct {
 static cxl_coh_emu_slot_t cxl_coh_emu_tab[CXL_COH_EMU_SLOTS];
 static unsigned           cxl_coh_emu_count; /* slots in use */
 static pthread_mutex_t    cxl_coh_emu_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+/* Operation counts (cxl_coh_count_*): off unless a test turns them on. */
+static int              cxl_coh_counting;
+static cxl_coh_counts_t cxl_coh_counts;
+
+static inline size_t cxl_coh_nlines(const void *addr, size_t len)
+{
+    uintptr_t first = (uintptr_t)addr & ~(uintptr_t)(CXL_CACHE_LINE - 1);
+
+    return ((uintptr_t)addr + len - first + CXL_CACHE_LINE - 1) /
+           CXL_CACHE_LINE;
+}
+
+void cxl_coh_count_start(void)
+{
+    memset(&cxl_coh_counts, 0, sizeof(cxl_coh_counts));
+    __atomic_store_n(&cxl_coh_counting, 1, __ATOMIC_SEQ_CST);
+}
+
+void cxl_coh_count_get(cxl_coh_counts_t *counts)
+{
+    *counts = cxl_coh_counts;
+}
+
+void cxl_coh_count_stop(void)
+{
+    __atomic_store_n(&cxl_coh_counting, 0, __ATOMIC_SEQ_CST);
+}
 
 static cxl_coh_insn_t cxl_coh_wb_insn  = CXL_COH_INSN_NONE;
 static cxl_coh_insn_t cxl_coh_inv_insn = CXL_COH_INSN_NONE;
@@ -378,6 +407,10 @@ void cxl_coh_emu_unregister(void *view)
 
 void cxl_coh_writeback_sw(const void *addr, size_t len)
 {
+    if (__builtin_expect(cxl_coh_counting, 0)) {
+        cxl_coh_counts.writeback++;
+        cxl_coh_counts.writeback_lines += cxl_coh_nlines(addr, len);
+    }
     if (cxl_coh_emu_active()) {
         /* the copies must be complete before anything that follows */
         cxl_coh_emu_lines(1, cxl_coh_writeback_insn(), addr, len);
@@ -389,6 +422,10 @@ void cxl_coh_writeback_sw(const void *addr, size_t len)
 
 void cxl_coh_invalidate_sw(const void *addr, size_t len)
 {
+    if (__builtin_expect(cxl_coh_counting, 0)) {
+        cxl_coh_counts.invalidate++;
+        cxl_coh_counts.invalidate_lines += cxl_coh_nlines(addr, len);
+    }
     /* Order earlier loads/stores before the eviction, then the eviction
      * before the loads that follow. */
     asm volatile("mfence" ::: "memory");
@@ -400,8 +437,124 @@ void cxl_coh_invalidate_sw(const void *addr, size_t len)
     asm volatile("mfence" ::: "memory");
 }
 
+/* Whole lines with non-temporal 16-byte stores (SSE2: every x86-64). */
+static void cxl_coh_copy_nt(uint8_t *dst, const uint8_t *src, size_t len)
+{
+    __m128i a, b, c, d;
+
+    for (; len >= CXL_CACHE_LINE; len -= CXL_CACHE_LINE) {
+        a = _mm_loadu_si128((const __m128i*)src);
+        b = _mm_loadu_si128((const __m128i*)(src + 16));
+        c = _mm_loadu_si128((const __m128i*)(src + 32));
+        d = _mm_loadu_si128((const __m128i*)(src + 48));
+        _mm_stream_si128((__m128i*)dst, a);
+        _mm_stream_si128((__m128i*)(dst + 16), b);
+        _mm_stream_si128((__m128i*)(dst + 32), c);
+        _mm_stream_si128((__m128i*)(dst + 48), d);
+        dst += CXL_CACHE_LINE;
+        src += CXL_CACHE_LINE;
+    }
+}
+
+/* Aligned 8-byte words with non-temporal stores (MOVNTI). */
+static void cxl_coh_copy_nt64(uint8_t *dst, const uint8_t *src, size_t len)
+{
+    long long w;
+
+    for (; len >= sizeof(w); len -= sizeof(w)) {
+        memcpy(&w, src, sizeof(w));
+        _mm_stream_si64((long long*)dst, w);
+        dst += sizeof(w);
+        src += sizeof(w);
+    }
+}
+
+/* Bytes that fill no aligned word: stored and written back. */
+static void cxl_coh_copy_wb(uint8_t *dst, const uint8_t *src, size_t len)
+{
+    if (len > 0) {
+        memcpy(dst, src, len);
+        cxl_coh_lines(cxl_coh_writeback_insn(), dst, len);
+    }
+}
+
+void cxl_coh_copy(cxl_coh_mode_t mode, void *dst, const void *src, size_t len)
+{
+    uintptr_t d = (uintptr_t)dst, end = d + len;
+    const uint8_t *s = src;
+    uintptr_t w0, l0, l1, w1;
+
+    if ((mode == CXL_COH_HW) || (len == 0)) {
+        memcpy(dst, src, len);
+        return;
+    }
+    if (cxl_coh_emu_active()) {
+        /* the emulator copies cached lines only: nothing may bypass its
+         * views */
+        memcpy(dst, src, len);
+        cxl_coh_writeback(mode, dst, len);
+        return;
+    }
+    if (__builtin_expect(cxl_coh_counting, 0)) {
+        cxl_coh_counts.writeback++;
+        cxl_coh_counts.writeback_lines += cxl_coh_nlines(dst, len);
+    }
+    /* d <= w0 <= l0 <= l1 <= w1 <= end: bytes, words, lines, words, bytes */
+    w0 = (d + 7) & ~(uintptr_t)7;
+    w1 = end & ~(uintptr_t)7;
+    if (w0 >= w1) {
+        cxl_coh_copy_wb(dst, s, len);
+        return;
+    }
+    l0 = (w0 + CXL_CACHE_LINE - 1) & ~(uintptr_t)(CXL_CACHE_LINE - 1);
+    l1 = w1 & ~(uintptr_t)(CXL_CACHE_LINE - 1);
+    if (l0 > l1) {
+        l0 = l1 = w1;
+    }
+    cxl_coh_copy_wb(dst, s, w0 - d);
+    cxl_coh_copy_nt64((uint8_t*)w0, s + (w0 - d), l0 - w0);
+    cxl_coh_copy_nt((uint8_t*)l0, s + (l0 - d), l1 - l0);
+    cxl_coh_copy_nt64((uint8_t*)l1, s + (l1 - d), w1 - l1);
+    cxl_coh_copy_wb((uint8_t*)w1, s + (w1 - d), end - w1);
+}
+
+void cxl_coh_invalidate_lines(cxl_coh_mode_t mode, const void *const *lines,
+                              unsigned count)
+{
+    cxl_coh_insn_t insn;
+    unsigned i;
+
+    if ((mode == CXL_COH_HW) || (count == 0)) {
+        asm volatile("" ::: "memory");
+        return;
+    }
+    if (__builtin_expect(cxl_coh_counting, 0)) {
+        cxl_coh_counts.invalidate++;
+        cxl_coh_counts.invalidate_lines += count;
+    }
+    insn = cxl_coh_invalidate_insn();
+    asm volatile("mfence" ::: "memory");
+    if (cxl_coh_emu_active()) {
+        for (i = 0; i < count; ++i) {
+            cxl_coh_emu_lines(0, insn, lines[i], 1);
+        }
+        asm volatile("mfence" ::: "memory");
+        return;
+    }
+    for (i = 0; i < count; ++i) {
+        cxl_coh_lines(insn, lines[i], 1);
+    }
+    asm volatile("mfence" ::: "memory");
+    for (i = 0; i < count; ++i) {
+        __builtin_prefetch(lines[i]);
+    }
+}
+
 void cxl_coh_fence_sw(void)
 {
+    if (__builtin_expect(cxl_coh_counting, 0)) {
+        cxl_coh_counts.fence++;
+    }
     if (cxl_coh_emu_active()) {
         /* emulated write-backs are plain stores and loads: order both */
         asm volatile("mfence" ::: "memory");

@@ -37,6 +37,19 @@ int uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
            cxlpool_owner_alive(iface->pool->cxlpool, tx->peer->owner_token);
 }
 
+/* sw mode: re-read the receiver's header line when its interval is up
+ * (the clock is read first: a check covers sends until then + interval) */
+static UCS_F_ALWAYS_INLINE void uct_cxl_tx_peer_refresh(uct_cxl_iface_t *iface,
+                                                        uct_cxl_tx_t *tx)
+{
+    ucs_time_t now = ucs_get_time();
+
+    if (now >= tx->check_due) {
+        cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
+        tx->check_due = now + tx->check_interval;
+    }
+}
+
 int uct_cxl_tx_has_resources(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
                              uint64_t need)
 {
@@ -85,19 +98,71 @@ static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish(uct_cxl_tx_t *tx,
         cxl_coh_publish(coh, rec, size);
     }
     __atomic_store_n(&rec->seq, tx->seq, __ATOMIC_RELEASE);
+    /* before the line is written back: the fence of the signal then waits
+     * for this store only, not for a write-back in flight */
+    uct_cxl_tx_signal(tx);
     cxl_coh_writeback(coh, rec, UCT_CXL_LINE);
     tx->head += size;
     tx->seq++;
     /*
-     * Producer line: lets a later owner of the channel continue here.  It
-     * is written back too, so that this host never keeps a dirty line of
-     * the peer's block: if the peer closes and its memory is reused, a
-     * line left dirty here would be written back over the new owner's
-     * data by any later flush of it (on hardware also by an eviction).
+     * Producer line: where a later owner of the channel continues.  It is
+     * stored at release, and here only every half ring, so that an owner
+     * taking over from a dead one has less than a lap of records to walk
+     * (uct_cxl_tx_claim).  Each store is written back at once: this host
+     * never keeps a dirty line of the peer's block, which a later flush
+     * (or an eviction) would write over the memory after it was reused.
      */
-    tx->chan->head = tx->head;
-    tx->chan->seq  = tx->seq;
-    cxl_coh_writeback(coh, tx->chan, UCT_CXL_LINE);
+    if (ucs_unlikely(tx->head - tx->chan_head >= (tx->ring_mask + 1) / 2)) {
+        uct_cxl_tx_store_position(tx, coh);
+    }
+}
+
+/*
+ * sw mode: a record staged whole at stage (header, payload, zeroes up to
+ * the end of its last line) into the ring at rec, and published, with
+ * non-temporal stores of whole lines only (cxl_coh_copy): no line of the
+ * ring is read for ownership (the receiver keeps invalidating them), none
+ * is left in the cache, and no line is written in part.  First the whole
+ * record with a sequence number that is not the one expected, fence, then
+ * its first line again with the right one.  The two writes of the first
+ * line differ only in that word, so a reader that catches the line half
+ * written sees a body that is right either way.
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_tx_stream(uct_cxl_tx_t *tx, cxl_coh_mode_t coh, uct_cxl_rec_t *rec,
+                  uct_cxl_rec_t *stage)
+{
+    uint64_t size = uct_cxl_rec_ring_size(stage);
+
+    stage->seq = ~tx->seq;
+    if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
+        cxl_coh_copy(coh, rec, stage, size);
+    } else {
+        memcpy(rec, stage, size);
+    }
+    cxl_coh_fence(coh);
+    stage->seq = tx->seq;
+    cxl_coh_copy(coh, rec, stage, UCT_CXL_LINE);
+    uct_cxl_tx_signal(tx);
+    tx->head += size;
+    tx->seq++;
+    if (ucs_unlikely(tx->head - tx->chan_head >= (tx->ring_mask + 1) / 2)) {
+        uct_cxl_tx_store_position(tx, coh);
+    }
+}
+
+/* ... the header of the staged record, and zeroes after its payload up to
+ * the end of the line (nothing of an earlier message leaks into the ring) */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_tx_stage(uct_cxl_rec_t *stage, uint8_t id, uint32_t length)
+{
+    stage->am_id     = id;
+    stage->flags     = 0;
+    stage->reserved  = 0;
+    stage->length    = length;
+    stage->reserved2 = 0;
+    memset(UCS_PTR_BYTE_OFFSET(stage + 1, length), 0,
+           uct_cxl_rec_size(length) - UCT_CXL_REC_HDR - length);
 }
 
 /* Reserve a record; writes a filler first if it would wrap. */
@@ -140,11 +205,12 @@ uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
     /*
      * Never write into a block its owner gave up: it may already belong to
      * a new interface, so the id counts, not just the magic.  In sw mode
-     * the header line is re-read from memory, since the receiver's close
-     * is invisible to a cached copy.
+     * the receiver's close is invisible to a cached copy, so the header
+     * line is re-read from memory at least every peer_check_us; the
+     * receiver frees its block only twice that long after its close.
      */
     if (iface->coh == CXL_COH_SW) {
-        cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
+        uct_cxl_tx_peer_refresh(iface, tx);
     }
     if (ucs_unlikely((tx->peer->magic != UCT_CXL_BLOCK_MAGIC) ||
                      (tx->peer->iface_id != tx->peer_id))) {
@@ -155,7 +221,7 @@ uct_cxl_ep_am_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
     return UCS_OK;
 }
 
-/* Fill in a record whose payload is written, publish it, wake the peer. */
+/* Fill in a record whose payload is written, publish it (and wake the peer). */
 static UCS_F_ALWAYS_INLINE void
 uct_cxl_ep_am_commit(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
                      uct_cxl_rec_t *rec, uint8_t id, uint32_t length,
@@ -167,7 +233,6 @@ uct_cxl_ep_am_commit(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, rec + 1,
                        length, "TX: %s", title);
     uct_cxl_tx_publish(ep->tx, iface->coh, rec, uct_cxl_rec_size(length));
-    uct_cxl_tx_signal(iface, ep->tx);
 }
 
 /* The same steps for the records of proxied operations (cxl_proxy.c). */
@@ -195,7 +260,6 @@ void uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
     rec->flags  = UCT_CXL_REC_OP;
     rec->length = length;
     uct_cxl_tx_publish(tx, iface->coh, rec, uct_cxl_rec_size(length));
-    uct_cxl_tx_signal(iface, tx);
 }
 
 ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
@@ -204,6 +268,8 @@ ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
     uint32_t total         = sizeof(header) + length;
+    uint64_t stage_buf[(UCT_CXL_REC_HDR + UCT_CXL_AM_MAX_SHORT) /
+                       sizeof(uint64_t)] UCS_V_ALIGNED(UCT_CXL_LINE);
     uct_cxl_rec_t *rec;
     ucs_status_t status;
 
@@ -215,6 +281,20 @@ ucs_status_t uct_cxl_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     }
 
     rec = uct_cxl_tx_reserve(ep->tx, iface->coh, total);
+    if (iface->coh == CXL_COH_SW) {
+        uct_cxl_rec_t *stage = (uct_cxl_rec_t*)stage_buf;
+
+        memcpy(stage + 1, &header, sizeof(header));
+        if (length > 0) {
+            memcpy(UCS_PTR_BYTE_OFFSET(stage + 1, sizeof(header)), payload,
+                   length);
+        }
+        uct_cxl_tx_stage(stage, id, total);
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id,
+                           stage + 1, total, "TX: AM_SHORT");
+        uct_cxl_tx_stream(ep->tx, iface->coh, rec, stage);
+        return UCS_OK;
+    }
     memcpy(rec + 1, &header, sizeof(header));
     if (length > 0) { /* payload may be NULL then */
         memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, sizeof(header)), payload, length);
@@ -229,6 +309,8 @@ ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     uct_cxl_ep_t *ep       = ucs_derived_of(tl_ep, uct_cxl_ep_t);
     uct_cxl_iface_t *iface = uct_cxl_ep_iface(ep);
     uint32_t total         = (uint32_t)uct_iov_total_length(iov, iovcnt);
+    uint64_t stage_buf[(UCT_CXL_REC_HDR + UCT_CXL_AM_MAX_SHORT) /
+                       sizeof(uint64_t)] UCS_V_ALIGNED(UCT_CXL_LINE);
     ucs_iov_iter_t iov_iter;
     uct_cxl_rec_t *rec;
     ucs_status_t status;
@@ -242,9 +324,66 @@ ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
 
     rec = uct_cxl_tx_reserve(ep->tx, iface->coh, total);
     ucs_iov_iter_init(&iov_iter);
+    if (iface->coh == CXL_COH_SW) {
+        uct_cxl_rec_t *stage = (uct_cxl_rec_t*)stage_buf;
+
+        uct_iov_to_buffer(iov, iovcnt, &iov_iter, stage + 1, SIZE_MAX);
+        uct_cxl_tx_stage(stage, id, total);
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id,
+                           stage + 1, total, "TX: AM_SHORT_IOV");
+        uct_cxl_tx_stream(ep->tx, iface->coh, rec, stage);
+        return UCS_OK;
+    }
     uct_iov_to_buffer(iov, iovcnt, &iov_iter, rec + 1, SIZE_MAX);
     uct_cxl_ep_am_commit(ep, iface, rec, id, total, "AM_SHORT_IOV");
     return UCS_OK;
+}
+
+/*
+ * sw mode, through the bulk ring: packed aside like the inline am_bcopy,
+ * then the payload goes into the bulk ring with non-temporal stores and
+ * the record that points at it is streamed; the record's fence orders
+ * both (uct_cxl_tx_stream).
+ */
+static ssize_t
+uct_cxl_ep_am_bcopy_bulk_sw(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
+                            uint8_t id, uct_pack_callback_t pack_cb, void *arg,
+                            uint64_t start, void *payload)
+{
+    uct_cxl_rec_t *stage = iface->tx_bounce;
+    uct_cxl_tx_t *tx     = ep->tx;
+    uct_cxl_rec_bulk_t *desc;
+    uct_cxl_rec_t *rec;
+    size_t length;
+
+    length = pack_cb(stage + 1, arg);
+    UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
+    rec = uct_cxl_tx_reserve(tx, iface->coh, UCT_CXL_BULK_MIN_LENGTH);
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, stage + 1,
+                       length, "TX: AM_BCOPY");
+    if (length <= UCT_CXL_BULK_MIN_LENGTH) {
+        uct_cxl_tx_stage(stage, id, (uint32_t)length);
+        uct_cxl_tx_stream(tx, iface->coh, rec, stage);
+        return length;
+    }
+
+    if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
+        cxl_coh_copy(iface->coh, payload, stage + 1, length);
+    } else {
+        memcpy(payload, stage + 1, length);
+    }
+    desc           = (uct_cxl_rec_bulk_t*)(stage + 1);
+    desc->offset   = tx->bulk_offset + (start & tx->bulk_mask);
+    desc->bulk_end = ucs_align_up_pow2(start + length, UCT_CXL_LINE);
+    tx->bulk_head  = desc->bulk_end;
+    if (ucs_unlikely(tx->bulk_rec0 == UINT64_MAX)) {
+        tx->bulk_rec0 = tx->head;
+    }
+    uct_cxl_tx_stage(stage, id, sizeof(*desc));
+    stage->flags  = UCT_CXL_REC_BULK;
+    stage->length = (uint32_t)length;
+    uct_cxl_tx_stream(tx, iface->coh, rec, stage);
+    return length;
 }
 
 /*
@@ -274,6 +413,10 @@ static ssize_t uct_cxl_ep_am_bcopy_bulk(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface
 
     start   = uct_cxl_bulk_start(tx, iface->seg_size);
     payload = tx->bulk + (start & tx->bulk_mask);
+    if (iface->coh == CXL_COH_SW) {
+        return uct_cxl_ep_am_bcopy_bulk_sw(ep, iface, id, pack_cb, arg,
+                                           start, payload);
+    }
     length  = pack_cb(payload, arg);
     UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
 
@@ -302,7 +445,6 @@ static ssize_t uct_cxl_ep_am_bcopy_bulk(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface
                        length, "TX: AM_BCOPY (bulk)");
     uct_cxl_tx_publish(tx, iface->coh, rec,
                        uct_cxl_rec_size(sizeof(uct_cxl_rec_bulk_t)));
-    uct_cxl_tx_signal(iface, tx);
     return length;
 }
 
@@ -330,10 +472,20 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     }
 
     /* room for a full segment is reserved; the record takes what is packed */
-    rec    = uct_cxl_tx_reserve(ep->tx, iface->coh, (uint32_t)iface->seg_size);
-    length = pack_cb(rec + 1, arg);
-    UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
-    uct_cxl_ep_am_commit(ep, iface, rec, id, (uint32_t)length, "AM_BCOPY");
+    rec = uct_cxl_tx_reserve(ep->tx, iface->coh, (uint32_t)iface->seg_size);
+    if (iface->coh == CXL_COH_SW) {
+        /* packed aside, then streamed into the ring */
+        length = pack_cb(iface->tx_bounce + 1, arg);
+        UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
+        uct_cxl_tx_stage(iface->tx_bounce, id, (uint32_t)length);
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id,
+                           iface->tx_bounce + 1, length, "TX: AM_BCOPY");
+        uct_cxl_tx_stream(ep->tx, iface->coh, rec, iface->tx_bounce);
+    } else {
+        length = pack_cb(rec + 1, arg);
+        UCT_CHECK_LENGTH(length, 0, iface->seg_size, "am_bcopy");
+        uct_cxl_ep_am_commit(ep, iface, rec, id, (uint32_t)length, "AM_BCOPY");
+    }
     /* a pair that sends large messages gets the depth of a bulk ring */
     if (ucs_unlikely(length > UCT_CXL_BULK_MIN_LENGTH)) {
         uct_cxl_bulk_attach(iface, ep->tx);
@@ -356,6 +508,22 @@ static int uct_cxl_rx_bulk_valid(uct_cxl_iface_t *iface,
            (rec->length <= size - desc->offset);
 }
 
+/*
+ * The rest of a record whose first line was just loaded with its sequence
+ * number: that load fetched the line from memory after its invalidate, and
+ * the sender wrote the line's other words back before the sequence number
+ * (uct_cxl_tx_publish; uct_cxl_tx_stream writes them the same in both of
+ * its writes), so only the lines after the first are fetched again.
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_rx_fetch_body(uct_cxl_iface_t *iface, uct_cxl_rec_t *rec, uint64_t size)
+{
+    if (size > UCT_CXL_LINE) {
+        cxl_coh_invalidate(iface->coh, UCS_PTR_BYTE_OFFSET(rec, UCT_CXL_LINE),
+                           size - UCT_CXL_LINE);
+    }
+}
+
 /* Deliver the records of one channel; returns how many were delivered. */
 static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
                                         unsigned budget)
@@ -372,7 +540,10 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
 
     while (count < budget) {
         rec = (uct_cxl_rec_t*)(ring + (rx->pos & mask));
-        cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
+        if (!rx->head_fresh) {
+            cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
+        }
+        rx->head_fresh = 0;
         if (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != rx->seq) {
             break;
         }
@@ -400,11 +571,11 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
                                 0);
             ++count;
         } else if (rec->flags & UCT_CXL_REC_OP) {
-            cxl_coh_invalidate(iface->coh, rec, size);
+            uct_cxl_rx_fetch_body(iface, rec, size);
             uct_cxl_proxy_handle(iface, index, rec + 1, rec->length);
             ++count;
         } else if (!(rec->flags & UCT_CXL_REC_PAD)) {
-            cxl_coh_invalidate(iface->coh, rec, size);
+            uct_cxl_rx_fetch_body(iface, rec, size);
             uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV,
                                rec->am_id, rec + 1, rec->length, "RX: AM");
             /* delivered in place: the data is valid only inside the call */
@@ -455,12 +626,61 @@ uct_cxl_ep_process_pending(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     return UCS_ARBITER_CB_RESULT_RESCHED_GROUP;
 }
 
-void uct_cxl_iface_update_active(uct_cxl_iface_t *iface, unsigned host)
+/* Grow the polled ranges to the channels senders claimed: all claim lines
+ * (contiguous) in one invalidate. */
+void uct_cxl_iface_poll_claims(uct_cxl_iface_t *iface)
 {
-    uct_cxl_block_claim_t *claims = uct_cxl_block_claims(iface->block, host);
+    uct_cxl_block_claim_t *claims = uct_cxl_block_claims(iface->block, 0);
+    unsigned host;
 
-    cxl_coh_invalidate(iface->coh, claims, UCT_CXL_LINE);
-    iface->active[host] = ucs_min(claims->num_claimed, iface->per_host);
+    cxl_coh_invalidate(iface->coh, claims,
+                       iface->num_hosts * sizeof(*claims));
+    for (host = 0; host < iface->num_hosts; ++host) {
+        iface->active[host] = ucs_min(claims[host].num_claimed,
+                                      iface->per_host);
+    }
+}
+
+/*
+ * sw mode: the record line at the read position of every polled channel,
+ * invalidated together (and their loads started), so that looking at n
+ * channels costs about one memory round trip instead of n;
+ * uct_cxl_iface_poll_chan then looks at them without invalidating again.
+ */
+static void uct_cxl_iface_fetch_heads(uct_cxl_iface_t *iface)
+{
+    uint64_t mask = iface->block->ring_size - 1;
+    const void *lines[UCT_CXL_POLL_BATCH];
+    uct_cxl_rx_chan_t *rxs[UCT_CXL_POLL_BATCH];
+    unsigned host, i, j, n = 0;
+    uct_cxl_rx_chan_t *rx;
+    unsigned idx;
+
+    for (host = 0; host < iface->num_hosts; ++host) {
+        for (i = 0; i < iface->active[host]; ++i) {
+            idx = host * iface->per_host + i;
+            rx  = &iface->rx[idx];
+            if (rx->head_fresh) {
+                continue;
+            }
+            lines[n] = uct_cxl_chan_ring(uct_cxl_block_chan(iface->block, idx)) +
+                       (rx->pos & mask);
+            rxs[n++] = rx;
+            if (n == UCT_CXL_POLL_BATCH) {
+                cxl_coh_invalidate_lines(iface->coh, lines, n);
+                for (j = 0; j < n; ++j) {
+                    rxs[j]->head_fresh = 1;
+                }
+                n = 0;
+            }
+        }
+    }
+    if (n > 0) {
+        cxl_coh_invalidate_lines(iface->coh, lines, n);
+        for (j = 0; j < n; ++j) {
+            rxs[j]->head_fresh = 1;
+        }
+    }
 }
 
 unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
@@ -473,15 +693,17 @@ unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
         cxl_coh_writeback(iface->coh, iface->block, UCT_CXL_LINE);
     }
 
-    for (host = 0; host < iface->num_hosts; ++host) {
-        /* senders raise num_claimed when they claim: grow the polled range */
-        cxl_coh_invalidate(iface->coh, uct_cxl_block_claims(iface->block, host),
-                           UCT_CXL_LINE);
-        if (ucs_unlikely(uct_cxl_block_claims(iface->block, host)->num_claimed !=
-                         iface->active[host])) {
-            uct_cxl_iface_update_active(iface, host);
-        }
+    /* senders raise num_claimed once per pair of interfaces: look every
+     * UCT_CXL_CLAIM_POLL calls (and before sleeping, uct_cxl_iface_has_rx) */
+    if (ucs_unlikely(--iface->claim_poll == 0)) {
+        iface->claim_poll = UCT_CXL_CLAIM_POLL;
+        uct_cxl_iface_poll_claims(iface);
+    }
 
+    if (iface->coh == CXL_COH_SW) {
+        uct_cxl_iface_fetch_heads(iface);
+    }
+    for (host = 0; host < iface->num_hosts; ++host) {
         first = host * iface->per_host;
         for (i = 0; i < iface->active[host]; ++i) {
             count += uct_cxl_iface_poll_chan(iface, first + i, iface->max_poll);

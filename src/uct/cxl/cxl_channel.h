@@ -34,7 +34,10 @@ typedef struct {
     uint32_t          events;       /* senders must signal when armed */
     volatile uint32_t armed;        /* receiver sleeps: signal it */
     uint32_t          num_hosts;    /* host ranges of channels (1 in hw mode) */
-    uint32_t          pad;
+    uint32_t          peer_check_us; /* sw mode: senders re-read this line at
+                                      * least this often (0: before every
+                                      * send); the receiver's close waits
+                                      * twice as long before freeing the block */
     uint64_t          proc_id;      /* receiver's process (uct_cxl_proc_id()) */
 } __attribute__((aligned(UCT_CXL_LINE))) uct_cxl_block_hdr_t;
 

@@ -22,12 +22,42 @@
 #include <unistd.h>
 
 /*
+ * Taking over from a dead owner: the producer line holds its position as
+ * of its last store (every half ring, uct_cxl_tx_publish), and its records
+ * after that are in the ring, each with the next sequence number.  Walk
+ * them as the receiver would, to where the owner stopped: less than a lap,
+ * so no position on the way was written twice since.
+ */
+static void uct_cxl_tx_walk(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+{
+    uint64_t size   = tx->ring_mask + 1;
+    uint64_t walked = 0;
+    uint64_t rsize;
+    uct_cxl_rec_t *rec;
+
+    while (walked < size) {
+        rec = (uct_cxl_rec_t*)(tx->ring + (tx->head & tx->ring_mask));
+        cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
+        if (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != tx->seq) {
+            break;
+        }
+        rsize = uct_cxl_rec_size(rec->length);
+        if (rsize > size - (tx->head & tx->ring_mask)) {
+            break; /* the receiver stops the channel there */
+        }
+        tx->head += rsize;
+        tx->seq++;
+        walked   += rsize;
+    }
+}
+
+/*
  * Claim a free channel in the own host's range of the peer's block.  The
  * claim is the only read-modify-write of the protocol, happens once per
  * pair of interfaces, and only processes of one host touch a range, so
  * the CAS never crosses hosts.  A new owner continues where the previous
- * one stopped (head and seq of the producer line): sequence numbers only
- * move forward.
+ * one stopped (head and seq of the producer line, and after a dead owner
+ * its records beyond that): sequence numbers only move forward.
  */
 static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
 {
@@ -38,7 +68,7 @@ static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
     uct_cxl_block_claim_t *claims;
     uct_cxl_chan_ctl_t *chan = NULL;
     uint32_t claimed;
-    uint64_t expected;
+    uint64_t expected        = 0;
     unsigned i;
 
     if (host >= hdr->num_hosts) {
@@ -86,7 +116,11 @@ static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
     tx->head        = chan->head;
     tx->seq         = (uint32_t)chan->seq; /* set by the receiver at open */
     tx->cached_tail = chan->tail;
-    cxl_coh_publish(iface->coh, chan, UCT_CXL_LINE);
+    if (expected != 0) {
+        uct_cxl_tx_walk(iface, tx); /* its owner died: find where it stopped */
+    }
+    uct_cxl_tx_store_position(tx, iface->coh);
+    cxl_coh_fence(iface->coh);
     ucs_debug("cxl: iface %p claimed channel %u of iface 0x%" PRIx64
               " (head %" PRIu64 " seq %u)", iface, host * per_host + i,
               tx->peer_id, tx->head, tx->seq);
@@ -96,9 +130,8 @@ static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
 /* Hand the channel back: the next owner continues at head/seq. */
 static void uct_cxl_tx_release(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
 {
-    tx->chan->head = tx->head;
-    tx->chan->seq  = tx->seq;
-    cxl_coh_publish(iface->coh, tx->chan, UCT_CXL_LINE);
+    uct_cxl_tx_store_position(tx, iface->coh);
+    cxl_coh_fence(iface->coh);
     __atomic_store_n(&tx->chan->owner, 0, __ATOMIC_RELEASE);
     cxl_coh_publish(iface->coh, tx->chan, UCT_CXL_LINE);
 }
@@ -169,6 +202,9 @@ ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
     tx->peer_id      = addr->id;
     tx->peer         = peer;
     tx->signal_fd    = -1;
+    /* sw: the first send re-reads the header, then every peer_check_us */
+    tx->check_interval = ucs_time_from_usec(peer->peer_check_us);
+    tx->check_due      = 0;
     status           = uct_cxl_tx_claim(iface, tx);
     if (status != UCS_OK) {
         ucs_free(tx);

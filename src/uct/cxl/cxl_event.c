@@ -2,8 +2,8 @@
  * Wake-up of a sleeping receiver (UCT events).
  *
  * Only a peer on the same host can signal, so events are enabled only for
- * pools that cannot span hosts (the emulated pool under /dev/shm), unless
- * UCX_CXL_EVENTS=y says all peers share a host.  The signal is a byte
+ * pools that cannot span hosts (the emulated pool under /dev/shm) in hw
+ * mode, unless UCX_CXL_EVENTS=y says all peers share a host.  The signal is a byte
  * written to a FIFO in /dev/shm named after the interface id: FIFOs work
  * across network and IPC namespaces, unlike the abstract UNIX sockets of
  * UCX's mm transports.
@@ -14,7 +14,10 @@
  *
  * Arm/signal is Dekker-style: the receiver stores armed = 1, full fence,
  * then looks for records; a sender stores a record's sequence number, full
- * fence, then reads armed.  One of the two always sees the other.
+ * fence, then reads armed.  One of the two always sees the other.  Both
+ * meet in the caches of the one host all of them share, also in sw mode
+ * (no events on the non-coherent emulator, whose processes are hosts of
+ * their own).
  */
 #ifdef HAVE_CONFIG_H
 #  include "config.h"
@@ -76,12 +79,21 @@ static void uct_cxl_event_remove_stale(void)
 ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode)
 {
     char tmp[80];
+    /* sw mode says the peers are hosts that share no caches, and a
+     * signal reaches only the own host: "try" means hw mode only */
     int enable = (mode == UCS_YES) ||
-                 ((mode == UCS_TRY) &&
+                 ((mode == UCS_TRY) && (iface->coh == CXL_COH_HW) &&
                   (iface->pool->backend == CXLPOOL_BACKEND_EMULATED));
 
     iface->event_fd  = -1;
     iface->event_wfd = -1;
+    if (enable && (iface->pool->backend == CXLPOOL_BACKEND_EMULATE_NC)) {
+        /* its processes are hosts of their own, with caches of their own:
+         * the sender's check of "armed" relies on one host's caches */
+        ucs_diag("cxl: no wake-up events on the non-coherent emulator %s "
+                 "(UCX_CXL_EVENTS=y ignored)", iface->pool->path);
+        enable = 0;
+    }
     if (!enable) {
         return UCS_OK;
     }
@@ -145,8 +157,8 @@ static int uct_cxl_iface_has_rx(uct_cxl_iface_t *iface)
     uct_cxl_rec_t *rec;
     unsigned host, i, idx;
 
+    uct_cxl_iface_poll_claims(iface);
     for (host = 0; host < iface->num_hosts; ++host) {
-        uct_cxl_iface_update_active(iface, host);
         for (i = 0; i < iface->active[host]; ++i) {
             idx  = host * iface->per_host + i;
             chan = uct_cxl_block_chan(block, idx);
@@ -201,13 +213,21 @@ ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events)
     return UCS_OK;
 }
 
-void uct_cxl_tx_signal_slow(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+/*
+ * The sender's half of the Dekker pair, right after the record's sequence
+ * number store.  Events are enabled only where every peer shares the
+ * receiver's host (uct_cxl_iface_event_init), so the two meet in that
+ * host's coherent caches, also in sw mode: the fence orders the seq store
+ * before the load of armed, and the cached header line is current (the
+ * receiver's invalidate of the record line, in turn, fetches this host's
+ * store).  Neither a write-back nor an invalidate is needed here.
+ */
+void uct_cxl_tx_signal_slow(uct_cxl_tx_t *tx)
 {
     char path[64];
     char byte = 0;
 
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
     if (!tx->peer->armed) {
         return;
     }

@@ -14,9 +14,11 @@
 
 #include <uct/base/uct_worker.h>
 #include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
 #include <ucs/arch/cpu.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *uct_cxl_test_skip_names[] = {
     [UCT_CXL_TEST_SKIP_NONE]       = "no",
@@ -73,10 +75,19 @@ static ucs_config_field_t uct_cxl_iface_config_table[] = {
     {"EVENTS", "try",
      "Wake-up events (UCT_IFACE_FLAG_EVENT_RECV/EVENT_FD), so that UCP can\n"
      "sleep instead of polling. Only a peer on the same host can signal:\n"
-     " try - on pools that can not span hosts (the emulated pool);\n"
+     " try - on pools that can not span hosts (the emulated pool), in hw\n"
+     "       mode only: sw mode is for peers on hosts that share no caches;\n"
      " yes - on any pool: asserts that every peer runs on this host;\n"
      " no  - never; UCP then polls this interface.",
      ucs_offsetof(uct_cxl_iface_config_t, events), UCS_CONFIG_TYPE_TERNARY},
+
+    {"PEER_CHECK", "50us",
+     "Software coherence only: how often a sender re-reads a receiver's header\n"
+     "line from memory to see whether it closed (0: before every send). The\n"
+     "receiver publishes its value in its block, and its close waits twice as\n"
+     "long before the block is freed, so that no sender that still saw it open\n"
+     "writes into the memory after it was reused.",
+     ucs_offsetof(uct_cxl_iface_config_t, peer_check), UCS_CONFIG_TYPE_TIME},
 
     {"TEST_SKIP_WRITEBACK", "n",
      "Test only, never in production: leave out the write-back of active-\n"
@@ -347,7 +358,12 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->seg_size   = config->seg_size;
     self->bulk_size  = config->bulk_size;
     self->max_poll   = config->max_poll;
+    self->claim_poll = 1; /* at the first progress call */
+    self->peer_check_us = (self->pool->coh != CXL_COH_SW) ? 0 :
+                          (unsigned)ucs_min(config->peer_check * 1e6 + 0.5,
+                                            (double)UINT32_MAX / 2);
     self->pack_buf   = NULL;
+    self->tx_bounce  = NULL;
     self->id         = ucs_generate_uuid((uintptr_t)self);
 
     /*
@@ -393,10 +409,18 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->rx     = ucs_calloc(config->num_channels, sizeof(*self->rx), "cxl_rx");
     self->active = ucs_calloc(self->num_hosts, sizeof(*self->active),
                               "cxl_active");
-    if ((self->rx == NULL) || (self->active == NULL)) {
+    if ((self->coh == CXL_COH_SW) &&
+        (ucs_posix_memalign((void**)&self->tx_bounce, UCT_CXL_LINE,
+                            uct_cxl_rec_size(self->seg_size),
+                            "cxl_tx_bounce") != 0)) {
+        self->tx_bounce = NULL;
+    }
+    if ((self->rx == NULL) || (self->active == NULL) ||
+        ((self->coh == CXL_COH_SW) && (self->tx_bounce == NULL))) {
         cxlpool_free(self->pool->cxlpool, ext.offset);
         ucs_free(self->rx);
         ucs_free(self->active);
+        ucs_free(self->tx_bounce);
         return UCS_ERR_NO_MEMORY;
     }
     /* a fresh block: zeroed, and every channel starts at a sequence
@@ -411,6 +435,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->block->ring_size    = (uint32_t)config->ring_size;
     self->block->chan_stride  = stride;
     self->block->proc_id      = uct_cxl_proc_id();
+    self->block->peer_check_us = self->peer_check_us;
     for (i = 0; i < config->num_channels; ++i) {
         self->rx[i].seq = uct_cxl_chan_first_seq(self->id, i);
         uct_cxl_block_chan(self->block, i)->seq = self->rx[i].seq;
@@ -421,6 +446,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
         cxlpool_free(self->pool->cxlpool, ext.offset);
         ucs_free(self->rx);
         ucs_free(self->active);
+        ucs_free(self->tx_bounce);
         return status;
     }
     self->block->events = (self->event_fd >= 0);
@@ -439,6 +465,23 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     return UCS_OK;
 }
 
+/*
+ * sw mode: senders trust their cached copy of the header line for up to
+ * peer_check_us after they last read it from memory.  A sender that read
+ * it just before CLOSED landed may still write for that long; the block is
+ * freed only after twice that time, so those writes land in a block
+ * nobody else owns yet (doc/design/sw-coherence.md).
+ */
+static void uct_cxl_iface_linger(unsigned usec)
+{
+    ucs_time_t end = ucs_get_time() + ucs_time_from_usec(usec);
+    ucs_time_t now;
+
+    while ((now = ucs_get_time()) < end) {
+        usleep(ucs_max(ucs_time_to_usec(end - now), 1.0));
+    }
+}
+
 static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
 {
     uct_base_iface_progress_disable(&self->super.super,
@@ -450,9 +493,13 @@ static UCS_CLASS_CLEANUP_FUNC(uct_cxl_iface_t)
     /* tell connected senders before the memory can be reused */
     self->block->magic = UCT_CXL_BLOCK_CLOSED;
     cxl_coh_publish(self->coh, self->block, UCT_CXL_LINE);
-    cxlpool_free(self->pool->cxlpool, self->block_offset);
     uct_cxl_iface_event_cleanup(self);
+    if (self->peer_check_us > 0) {
+        uct_cxl_iface_linger(2 * self->peer_check_us);
+    }
+    cxlpool_free(self->pool->cxlpool, self->block_offset);
     ucs_free(self->pack_buf);
+    ucs_free(self->tx_bounce);
     ucs_free(self->rx);
     ucs_free(self->active);
 }

@@ -9,6 +9,7 @@
 
 #include <uct/base/uct_iface.h>
 #include <ucs/datastruct/arbiter.h>
+#include <ucs/time/time.h>
 
 #define UCT_CXL_MAX_IOV      16
 /* put_bcopy packs in place in the pool; memory outside the pool needs a
@@ -16,6 +17,10 @@
 #define UCT_CXL_PUT_MAX_BCOPY (4ul * 1024 * 1024)
 /* header + payload of am_short: a record of at most four cache lines */
 #define UCT_CXL_AM_MAX_SHORT (4 * UCT_CXL_LINE - UCT_CXL_REC_HDR)
+/* record lines of channels invalidated together before they are polled */
+#define UCT_CXL_POLL_BATCH   32
+/* progress calls between two looks at the claim lines of the own block */
+#define UCT_CXL_CLAIM_POLL   16
 
 typedef struct uct_cxl_iface_config {
     uct_iface_config_t super;
@@ -28,6 +33,7 @@ typedef struct uct_cxl_iface_config {
     int                events;       /* ucs_ternary_auto_value_t-like: yes/no/try */
     int                test_skip_wb; /* test only: no record write-back */
     int                test_skip_owner; /* test only: UCT_CXL_TEST_SKIP_* */
+    double             peer_check;   /* sw: header re-read interval, seconds */
 } uct_cxl_iface_config_t;
 
 /* UCX_CXL_TEST_SKIP_OWNER_SYNC (test only): what an owner leaves out of the
@@ -57,6 +63,8 @@ typedef struct {
     uint64_t published;    /* last value written to the consumer line */
     uint64_t bulk_tail;    /* bulk_end of the last consumed bulk record */
     uint32_t seq;          /* next expected record */
+    uint32_t head_fresh;   /* sw: the line at pos was invalidated since it
+                            * was last looked at (uct_cxl_iface_progress) */
 } uct_cxl_rx_chan_t;
 
 /* Device address: the pool identity, the same length in every process. */
@@ -72,17 +80,21 @@ typedef struct uct_cxl_iface {
     double               bandwidth;
     size_t               seg_size;
     unsigned             max_poll;
+    unsigned             peer_check_us; /* published in the own block header */
     uct_cxl_block_hdr_t *block;      /* receive block in the pool */
     uint64_t             block_offset;
     unsigned             num_hosts;  /* host ranges of the own block */
     unsigned             per_host;   /* channels per host range */
     unsigned             host_index; /* own range in peers' blocks */
     unsigned            *active;     /* per range: channels ever claimed */
+    unsigned             claim_poll; /* progress calls until the claim lines
+                                      * are read again */
     uct_cxl_rx_chan_t   *rx;
     void                *pack_buf;   /* put_bcopy outside the pool, lazily */
     size_t               bulk_size;  /* of each bulk ring, 0: none */
     int                  bulk_warned; /* pool full for a bulk ring: said so */
     ucs_list_link_t      bulk_retired; /* bulk rings peers may still read */
+    uct_cxl_rec_t       *tx_bounce;  /* sw: am_bcopy stages its record here */
     ucs_arbiter_t        arbiter;    /* endpoints with pending requests */
     ucs_list_link_t      ep_list;    /* all endpoints, for iface_flush */
     ucs_list_link_t      tx_list;    /* channels claimed in peers' blocks */
@@ -120,6 +132,9 @@ typedef struct uct_cxl_tx {
     uint64_t             head;
     uint64_t             cached_tail;
     uint32_t             seq;
+    uint64_t             chan_head;  /* head last stored in the producer line */
+    ucs_time_t           check_interval; /* sw: the peer's peer_check_us */
+    ucs_time_t           check_due;  /* sw: re-read the peer's header from then */
     uint64_t             op_head;    /* head after the last proxied operation */
     /* bulk ring (cxl_bulk.c): am_bcopy payloads, in this process's pool
      * memory; the records in the peer's ring only point at them */
@@ -214,7 +229,7 @@ int uct_cxl_tx_has_resources(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
 int uct_cxl_tx_peer_open(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
 int uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
 unsigned uct_cxl_iface_progress(uct_iface_h tl_iface);
-void uct_cxl_iface_update_active(uct_cxl_iface_t *iface, unsigned host);
+void uct_cxl_iface_poll_claims(uct_cxl_iface_t *iface);
 ucs_status_t uct_cxl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                     unsigned flags);
 void uct_cxl_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
@@ -334,14 +349,28 @@ ucs_status_t uct_cxl_iface_event_init(uct_cxl_iface_t *iface, int mode);
 void uct_cxl_iface_event_cleanup(uct_cxl_iface_t *iface);
 ucs_status_t uct_cxl_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p);
 ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events);
-void uct_cxl_tx_signal_slow(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
+void uct_cxl_tx_signal_slow(uct_cxl_tx_t *tx);
 
-/* A receiver that sleeps wants a signal after each record it may miss. */
-static UCS_F_ALWAYS_INLINE void uct_cxl_tx_signal(uct_cxl_iface_t *iface,
-                                                  uct_cxl_tx_t *tx)
+/* Store head and seq in the producer line, and write it back at once. */
+static UCS_F_ALWAYS_INLINE void uct_cxl_tx_store_position(uct_cxl_tx_t *tx,
+                                                          cxl_coh_mode_t coh)
+{
+    tx->chan->head = tx->head;
+    tx->chan->seq  = tx->seq;
+    tx->chan_head  = tx->head;
+    cxl_coh_writeback(coh, tx->chan, UCT_CXL_LINE);
+}
+
+/*
+ * A receiver that sleeps wants a signal after each record it may miss:
+ * called between a record's sequence number store and its write-back
+ * (uct_cxl_tx_publish).  Events exist only where every peer shares the
+ * receiver's host, and so its caches (cxl_event.c).
+ */
+static UCS_F_ALWAYS_INLINE void uct_cxl_tx_signal(uct_cxl_tx_t *tx)
 {
     if (ucs_unlikely(tx->peer->events)) {
-        uct_cxl_tx_signal_slow(iface, tx);
+        uct_cxl_tx_signal_slow(tx);
     }
 }
 

@@ -620,6 +620,23 @@ TEST(coherence_emu, registry)
     EXPECT_EQ(4, view[10]);
     EXPECT_EQ(3, view[0]);
 
+    /* several lines in one invalidate: each reloaded from memory */
+    mem[64] = 9;
+    mem[3 * 64 + 1] = 10;
+    const void *some[] = {view + 64 + 5, view + 3 * 64 + 60};
+    cxl_coh_invalidate_lines(CXL_COH_SW, some, 2);
+    EXPECT_EQ(9, view[64]);
+    EXPECT_EQ(10, view[3 * 64 + 1]);
+
+    /* a copy into the view is in memory at once (nothing bypasses it) */
+    uint8_t data[50];
+    memset(data, 7, sizeof(data));
+    cxl_coh_copy(CXL_COH_SW, view + 140, data, sizeof(data));
+    EXPECT_EQ(7, mem[140]);
+    EXPECT_EQ(7, mem[189]);
+    EXPECT_EQ(7, view[189]);
+    EXPECT_EQ(0, mem[190]);
+
     /* a range that runs past the view: the rest is flushed for real */
     other[0] = 5;
     cxl_coh_writeback(CXL_COH_SW, view + len - 64, 64);

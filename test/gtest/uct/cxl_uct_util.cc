@@ -69,7 +69,7 @@ std::string dev_name_of(const std::string &path)
 }
 
 std::string create_pool(const std::string &path, uint64_t size,
-                        cxl_coh_mode_t coh)
+                        cxl_coh_mode_t coh, uint32_t nr_hosts)
 {
     cxlpool_params_t params;
     cxlpool_t *pool;
@@ -78,6 +78,7 @@ std::string create_pool(const std::string &path, uint64_t size,
     params.path      = path.c_str();
     params.size      = size;
     params.coherence = coh;
+    params.nr_hosts  = nr_hosts;
     params.flags     = CXLPOOL_CREATE | CXLPOOL_EXCL | CXLPOOL_NO_ATTACH |
                        CXLPOOL_NO_HEARTBEAT;
     if (cxlpool_open(&params, &pool) != CXLPOOL_OK) {
@@ -543,13 +544,14 @@ void cxl_test::TearDown()
     unsetenv("UCX_CXL_COHERENCE");
 }
 
-std::string cxl_test::new_pool(uint64_t size, cxl_coh_mode_t coh, const char *tag)
+std::string cxl_test::new_pool(uint64_t size, cxl_coh_mode_t coh, const char *tag,
+                               uint32_t nr_hosts)
 {
     std::string path = unique_pool_path(tag);
 
     unlink(path.c_str());
     m_pools.push_back(path);
-    std::string err = create_pool(path, size, coh);
+    std::string err = create_pool(path, size, coh, nr_hosts);
     EXPECT_EQ("", err) << "creating " << path;
     return path;
 }

@@ -54,7 +54,8 @@ std::string unique_pool_path(const char *tag = "");
 std::string dev_name_of(const std::string &path);
 /* Create a pool (CREATE|EXCL|NO_ATTACH); returns "" or the error text. */
 std::string create_pool(const std::string &path, uint64_t size,
-                        cxl_coh_mode_t coh = CXL_COH_HW);
+                        cxl_coh_mode_t coh = CXL_COH_HW,
+                        uint32_t nr_hosts = 0);
 
 /* A read-only, unattached handle on a pool (NULL on error), for
  * inspection next to the transport's own handle. */
@@ -191,7 +192,7 @@ protected:
 
     std::string new_pool(uint64_t size = 64ull << 20,
                          cxl_coh_mode_t coh = CXL_COH_HW,
-                         const char *tag = "");
+                         const char *tag = "", uint32_t nr_hosts = 0);
     /* UCX_CXL_POOL=value */
     static void use_pools(const std::string &value);
     static void set_coherence(const char *mode);

@@ -10,8 +10,10 @@
  * nothing, which shows that it is the emulator that catches it.
  */
 #include "cxl_uct_util.h"
+#include "../../../src/uct/cxl/cxl_channel.h"
 
 #include <chrono>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -507,4 +509,605 @@ TEST_F(cxl_sw, no_dirty_line_survives_a_closed_peer)
     EXPECT_EQ(0, tx.rc);
     EXPECT_EQ(N_OLD + N_NEW, rx.good);
     EXPECT_EQ(0u, rx.bad);
+}
+
+/*
+ * A sender in sw mode re-reads the receiver's header line only every
+ * UCX_CXL_PEER_CHECK, so a receiver's close is not seen at once.  The
+ * receiver therefore frees its block only twice that long after its
+ * close: a sender that checked just before the close and sends right
+ * after the block came back to a new interface must find the header
+ * changed.  With the close not waiting (and a check interval longer than
+ * a close and reopen) the old endpoint's send succeeds here and writes
+ * into the new interface's block.
+ */
+namespace {
+
+const char *PEER_CHECK = "300ms";
+
+int linger_receiver(const std::string &dev, int addr_fd, int res_fd,
+                    int go_fd)
+{
+    rx_result res = {};
+    rx_state st, st2;
+    addr_msg am;
+    char byte;
+
+    {
+        stack s;
+        if (open_receiver(s, dev, &st, &am) != NULL) {
+            write_full(addr_fd, &am, sizeof(am));
+            return 1;
+        }
+        write_full(addr_fd, &am, sizeof(am));
+        receive(s, st, 1);
+        res.good = st.good + st.bad;    /* an 8-byte message: counted bad */
+    } /* closed: the block goes back to the pool */
+
+    stack s2;
+    if (open_receiver(s2, dev, &st2, &am) != NULL) {
+        res.rc = 1;
+    }
+    write_full(addr_fd, &am, sizeof(am));
+    read_full(go_fd, &byte, 1);         /* the old endpoint sent */
+    for (int i = 0; i < 1000; ++i) {
+        uct_worker_progress(s2.worker);
+    }
+    res.bad = st2.good + st2.bad;       /* nothing may arrive here */
+    write_full(res_fd, &res, sizeof(res));
+    read_full(go_fd, &byte, 1);
+    return 0;
+}
+
+struct linger_result {
+    int32_t  rc;
+    int32_t  status;    /* of the old endpoint's send after the reopen */
+    uint64_t old_off;
+    uint64_t new_off;
+};
+
+int linger_sender(const std::string &dev, int addr_fd, int res_fd, int back_fd,
+                  int go_fd)
+{
+    linger_result res = {};
+    uint64_t payload  = 0;
+    addr_msg am;
+    uct_ep_h ep;
+    stack s;
+    char byte = 1;
+
+    res.status = UCS_OK;
+    if (!read_full(addr_fd, &am, sizeof(am)) || (am.dev_len == 0) ||
+        (s.open(dev) != UCS_OK) || (s.connect(am.dev, am.iface, &ep) != UCS_OK) ||
+        (uct_ep_am_short(ep, AM_ID, 0, &payload, sizeof(payload)) != UCS_OK)) {
+        res.rc = 1;
+    }
+    memcpy(&res.old_off, am.iface, sizeof(uint64_t));
+    if (!read_full(addr_fd, &am, sizeof(am)) || (am.dev_len == 0)) {
+        res.rc = 2;
+    }
+    memcpy(&res.new_off, am.iface, sizeof(uint64_t));
+    if (res.rc == 0) {
+        res.status = uct_ep_am_short(ep, AM_ID, 0, &payload, sizeof(payload));
+    }
+    write_full(back_fd, &byte, 1);
+    write_full(res_fd, &res, sizeof(res));
+    read_full(go_fd, &byte, 1);
+    return 0;
+}
+
+} // namespace
+
+TEST_F(cxl_sw, closed_receiver_outlives_the_senders_check_interval)
+{
+    std::string path = emu_pool();
+    std::string spec = "emulate-nc:" + path, dev = dev_name_of(path);
+    int addr[2], back[2], rres[2], tres[2], rgo[2], tgo[2];
+    rx_result rx = {};
+    linger_result tx = {};
+    pid_t rpid, tpid;
+    int status;
+
+    for (int *p : {addr, back, rres, tres, rgo, tgo}) {
+        ASSERT_EQ(0, pipe(p));
+    }
+    rpid = fork();
+    if (rpid == 0) {
+        set_env(spec.c_str(), "sw", "1", false);
+        setenv("UCX_CXL_PEER_CHECK", PEER_CHECK, 1);
+        int rc = linger_receiver(dev, addr[1], rres[1], rgo[0]);
+        fflush(NULL);
+        _exit(rc);
+    }
+    tpid = fork();
+    if (tpid == 0) {
+        set_env(spec.c_str(), "sw", "0", false);
+        setenv("UCX_CXL_PEER_CHECK", PEER_CHECK, 1);
+        int rc = linger_sender(dev, addr[0], tres[1], back[1], tgo[0]);
+        fflush(NULL);
+        _exit(rc);
+    }
+
+    char byte;
+    bool ok = read_full(back[0], &byte, 1) && write_full(rgo[1], &byte, 1);
+    bool ok_t = read_full(tres[0], &tx, sizeof(tx));
+    bool ok_r = read_full(rres[0], &rx, sizeof(rx));
+    byte = 1;
+    write_full(tgo[1], &byte, 1);
+    waitpid(tpid, &status, 0);
+    write_full(rgo[1], &byte, 1);
+    waitpid(rpid, &status, 0);
+    for (int *p : {addr, back, rres, tres, rgo, tgo}) {
+        close(p[0]);
+        close(p[1]);
+    }
+
+    ASSERT_TRUE(ok && ok_t && ok_r) << "a child died before reporting";
+    EXPECT_EQ(0, tx.rc);
+    EXPECT_EQ(0, rx.rc);
+    EXPECT_EQ(1u, rx.good);
+    ASSERT_EQ(tx.old_off, tx.new_off) << "the scenario needs the block reused";
+    EXPECT_EQ(UCS_ERR_CONNECTION_RESET, tx.status)
+            << "the old endpoint wrote into the reused block";
+    EXPECT_EQ(0u, rx.bad);
+}
+
+/*
+ * A sender stores its position in the producer line only every half ring
+ * (and at release).  When it dies, the next owner of its channel (a
+ * process of the same host) walks the ring from there to the dead
+ * owner's last record; without that walk it would write at an old
+ * position with old sequence numbers, which the receiver never accepts.
+ */
+namespace {
+
+const unsigned N_DEAD = 100, N_HEIR = 20; /* 100 KiB: periodic stores, then a walk */
+
+int heir_receiver(const std::string &dev, int addr_fd, int res_fd, int go_fd)
+{
+    rx_result res = {};
+    rx_state st;
+    addr_msg am;
+    stack s;
+    char byte;
+    const char *failed = open_receiver(s, dev, &st, &am);
+
+    write_full(addr_fd, &am, sizeof(am));
+    write_full(addr_fd, &am, sizeof(am)); /* one for each sender */
+    if (failed != NULL) {
+        res.rc = 1;
+        write_full(res_fd, &res, sizeof(res));
+        return 1;
+    }
+    receive(s, st, N_DEAD + N_HEIR);
+    res.good = st.good;
+    res.bad  = st.bad;
+    write_full(res_fd, &res, sizeof(res));
+    read_full(go_fd, &byte, 1);
+    return 0;
+}
+
+/* first: sends N_DEAD and waits to be killed; heir: opens first (so that
+ * the emulated host stays alive), connects when told, sends N_HEIR */
+int heir_sender(const std::string &dev, bool first, int addr_fd, int res_fd,
+                int go_fd)
+{
+    rx_result res = {};
+    addr_msg am;
+    uct_ep_h ep;
+    stack s;
+    char byte = 1;
+
+    if (!read_full(addr_fd, &am, sizeof(am)) || (am.dev_len == 0) ||
+        (s.open(dev) != UCS_OK)) {
+        res.rc = 1;
+    }
+    write_full(res_fd, &byte, 1);          /* open */
+    read_full(go_fd, &byte, 1);            /* (heir: the first one is dead) */
+    if ((res.rc == 0) && ((s.connect(am.dev, am.iface, &ep) != UCS_OK) ||
+                          send_n(s, ep, first ? N_DEAD : N_HEIR, &res))) {
+        res.rc = 2;
+    }
+    write_full(res_fd, &res, sizeof(res));
+    if (first) {
+        pause();                           /* killed here, channel held */
+    }
+    read_full(go_fd, &byte, 1);
+    return 0;
+}
+
+} // namespace
+
+TEST_F(cxl_sw, channel_of_a_dead_sender_continues_where_it_stopped)
+{
+    std::string path = emu_pool();
+    std::string spec = "emulate-nc:" + path, dev = dev_name_of(path);
+    int addr[2], rres[2], ares[2], bres[2], rgo[2], ago[2], bgo[2];
+    rx_result rx = {}, a = {}, b = {};
+    pid_t rpid, apid, bpid;
+    char byte = 1;
+    int status;
+
+    for (int *p : {addr, rres, ares, bres, rgo, ago, bgo}) {
+        ASSERT_EQ(0, pipe(p));
+    }
+    rpid = fork();
+    if (rpid == 0) {
+        set_env(spec.c_str(), "sw", "1", false);
+        setenv("UCX_CXL_NUM_CHANNELS", "8", 1); /* one channel per host */
+        int rc = heir_receiver(dev, addr[1], rres[1], rgo[0]);
+        fflush(NULL);
+        _exit(rc);
+    }
+    bpid = fork();
+    if (bpid == 0) {
+        set_env(spec.c_str(), "sw", "0", false);
+        int rc = heir_sender(dev, false, addr[0], bres[1], bgo[0]);
+        fflush(NULL);
+        _exit(rc);
+    }
+    ASSERT_TRUE(read_full(bres[0], &byte, 1)); /* the heir keeps host 0 up */
+    apid = fork();
+    if (apid == 0) {
+        set_env(spec.c_str(), "sw", "0", false);
+        int rc = heir_sender(dev, true, addr[0], ares[1], ago[0]);
+        fflush(NULL);
+        _exit(rc);
+    }
+    ASSERT_TRUE(read_full(ares[0], &byte, 1));
+    write_full(ago[1], &byte, 1);
+    bool ok_a = read_full(ares[0], &a, sizeof(a));
+    kill(apid, SIGKILL);                       /* it still owns the channel */
+    waitpid(apid, &status, 0);
+    write_full(bgo[1], &byte, 1);
+    bool ok_b = read_full(bres[0], &b, sizeof(b));
+    bool ok_r = read_full(rres[0], &rx, sizeof(rx));
+    write_full(bgo[1], &byte, 1);
+    waitpid(bpid, &status, 0);
+    write_full(rgo[1], &byte, 1);
+    waitpid(rpid, &status, 0);
+    for (int *p : {addr, rres, ares, bres, rgo, ago, bgo}) {
+        close(p[0]);
+        close(p[1]);
+    }
+
+    ASSERT_TRUE(ok_a && ok_b && ok_r) << "a child died before reporting";
+    EXPECT_EQ(0, a.rc) << a.error;
+    EXPECT_EQ(0, b.rc) << b.error;
+    EXPECT_EQ(0, rx.rc);
+    EXPECT_EQ(N_DEAD + N_HEIR, rx.good);
+    EXPECT_EQ(0u, rx.bad);
+}
+
+/*
+ * What the sw-mode data path costs, counted: write-backs, invalidates and
+ * fences per message on each side (cxl_coh_count_*), two interfaces of one
+ * process on a directly mapped sw pool.  The bounds are the ones argued in
+ * doc/design/sw-coherence.md ("What the data path flushes"); each is
+ * exceeded by the code before that change.
+ */
+namespace {
+
+/* the receiver's look at its claim lines: every 16 progress calls
+ * (UCT_CXL_CLAIM_POLL), one line per host partition of the pool */
+const unsigned CLAIM_POLL  = 16;
+const unsigned CLAIM_LINES = CXLPOOL_DEFAULT_SW_HOSTS;
+
+struct coh_phase {
+    cxl_coh_counts_t c;
+    unsigned         n; /* messages (or progress calls) of the phase */
+
+    double per(unsigned long v) const { return (double)v / n; }
+};
+
+std::ostream &operator<<(std::ostream &os, const coh_phase &p)
+{
+    return os << "per op: writeback " << p.per(p.c.writeback) << " ("
+              << p.per(p.c.writeback_lines) << " lines), invalidate "
+              << p.per(p.c.invalidate) << " (" << p.per(p.c.invalidate_lines)
+              << " lines), fence " << p.per(p.c.fence) << " over " << p.n;
+}
+
+} // namespace
+
+class cxl_sw_cost : public cxl_test {
+protected:
+    void SetUp() override
+    {
+        cxl_test::SetUp();
+        m_sw = new_pool(256ull << 20, CXL_COH_SW);
+        use_pools(m_sw);
+        set_coherence("sw");
+        setenv("UCX_CXL_HOST_INDEX", "0", 1);
+        /* the header re-read comes at the first send only, even in a slow
+         * (sanitizer) build; each close then waits 200 ms */
+        setenv("UCX_CXL_PEER_CHECK", "100ms", 1);
+    }
+
+    void TearDown() override
+    {
+        cxl_coh_count_stop();
+        unsetenv("UCX_CXL_HOST_INDEX");
+        unsetenv("UCX_CXL_PEER_CHECK");
+        unsetenv("UCX_CXL_NUM_CHANNELS");
+        cxl_test::TearDown();
+    }
+
+    static ucs_status_t count_cb(void *arg, void *, size_t,
+                                 unsigned)
+    {
+        (*static_cast<unsigned*>(arg))++;
+        return UCS_OK;
+    }
+
+    void open_pair(stack &r, stack &s, uct_ep_h *ep)
+    {
+        ASSERT_NO_FATAL_FAILURE(open_stack(r, m_sw));
+        ASSERT_NO_FATAL_FAILURE(open_stack(s, m_sw));
+        ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(r.iface, AM_ID, count_cb,
+                                                   &m_received,
+                                                   UCT_CB_FLAG_ASYNC));
+        uct_iface_progress_enable(r.iface, UCT_PROGRESS_SEND |
+                                  UCT_PROGRESS_RECV);
+        uct_iface_progress_enable(s.iface, UCT_PROGRESS_SEND |
+                                  UCT_PROGRESS_RECV);
+        ASSERT_EQ(UCS_OK, s.connect_to(r, ep)) << s.error;
+    }
+
+    coh_phase end_phase(unsigned n)
+    {
+        coh_phase p;
+
+        cxl_coh_count_get(&p.c);
+        p.n = n;
+        return p;
+    }
+
+    std::string m_sw;
+    unsigned    m_received = 0;
+};
+
+/* 8-byte am_short: one-line records. */
+TEST_F(cxl_sw_cost, short_message)
+{
+    const unsigned n = 64, idle = 1024;
+    uint64_t payload = 0x5a5a;
+    stack r, s;
+    uct_ep_h ep;
+
+    open_pair(r, s, &ep);
+    ASSERT_FALSE(HasFatalFailure());
+
+    /* sender: no receiver progress in between (the ring holds them all) */
+    cxl_coh_count_start();
+    for (unsigned i = 0; i < n; ++i) {
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, AM_ID, i, &payload,
+                                          sizeof(payload)));
+    }
+    coh_phase tx = end_phase(n);
+
+    cxl_coh_count_start();
+    unsigned calls = 0;
+    while ((m_received < n) && (calls < 100000)) {
+        uct_iface_progress(r.iface);
+        ++calls;
+    }
+    ASSERT_EQ(n, m_received);
+    coh_phase rx = end_phase(n);
+
+    cxl_coh_count_start();
+    for (unsigned i = 0; i < idle; ++i) {
+        uct_iface_progress(r.iface);
+    }
+    coh_phase empty = end_phase(idle);
+    cxl_coh_count_stop();
+
+    std::cout << "sender  " << tx << "\nreceiver " << rx << " (" << calls
+              << " progress calls)\nempty poll " << empty << std::endl;
+
+    /* sender: the record (body, then the line with its sequence number)
+     * with one fence between them, no producer line (only every half
+     * ring); the receiver's header is re-read only at the first send
+     * (PEER_CHECK), and waking a receiver reads no line from memory */
+    EXPECT_LE(tx.c.writeback, 2ul * n);
+    EXPECT_LE(tx.c.fence, 1ul * n);
+    EXPECT_LE(tx.c.invalidate, 1ul);
+    /* receiver: each record line is fetched once (not again for its
+     * body), the line after the last one once per progress call, and the
+     * claim lines (one call for all hosts) only every CLAIM_POLL calls */
+    EXPECT_LE(rx.c.invalidate, n + calls + 1ul);
+    EXPECT_LE(rx.c.invalidate_lines, n + calls + CLAIM_LINES);
+    EXPECT_LE(empty.per(empty.c.invalidate), 1.0 + 1.0 / CLAIM_POLL);
+    EXPECT_LE(empty.per(empty.c.invalidate_lines),
+              1.0 + (double)CLAIM_LINES / CLAIM_POLL);
+    EXPECT_EQ(0ul, empty.c.writeback);
+    EXPECT_EQ(0ul, empty.c.fence);
+}
+
+/* 1000-byte am_bcopy: 16-line records. */
+TEST_F(cxl_sw_cost, multi_line_message)
+{
+    const unsigned n = 32;
+    stack r, s;
+    uct_ep_h ep;
+
+    open_pair(r, s, &ep);
+    ASSERT_FALSE(HasFatalFailure());
+
+    cxl_coh_count_start();
+    for (unsigned i = 0; i < n; ++i) {
+        tx_arg arg = {i};
+        ASSERT_EQ((ssize_t)MSG_LEN, uct_ep_am_bcopy(ep, AM_ID, tx_pack, &arg,
+                                                    0));
+    }
+    coh_phase tx = end_phase(n);
+
+    cxl_coh_count_start();
+    unsigned calls = 0;
+    while ((m_received < n) && (calls < 100000)) {
+        uct_iface_progress(r.iface);
+        ++calls;
+    }
+    ASSERT_EQ(n, m_received);
+    coh_phase rx = end_phase(n);
+    cxl_coh_count_stop();
+
+    std::cout << "sender  " << tx << "\nreceiver " << rx << " (" << calls
+              << " progress calls)" << std::endl;
+
+    /* the record's lines (all but the first streamed in one call), its
+     * first line again after seq, and the producer line once in these
+     * 32 KiB (half the ring) */
+    const unsigned long lines = uct_cxl_rec_size(MSG_LEN) / UCT_CXL_LINE;
+    EXPECT_LE(tx.c.writeback, 3ul * n + 1);
+    EXPECT_LE(tx.c.writeback_lines, (lines + 1) * n + 1);
+    EXPECT_LE(tx.c.fence, 1ul * n);
+    EXPECT_LE(tx.c.invalidate, 1ul);
+    /* every line of a record once */
+    EXPECT_LE(rx.c.invalidate_lines, lines * n + calls + CLAIM_LINES);
+}
+
+/*
+ * Polling n empty channels: their record lines go into one invalidate, so
+ * the misses overlap (before: one invalidate, one round trip, each).
+ */
+TEST_F(cxl_sw_cost, empty_poll_of_many_channels)
+{
+    const unsigned senders = 4, idle = 1024;
+    uint64_t payload = 7;
+    stack r, s[senders];
+    uct_ep_h ep[senders];
+
+    /* blocks of 2 MiB: five of them fit into a host partition's arena */
+    setenv("UCX_CXL_NUM_CHANNELS", "32", 1);
+    open_pair(r, s[0], &ep[0]);
+    ASSERT_FALSE(HasFatalFailure());
+    for (unsigned i = 1; i < senders; ++i) {
+        ASSERT_NO_FATAL_FAILURE(open_stack(s[i], m_sw));
+        ASSERT_EQ(UCS_OK, s[i].connect_to(r, &ep[i])) << s[i].error;
+    }
+    for (unsigned i = 0; i < senders; ++i) {
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep[i], AM_ID, i, &payload,
+                                          sizeof(payload)));
+    }
+    for (int i = 0; (i < 100000) && (m_received < senders); ++i) {
+        uct_iface_progress(r.iface);
+    }
+    ASSERT_EQ(senders, m_received);
+
+    clk::time_point t0 = clk::now();
+    for (unsigned i = 0; i < idle; ++i) {
+        uct_iface_progress(r.iface);
+    }
+    double ns = std::chrono::duration<double, std::nano>(clk::now() - t0).count();
+    cxl_coh_count_start();
+    for (unsigned i = 0; i < idle; ++i) {
+        uct_iface_progress(r.iface);
+    }
+    coh_phase empty = end_phase(idle);
+    cxl_coh_count_stop();
+    std::cout << "empty poll of " << senders << " channels: " << ns / idle
+              << " ns per progress call; " << empty << std::endl;
+    EXPECT_LE(empty.per(empty.c.invalidate), 1.0 + 1.0 / CLAIM_POLL);
+    EXPECT_LE(empty.per(empty.c.invalidate_lines),
+              senders + (double)CLAIM_LINES / CLAIM_POLL);
+    for (unsigned i = senders; i-- > 0;) {
+        s[i].close();
+    }
+    unsetenv("UCX_CXL_NUM_CHANNELS");
+}
+
+/*
+ * A receiver that sleeps is woken (UCX_CXL_EVENTS=y: all peers share the
+ * host), and the sender's check of "armed" reads no line from memory.
+ */
+TEST_F(cxl_sw_cost, wakeup_reads_no_line_from_memory)
+{
+    uint64_t payload = 1;
+    stack r, s;
+    uct_ep_h ep;
+    int fd;
+
+    setenv("UCX_CXL_EVENTS", "y", 1);
+    open_pair(r, s, &ep);
+    unsetenv("UCX_CXL_EVENTS");
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_TRUE(r.iface_attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
+    ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(r.iface, &fd));
+
+    /* the first send re-reads the receiver's header */
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, AM_ID, 0, &payload, sizeof(payload)));
+    for (int i = 0; (i < 100000) && (m_received < 1); ++i) {
+        uct_iface_progress(r.iface);
+    }
+    ASSERT_EQ(1u, m_received);
+    ASSERT_EQ(UCS_OK, uct_iface_event_arm(r.iface, UCT_EVENT_RECV));
+
+    cxl_coh_count_start();
+    for (unsigned i = 0; i < 10; ++i) {
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, AM_ID, 1, &payload,
+                                          sizeof(payload)));
+    }
+    coh_phase tx = end_phase(10);
+    cxl_coh_count_stop();
+    EXPECT_EQ(0ul, tx.c.invalidate); /* before: one per send */
+
+    struct pollfd pfd = {fd, POLLIN, 0};
+    EXPECT_EQ(1, poll(&pfd, 1, 5000)) << "the sleeping receiver was not woken";
+    for (int i = 0; (i < 100000) && (m_received < 11); ++i) {
+        uct_iface_progress(r.iface);
+    }
+    EXPECT_EQ(11u, m_received);
+}
+
+/* Without UCX_CXL_EVENTS=y, sw mode has no events even on a /dev/shm
+ * pool file (in hw mode it has): its peers are hosts that share no caches,
+ * and a signal reaches only the own host.  So the sender's data path has
+ * no fence for a receiver that might sleep. */
+TEST_F(cxl_sw_cost, no_events_by_default)
+{
+    uint64_t payload = 1;
+    stack r, s;
+    uct_ep_h ep;
+
+    {   /* the same kind of pool file in hw mode */
+        stack h;
+        std::string hw = new_pool(64ull << 20, CXL_COH_HW);
+        use_pools(hw);
+        set_coherence("hw");
+        ASSERT_NO_FATAL_FAILURE(open_stack(h, hw));
+        EXPECT_NE(0u, h.iface_attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
+    }
+    use_pools(m_sw);
+    set_coherence("sw");
+    open_pair(r, s, &ep);
+    ASSERT_FALSE(HasFatalFailure());
+    EXPECT_EQ(0u, r.iface_attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
+    cxl_coh_count_start();
+    for (unsigned i = 0; i < 10; ++i) {
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, AM_ID, 0, &payload,
+                                          sizeof(payload)));
+    }
+    coh_phase tx = end_phase(10);
+    cxl_coh_count_stop();
+    EXPECT_LE(tx.c.fence, 10ul);
+    EXPECT_LE(tx.c.invalidate, 1ul);
+}
+
+/* The emulator's processes are hosts of their own: no events there, even
+ * with UCX_CXL_EVENTS=y (waking relies on one host's caches). */
+TEST_F(cxl_sw_cost, no_events_on_the_emulator)
+{
+    std::string path = new_pool(64ull << 20, CXL_COH_SW, "", 1);
+    stack r;
+
+    use_pools("emulate-nc:" + path);
+    setenv("UCX_CXL_EVENTS", "y", 1);
+    {
+        hide_errors hide;
+        open_stack(r, path);
+    }
+    unsetenv("UCX_CXL_EVENTS");
+    ASSERT_FALSE(HasFatalFailure());
+    EXPECT_EQ(0u, r.iface_attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
 }
