@@ -276,10 +276,22 @@ protected:
             close(p[1]);
         }
         EXPECT_TRUE(ok_r && ok_t) << "a child died before reporting";
-        EXPECT_EQ(0, tx.rc) << "sender: " << tx.error;
+        /*
+         * With the knob on the emulator the receiver may also stop at a
+         * record it cannot parse, and the sender then runs out of room:
+         * the missing write-back is caught either way, so only correct
+         * code must deliver everything.
+         */
+        if (!skip_wb || (rx_host == nullptr)) {
+            EXPECT_EQ(0, tx.rc) << "sender: " << tx.error;
+        } else if (tx.rc != 0) {
+            m_sender_stalled = true;
+        }
         EXPECT_EQ(0, rx.rc) << "receiver: " << rx.error;
         return rx;
     }
+
+    bool m_sender_stalled = false; /* knob runs: the sender ran out of room */
 
     void expect_intact(const rx_result &r)
     {
