@@ -89,6 +89,7 @@ row "UCT put_bw 1 MiB bcopy"             2 MB/s  uct put_bw -D bcopy -s 1048576 
 row "UCT fadd 64-bit (median)"           1 us    uct fadd -n 50000
 row "UCP tag_lat 8 B (median)"           1 us    ucp tag_lat -n 20000
 row "UCP tag_bw 64 KiB"                  2 MB/s  ucp tag_bw -s 65536 -n 2000
+row "UCP tag_bw 1 MiB (bulk rings)"      2 MB/s  ucp tag_bw -s 1048576 -n 500
 row "UCP ucp_put_bw 64 KiB"              2 MB/s  ucp ucp_put_bw -s 65536 -n 2000
 echo "(the full side-by-side matrix with repetitions: perftest/run-bench.sh)"
 
