@@ -339,6 +339,20 @@ ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     return UCS_OK;
 }
 
+/* The record's payload for a message at bulk position start; the message
+ * then holds the bulk ring up to its end. */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_bulk_describe(uct_cxl_tx_t *tx, uint64_t start, size_t length,
+                      uct_cxl_rec_bulk_t *desc)
+{
+    desc->offset   = tx->bulk_offset + (start & tx->bulk_mask);
+    desc->bulk_end = ucs_align_up_pow2(start + length, UCT_CXL_LINE);
+    tx->bulk_head  = desc->bulk_end;
+    if (ucs_unlikely(tx->bulk_rec0 == UINT64_MAX)) {
+        tx->bulk_rec0 = tx->head; /* where this record goes */
+    }
+}
+
 /*
  * sw mode, through the bulk ring: packed aside like the inline am_bcopy,
  * then the payload goes into the bulk ring with non-temporal stores and
@@ -372,13 +386,8 @@ uct_cxl_ep_am_bcopy_bulk_sw(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
     } else {
         memcpy(payload, stage + 1, length);
     }
-    desc           = (uct_cxl_rec_bulk_t*)(stage + 1);
-    desc->offset   = tx->bulk_offset + (start & tx->bulk_mask);
-    desc->bulk_end = ucs_align_up_pow2(start + length, UCT_CXL_LINE);
-    tx->bulk_head  = desc->bulk_end;
-    if (ucs_unlikely(tx->bulk_rec0 == UINT64_MAX)) {
-        tx->bulk_rec0 = tx->head;
-    }
+    desc = (uct_cxl_rec_bulk_t*)(stage + 1);
+    uct_cxl_bulk_describe(tx, start, length, desc);
     uct_cxl_tx_stage(stage, id, sizeof(*desc));
     stage->flags  = UCT_CXL_REC_BULK;
     stage->length = (uint32_t)length;
@@ -431,13 +440,8 @@ static ssize_t uct_cxl_ep_am_bcopy_bulk(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface
     if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
         cxl_coh_writeback(iface->coh, payload, length);
     }
-    desc           = (uct_cxl_rec_bulk_t*)(rec + 1);
-    desc->offset   = tx->bulk_offset + (start & tx->bulk_mask);
-    desc->bulk_end = ucs_align_up_pow2(start + length, UCT_CXL_LINE);
-    tx->bulk_head  = desc->bulk_end;
-    if (ucs_unlikely(tx->bulk_rec0 == UINT64_MAX)) {
-        tx->bulk_rec0 = tx->head;
-    }
+    desc = (uct_cxl_rec_bulk_t*)(rec + 1);
+    uct_cxl_bulk_describe(tx, start, length, desc);
     rec->am_id  = id;
     rec->flags  = UCT_CXL_REC_BULK;
     rec->length = (uint32_t)length;

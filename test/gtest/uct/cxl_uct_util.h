@@ -16,6 +16,7 @@
 #include <ucs/debug/log_def.h>
 
 #include <gtest/gtest.h>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,40 @@ public:
 private:
     uct_component_h   m_component = nullptr;
     uct_rkey_bundle_t m_bundle;
+};
+
+/* Set an environment variable for the life of the object. */
+class scoped_env {
+public:
+    scoped_env(const char *name, const char *value) : m_name(name)
+    {
+        const char *old = getenv(name);
+        m_had = (old != nullptr);
+        if (m_had) {
+            m_old = old;
+        }
+        setenv(name, value, 1);
+    }
+    ~scoped_env()
+    {
+        if (m_had) {
+            setenv(m_name.c_str(), m_old.c_str(), 1);
+        } else {
+            unsetenv(m_name.c_str());
+        }
+    }
+    scoped_env(const scoped_env&) = delete;
+    scoped_env &operator=(const scoped_env&) = delete;
+
+private:
+    std::string m_name, m_old;
+    bool        m_had;
+};
+
+/* The transport's interface address (uct_cxl_iface_addr_t). */
+struct iface_addr {
+    uint64_t block_offset;
+    uint64_t id;
 };
 
 /*

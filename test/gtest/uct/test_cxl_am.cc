@@ -15,38 +15,6 @@ using namespace cxluct;
 
 namespace {
 
-/* Set an environment variable for the life of the object. */
-class scoped_env {
-public:
-    scoped_env(const char *name, const char *value) : m_name(name)
-    {
-        const char *old = getenv(name);
-        m_had = (old != nullptr);
-        if (m_had) {
-            m_old = old;
-        }
-        setenv(name, value, 1);
-    }
-    ~scoped_env()
-    {
-        if (m_had) {
-            setenv(m_name.c_str(), m_old.c_str(), 1);
-        } else {
-            unsetenv(m_name.c_str());
-        }
-    }
-
-private:
-    std::string m_name, m_old;
-    bool        m_had;
-};
-
-/* The transport's interface address (uct_cxl_iface_addr_t). */
-struct iface_addr {
-    uint64_t block_offset;
-    uint64_t id;
-};
-
 struct am_msg {
     uint32_t sender; /* which endpoint */
     uint32_t n;      /* its message number */

@@ -13,36 +13,6 @@ using namespace cxluct;
 
 namespace {
 
-class scoped_env {
-public:
-    scoped_env(const char *name, const char *value) : m_name(name)
-    {
-        const char *old = getenv(name);
-        m_had = (old != nullptr);
-        if (m_had) {
-            m_old = old;
-        }
-        setenv(name, value, 1);
-    }
-    ~scoped_env()
-    {
-        if (m_had) {
-            setenv(m_name.c_str(), m_old.c_str(), 1);
-        } else {
-            unsetenv(m_name.c_str());
-        }
-    }
-
-private:
-    std::string m_name, m_old;
-    bool        m_had;
-};
-
-struct iface_addr {
-    uint64_t block_offset;
-    uint64_t id;
-};
-
 uint8_t pattern(uint32_t msg, size_t i)
 {
     return (uint8_t)(msg * 37 + i * 11 + 5);
