@@ -10,7 +10,7 @@
 #  include "config.h"
 #endif
 
-#include "cxl_iface.h"
+#include "cxl_chan.h"
 
 #include <uct/base/uct_worker.h>
 #include <ucs/debug/log.h>
@@ -109,6 +109,28 @@ static ucs_config_field_t uct_cxl_iface_config_table[] = {
 };
 
 static uct_iface_ops_t uct_cxl_iface_ops;
+
+static const uct_cxl_rx_ops_t uct_cxl_rx_ops = {
+    .am = uct_cxl_am_deliver,
+    .op = uct_cxl_proxy_handle,
+};
+
+/* Receive, then what waits on this interface: answers and streams of
+ * owner-executed operations, retired bulk rings, queued sends. */
+static unsigned uct_cxl_iface_progress(uct_iface_h tl_iface)
+{
+    uct_cxl_iface_t *iface = ucs_derived_of(tl_iface, uct_cxl_iface_t);
+    unsigned count;
+
+    count = uct_cxl_chan_poll(iface);
+    if (ucs_unlikely(iface->proxy_busy)) {
+        count += uct_cxl_proxy_progress(iface);
+    }
+    if (ucs_unlikely(!ucs_list_is_empty(&iface->bulk_retired))) {
+        count += uct_cxl_bulk_progress(iface);
+    }
+    return count + uct_cxl_am_dispatch_pending(iface);
+}
 
 static ucs_status_t uct_cxl_iface_query(uct_iface_h tl_iface,
                                         uct_iface_attr_t *attr)
@@ -459,6 +481,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     ucs_list_head_init(&self->tx_list);
     uct_cxl_proxy_iface_init(self);
     uct_cxl_bulk_iface_init(self);
+    self->rx_ops = &uct_cxl_rx_ops;
     ucs_debug("cxl: iface %p id 0x%" PRIx64 " on pool %s (coherence %s), "
               "block 0x%" PRIx64 "+%" PRIu64, self, self->id, self->pool->path,
               cxl_coh_mode_name(self->coh), self->block_offset, block_size);

@@ -72,8 +72,25 @@ typedef struct uct_cxl_device_addr {
     uint8_t uuid[CXLPOOL_UUID_LEN];
 } UCS_S_PACKED uct_cxl_device_addr_t;
 
+struct uct_cxl_iface;
+
+/*
+ * Where the channel layer delivers records, by their type: the layers
+ * above it register here, so a record flows up in one direction.
+ */
+typedef struct uct_cxl_rx_ops {
+    /* an active message; data valid only inside the call */
+    void (*am)(struct uct_cxl_iface *iface, uint8_t am_id, void *data,
+               uint32_t length);
+    /* an operation for this process to execute, or an answer to one of its
+     * own, from channel 'index' (cxl_proxy.c) */
+    void (*op)(struct uct_cxl_iface *iface, unsigned index,
+               const void *payload, uint32_t length);
+} uct_cxl_rx_ops_t;
+
 typedef struct uct_cxl_iface {
     uct_base_iface_t     super;
+    const uct_cxl_rx_ops_t *rx_ops;
     uct_cxl_pool_t      *pool;
     cxl_coh_mode_t       coh;
     uint64_t             id;
@@ -224,12 +241,9 @@ ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
 ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                             uct_pack_callback_t pack_cb, void *arg,
                             unsigned flags);
-int uct_cxl_tx_has_resources(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
-                             uint64_t need);
-int uct_cxl_tx_peer_open(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
-int uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
-unsigned uct_cxl_iface_progress(uct_iface_h tl_iface);
-void uct_cxl_iface_poll_claims(uct_cxl_iface_t *iface);
+void uct_cxl_am_deliver(uct_cxl_iface_t *iface, uint8_t am_id, void *data,
+                        uint32_t length);
+unsigned uct_cxl_am_dispatch_pending(uct_cxl_iface_t *iface);
 ucs_status_t uct_cxl_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
                                     unsigned flags);
 void uct_cxl_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb,
@@ -238,9 +252,12 @@ ucs_status_t uct_cxl_ep_check(uct_ep_h tl_ep, unsigned flags,
                               uct_completion_t *comp);
 void uct_cxl_ep_set_failed(uct_cxl_ep_t *ep);
 
-extern int uct_cxl_test_skip_record_wb;
-
-/* records of proxied operations (cxl_am.c) */
+/* the channel layer (cxl_chan.c; inline sender side in cxl_chan.h) */
+int            uct_cxl_tx_has_resources(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                                        uint64_t need);
+int            uct_cxl_tx_can_send(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
+int            uct_cxl_tx_peer_open(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
+int            uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
 ucs_status_t   uct_cxl_ep_send_check(uct_cxl_ep_t *ep, uint32_t max_length);
 int            uct_cxl_tx_room(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
                                uint32_t max_length);
@@ -248,8 +265,10 @@ uct_cxl_rec_t *uct_cxl_tx_reserve_rec(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
                                       uint32_t max_length);
 void           uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
                                     uct_cxl_rec_t *rec, uint32_t length);
+void           uct_cxl_iface_poll_claims(uct_cxl_iface_t *iface);
+unsigned       uct_cxl_chan_poll(uct_cxl_iface_t *iface);
 
-/* channels (cxl_ep.c) */
+/* claim and release of channels (cxl_chan.c) */
 ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
                             const uct_cxl_iface_addr_t *addr,
                             uct_cxl_tx_t **tx_p);

@@ -1,0 +1,484 @@
+/*
+ * The channel layer: claim and release of a channel in a peer's block, the
+ * exported sender entry points (for the owner-executed operations, pending
+ * and flush), and the receive side: poll the
+ * channels, check each record, and deliver it by its type to the layer
+ * above (active messages, or operations for the owner: iface->rx_ops).
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "cxl_chan.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/sys/math.h>
+#include <unistd.h>
+
+int uct_cxl_test_skip_record_wb = 0;
+
+/*
+ * Taking over from a dead owner: the producer line holds its position as
+ * of its last store (every half ring, uct_cxl_tx_publish), and its records
+ * after that are in the ring, each with the next sequence number.  Walk
+ * them as the receiver would, to where the owner stopped: less than a lap,
+ * so no position on the way was written twice since.
+ */
+static void uct_cxl_tx_walk(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+{
+    uint64_t size   = tx->ring_mask + 1;
+    uint64_t walked = 0;
+    uint64_t rsize;
+    uct_cxl_rec_t *rec;
+
+    while (walked < size) {
+        rec = (uct_cxl_rec_t*)(tx->ring + (tx->head & tx->ring_mask));
+        cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
+        if (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != tx->seq) {
+            break;
+        }
+        rsize = uct_cxl_rec_size(rec->length);
+        if (rsize > size - (tx->head & tx->ring_mask)) {
+            break; /* the receiver stops the channel there */
+        }
+        tx->head += rsize;
+        tx->seq++;
+        walked   += rsize;
+    }
+}
+
+/*
+ * Claim a free channel in the own host's range of the peer's block.  The
+ * claim is the only read-modify-write of the protocol, happens once per
+ * pair of interfaces, and only processes of one host touch a range, so
+ * the CAS never crosses hosts.  A new owner continues where the previous
+ * one stopped (head and seq of the producer line, and after a dead owner
+ * its records beyond that): sequence numbers only move forward.
+ */
+static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+{
+    uint64_t token           = cxlpool_token(iface->pool->cxlpool);
+    uct_cxl_block_hdr_t *hdr = tx->peer;
+    unsigned per_host        = uct_cxl_block_per_host(hdr);
+    unsigned host            = (hdr->num_hosts == 1) ? 0 : iface->host_index;
+    uct_cxl_block_claim_t *claims;
+    uct_cxl_chan_ctl_t *chan = NULL;
+    uint32_t claimed;
+    uint64_t expected        = 0;
+    unsigned i;
+
+    if (host >= hdr->num_hosts) {
+        ucs_error("cxl: this process writes host range %u of pool %s, but "
+                  "interface 0x%" PRIx64 " has only %u ranges", host,
+                  iface->pool->path, tx->peer_id, hdr->num_hosts);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    claims = uct_cxl_block_claims(hdr, host);
+    for (i = 0; i < per_host; ++i) {
+        chan     = uct_cxl_block_chan(hdr, host * per_host + i);
+        expected = 0;
+        cxl_coh_invalidate(iface->coh, chan, 2 * UCT_CXL_LINE);
+        if ((chan->owner != 0) &&
+            !cxlpool_owner_alive(iface->pool->cxlpool, chan->owner)) {
+            /* its owner died: take over at its last published record */
+            expected = chan->owner;
+        }
+        if (__atomic_compare_exchange_n(&chan->owner, &expected, token, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            break;
+        }
+    }
+
+    if (i == per_host) {
+        ucs_error("cxl: all %u receive channels of host range %u of interface "
+                  "0x%" PRIx64 " are in use; raise UCX_CXL_NUM_CHANNELS on the "
+                  "receiver", per_host, host, tx->peer_id);
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    /* make the receiver poll up to this channel (CAS-max, claim time only) */
+    cxl_coh_invalidate(iface->coh, claims, UCT_CXL_LINE);
+    claimed = claims->num_claimed;
+    while ((claimed < i + 1) &&
+           !__atomic_compare_exchange_n(&claims->num_claimed, &claimed, i + 1,
+                                        0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    }
+    cxl_coh_writeback(iface->coh, claims, UCT_CXL_LINE);
+
+    tx->chan        = chan;
+    tx->ring        = uct_cxl_chan_ring(chan);
+    tx->ring_mask   = hdr->ring_size - 1;
+    tx->head        = chan->head;
+    tx->seq         = (uint32_t)chan->seq; /* set by the receiver at open */
+    tx->cached_tail = chan->tail;
+    if (expected != 0) {
+        uct_cxl_tx_walk(iface, tx); /* its owner died: find where it stopped */
+    }
+    uct_cxl_tx_store_position(tx, iface->coh);
+    cxl_coh_fence(iface->coh);
+    ucs_debug("cxl: iface %p claimed channel %u of iface 0x%" PRIx64
+              " (head %" PRIu64 " seq %u)", iface, host * per_host + i,
+              tx->peer_id, tx->head, tx->seq);
+    return UCS_OK;
+}
+
+/* Hand the channel back: the next owner continues at head/seq. */
+static void uct_cxl_tx_release(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+{
+    uct_cxl_tx_store_position(tx, iface->coh);
+    cxl_coh_fence(iface->coh);
+    __atomic_store_n(&tx->chan->owner, 0, __ATOMIC_RELEASE);
+    cxl_coh_publish(iface->coh, tx->chan, UCT_CXL_LINE);
+}
+
+/* Check the peer block named by addr and map its header, or fail. */
+static ucs_status_t uct_cxl_peer_block(uct_cxl_iface_t *iface,
+                                       const uct_cxl_iface_addr_t *addr,
+                                       uct_cxl_block_hdr_t **peer_p)
+{
+    uct_cxl_block_hdr_t *peer;
+
+    /* the block must lie in our pool's heap and carry the peer's id */
+    if ((addr->block_offset < iface->pool->heap_offset) ||
+        (addr->block_offset > iface->pool->size - sizeof(*peer))) {
+        ucs_error("cxl: peer block offset 0x%" PRIx64 " is outside pool %s",
+                  addr->block_offset, iface->pool->path);
+        return UCS_ERR_INVALID_ADDR;
+    }
+    peer = (uct_cxl_block_hdr_t*)(iface->pool->base + addr->block_offset);
+    cxl_coh_invalidate(iface->coh, peer, sizeof(*peer));
+    if ((peer->magic != UCT_CXL_BLOCK_MAGIC) || (peer->iface_id != addr->id) ||
+        (peer->ring_size == 0) || (peer->ring_size & (peer->ring_size - 1)) ||
+        (peer->num_hosts == 0) || (peer->num_hosts > UCT_CXL_MAX_HOSTS) ||
+        (peer->num_channels < peer->num_hosts) ||
+        (addr->block_offset + uct_cxl_block_size(peer->num_hosts,
+                                                 peer->num_channels,
+                                                 peer->chan_stride) >
+         iface->pool->size)) {
+        ucs_diag("cxl: no open interface 0x%" PRIx64 " at offset 0x%" PRIx64
+                 " of pool %s", addr->id, addr->block_offset, iface->pool->path);
+        return UCS_ERR_UNREACHABLE;
+    }
+    *peer_p = peer;
+    return UCS_OK;
+}
+
+/* The channel to the interface at addr: shared, or claimed now. */
+ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
+                            const uct_cxl_iface_addr_t *addr,
+                            uct_cxl_tx_t **tx_p)
+{
+    uct_cxl_block_hdr_t *peer;
+    ucs_status_t status;
+    uct_cxl_tx_t *tx;
+
+    ucs_list_for_each(tx, &iface->tx_list, list) {
+        /* a failed channel is never reused: a new interface may sit at
+         * the same offset, and it gets a channel of its own */
+        if ((tx->block_offset == addr->block_offset) &&
+            (tx->peer_id == addr->id) && !tx->failed) {
+            ++tx->refcount;
+            *tx_p = tx;
+            return UCS_OK;
+        }
+    }
+
+    status = uct_cxl_peer_block(iface, addr, &peer);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    tx = ucs_calloc(1, sizeof(*tx), "cxl_tx");
+    if (tx == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    tx->refcount     = 1;
+    tx->block_offset = addr->block_offset;
+    tx->peer_id      = addr->id;
+    tx->peer         = peer;
+    tx->signal_fd    = -1;
+    /* sw: the first send re-reads the header, then every peer_check_us */
+    tx->check_interval = ucs_time_from_usec(peer->peer_check_us);
+    tx->check_due      = 0;
+    status           = uct_cxl_tx_claim(iface, tx);
+    if (status != UCS_OK) {
+        ucs_free(tx);
+        return status;
+    }
+    ucs_list_add_tail(&iface->tx_list, &tx->list);
+    *tx_p = tx;
+    return UCS_OK;
+}
+
+void uct_cxl_tx_put(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+{
+    if (--tx->refcount > 0) {
+        return;
+    }
+    ucs_list_del(&tx->list);
+    if (tx->signal_fd >= 0) {
+        close(tx->signal_fd);
+    }
+    if (!tx->failed && uct_cxl_tx_peer_alive(iface, tx)) {
+        uct_cxl_tx_release(iface, tx);
+    } else {
+        tx->failed = 1; /* nobody reads its bulk ring any more */
+    }
+    uct_cxl_bulk_retire(iface, tx);
+    ucs_free(tx);
+}
+
+/* The receiver's block still belongs to the interface we connected to:
+ * one cached line, cheap enough for every flush. */
+int uct_cxl_tx_peer_open(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+{
+    cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
+    return (tx->peer->magic == UCT_CXL_BLOCK_MAGIC) &&
+           (tx->peer->iface_id == tx->peer_id);
+}
+
+/* ... and its process is alive (pid check or lease: a system call, so
+ * only for keepalive, error paths and teardown). */
+int uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+{
+    return uct_cxl_tx_peer_open(iface, tx) &&
+           cxlpool_owner_alive(iface->pool->cxlpool, tx->peer->owner_token);
+}
+
+int uct_cxl_tx_has_resources(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                             uint64_t need)
+{
+    uint64_t size = tx->ring_mask + 1;
+
+    if (tx->head + need - tx->cached_tail <= size) {
+        return 1;
+    }
+    cxl_coh_invalidate(iface->coh, (const void*)&tx->chan->tail, UCT_CXL_LINE);
+    tx->cached_tail = tx->chan->tail;
+    return tx->head + need - tx->cached_tail <= size;
+}
+
+/* Any send, the largest included, would find room: what pending_add and
+ * the pending dispatch promise. */
+int uct_cxl_tx_can_send(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+{
+    return uct_cxl_tx_has_resources(iface, tx,
+                                    uct_cxl_tx_need(tx, iface->seg_size)) &&
+           ((tx->bulk == NULL) ||
+            uct_cxl_bulk_has_room(iface, tx, iface->seg_size));
+}
+
+/* The same steps for the records of proxied operations (cxl_proxy.c). */
+ucs_status_t uct_cxl_ep_send_check(uct_cxl_ep_t *ep, uint32_t max_length)
+{
+    return uct_cxl_chan_check(ep, uct_cxl_ep_iface(ep), max_length);
+}
+
+int uct_cxl_tx_room(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                    uint32_t max_length)
+{
+    return uct_cxl_tx_has_resources(iface, tx, uct_cxl_tx_need(tx, max_length));
+}
+
+uct_cxl_rec_t *uct_cxl_tx_reserve_rec(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                                      uint32_t max_length)
+{
+    return uct_cxl_tx_reserve(tx, iface->coh, max_length);
+}
+
+void uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                          uct_cxl_rec_t *rec, uint32_t length)
+{
+    rec->am_id  = 0;
+    rec->flags  = UCT_CXL_REC_OP;
+    rec->length = length;
+    uct_cxl_tx_publish(tx, iface->coh, rec, uct_cxl_rec_size(length));
+}
+
+/*
+ * A bulk record may point only into the pool's heap, at a whole message:
+ * its sender is a peer, and the receiver dereferences what it says.
+ */
+static int uct_cxl_rx_bulk_valid(uct_cxl_iface_t *iface,
+                                 const uct_cxl_rec_t *rec)
+{
+    const uct_cxl_rec_bulk_t *desc = (const uct_cxl_rec_bulk_t*)(rec + 1);
+    uint64_t heap = iface->pool->heap_offset, size = iface->pool->size;
+
+    return (rec->length <= UCT_CXL_BULK_MAX_LENGTH) &&
+           (desc->offset >= heap) && (desc->offset <= size) &&
+           (rec->length <= size - desc->offset);
+}
+
+/*
+ * The rest of a record whose first line was just loaded with its sequence
+ * number: that load fetched the line from memory after its invalidate, and
+ * the sender wrote the line's other words back before the sequence number
+ * (uct_cxl_tx_publish; uct_cxl_tx_stream writes them the same in both of
+ * its writes), so only the lines after the first are fetched again.
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_rx_fetch_body(uct_cxl_iface_t *iface, uct_cxl_rec_t *rec, uint64_t size)
+{
+    if (size > UCT_CXL_LINE) {
+        cxl_coh_invalidate(iface->coh, UCS_PTR_BYTE_OFFSET(rec, UCT_CXL_LINE),
+                           size - UCT_CXL_LINE);
+    }
+}
+
+/* Deliver the records of one channel; returns how many were delivered. */
+static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
+                                        unsigned budget)
+{
+    uct_cxl_chan_ctl_t *chan = uct_cxl_block_chan(iface->block, index);
+    uct_cxl_rx_chan_t *rx    = &iface->rx[index];
+    uint64_t mask            = iface->block->ring_size - 1;
+    uint8_t *ring            = uct_cxl_chan_ring(chan);
+    unsigned count           = 0;
+    const uct_cxl_rec_bulk_t *desc;
+    uct_cxl_rec_t *rec;
+    uint64_t size;
+    void *data;
+
+    while (count < budget) {
+        rec = (uct_cxl_rec_t*)(ring + (rx->pos & mask));
+        if (!rx->head_fresh) {
+            cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
+        }
+        rx->head_fresh = 0;
+        if (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != rx->seq) {
+            break;
+        }
+
+        size = uct_cxl_rec_ring_size(rec);
+        if (ucs_unlikely((size > mask + 1 - (rx->pos & mask)) ||
+                         (rec->am_id >= UCT_AM_ID_MAX) ||
+                         ((rec->flags & UCT_CXL_REC_BULK) &&
+                          !uct_cxl_rx_bulk_valid(iface, rec)))) {
+            ucs_error("cxl: corrupt record in channel %u at %" PRIu64
+                      " (length %u, am_id %u, flags 0x%x); channel stopped",
+                      index, rx->pos, rec->length, rec->am_id, rec->flags);
+            rx->seq--; /* never matches again */
+            break;
+        }
+
+        if (rec->flags & UCT_CXL_REC_BULK) {
+            desc = (const uct_cxl_rec_bulk_t*)(rec + 1);
+            data = iface->pool->base + desc->offset;
+            cxl_coh_invalidate(iface->coh, data, rec->length);
+            rx->bulk_tail = desc->bulk_end;
+            iface->rx_ops->am(iface, rec->am_id, data, rec->length);
+            ++count;
+        } else if (rec->flags & UCT_CXL_REC_OP) {
+            uct_cxl_rx_fetch_body(iface, rec, size);
+            iface->rx_ops->op(iface, index, rec + 1, rec->length);
+            ++count;
+        } else if (!(rec->flags & UCT_CXL_REC_PAD)) {
+            uct_cxl_rx_fetch_body(iface, rec, size);
+            iface->rx_ops->am(iface, rec->am_id, rec + 1, rec->length);
+            ++count;
+        }
+        rx->pos += size;
+        rx->seq++;
+    }
+
+    if (rx->pos != rx->published) {
+        /* bulk_tail first: a sender that sees the new tail must not free
+         * bulk space by an older one (both only ever grow) */
+        chan->bulk_tail = rx->bulk_tail;
+        chan->tail      = rx->pos;
+        rx->published   = rx->pos;
+        cxl_coh_writeback(iface->coh, (const void*)&chan->tail, UCT_CXL_LINE);
+    }
+    return count;
+}
+
+/* Grow the polled ranges to the channels senders claimed: all claim lines
+ * (contiguous) in one invalidate. */
+void uct_cxl_iface_poll_claims(uct_cxl_iface_t *iface)
+{
+    uct_cxl_block_claim_t *claims = uct_cxl_block_claims(iface->block, 0);
+    unsigned host;
+
+    cxl_coh_invalidate(iface->coh, claims,
+                       iface->num_hosts * sizeof(*claims));
+    for (host = 0; host < iface->num_hosts; ++host) {
+        iface->active[host] = ucs_min(claims[host].num_claimed,
+                                      iface->per_host);
+    }
+}
+
+/*
+ * sw mode: the record line at the read position of every polled channel,
+ * invalidated together (and their loads started), so that looking at n
+ * channels costs about one memory round trip instead of n;
+ * uct_cxl_iface_poll_chan then looks at them without invalidating again.
+ */
+static void uct_cxl_iface_fetch_heads(uct_cxl_iface_t *iface)
+{
+    uint64_t mask = iface->block->ring_size - 1;
+    const void *lines[UCT_CXL_POLL_BATCH];
+    uct_cxl_rx_chan_t *rxs[UCT_CXL_POLL_BATCH];
+    unsigned host, i, j, n = 0;
+    uct_cxl_rx_chan_t *rx;
+    unsigned idx;
+
+    for (host = 0; host < iface->num_hosts; ++host) {
+        for (i = 0; i < iface->active[host]; ++i) {
+            idx = host * iface->per_host + i;
+            rx  = &iface->rx[idx];
+            if (rx->head_fresh) {
+                continue;
+            }
+            lines[n] = uct_cxl_chan_ring(uct_cxl_block_chan(iface->block, idx)) +
+                       (rx->pos & mask);
+            rxs[n++] = rx;
+            if (n == UCT_CXL_POLL_BATCH) {
+                cxl_coh_invalidate_lines(iface->coh, lines, n);
+                for (j = 0; j < n; ++j) {
+                    rxs[j]->head_fresh = 1;
+                }
+                n = 0;
+            }
+        }
+    }
+    if (n > 0) {
+        cxl_coh_invalidate_lines(iface->coh, lines, n);
+        for (j = 0; j < n; ++j) {
+            rxs[j]->head_fresh = 1;
+        }
+    }
+}
+
+/*
+ * Deliver what the channels of this interface hold, each record to the
+ * layer its type names (iface->rx_ops); returns how many were delivered.
+ */
+unsigned uct_cxl_chan_poll(uct_cxl_iface_t *iface)
+{
+    unsigned count = 0, host, i, first;
+
+    if (ucs_unlikely(iface->block->armed)) {
+        iface->block->armed = 0; /* awake: senders need not signal */
+        cxl_coh_writeback(iface->coh, iface->block, UCT_CXL_LINE);
+    }
+
+    /* senders raise num_claimed once per pair of interfaces: look every
+     * UCT_CXL_CLAIM_POLL calls (and before sleeping, uct_cxl_iface_has_rx) */
+    if (ucs_unlikely(--iface->claim_poll == 0)) {
+        iface->claim_poll = UCT_CXL_CLAIM_POLL;
+        uct_cxl_iface_poll_claims(iface);
+    }
+
+    if (iface->coh == CXL_COH_SW) {
+        uct_cxl_iface_fetch_heads(iface);
+    }
+    for (host = 0; host < iface->num_hosts; ++host) {
+        first = host * iface->per_host;
+        for (i = 0; i < iface->active[host]; ++i) {
+            count += uct_cxl_iface_poll_chan(iface, first + i, iface->max_poll);
+        }
+    }
+    return count;
+}

@@ -1,0 +1,180 @@
+/*
+ * The channel layer, sender side (inline, for the data path of the active
+ * messages and of the owner-executed operations): room, peer checks,
+ * reserve, publish.  Exported entry points and the receive side (poll,
+ * deliver by record type) are in cxl_chan.c; the layout of a channel in
+ * cxl_channel.h; doc/design/am-channels.md describes the protocol.
+ */
+#ifndef UCT_CXL_CHAN_H
+#define UCT_CXL_CHAN_H
+
+#include "cxl_iface.h"
+
+#include <ucs/time/time.h>
+#include <string.h>
+
+/* Test-only fault injection (UCX_CXL_TEST_SKIP_WRITEBACK=record): leave
+ * out the write-back of record bodies, to prove that the non-coherent
+ * emulator catches a missing flush. */
+extern int uct_cxl_test_skip_record_wb;
+
+/* sw mode: re-read the receiver's header line when its interval is up
+ * (the clock is read first: a check covers sends until then + interval) */
+static UCS_F_ALWAYS_INLINE void uct_cxl_tx_peer_refresh(uct_cxl_iface_t *iface,
+                                                        uct_cxl_tx_t *tx)
+{
+    ucs_time_t now = ucs_get_time();
+
+    if (now >= tx->check_due) {
+        cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
+        tx->check_due = now + tx->check_interval;
+    }
+}
+
+/* Room for a record of up to max_length payload bytes, plus the filler. */
+static UCS_F_ALWAYS_INLINE uint64_t uct_cxl_tx_need(uct_cxl_tx_t *tx,
+                                                    uint32_t max_length)
+{
+    uint64_t rec  = uct_cxl_rec_size(max_length);
+    uint64_t left = (tx->ring_mask + 1) - (tx->head & tx->ring_mask);
+
+    return (rec > left) ? rec + left : rec;
+}
+
+static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish(uct_cxl_tx_t *tx,
+                                                   cxl_coh_mode_t coh,
+                                                   uct_cxl_rec_t *rec,
+                                                   uint64_t size)
+{
+    /* body (and header fields) first, then the sequence number */
+    if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
+        cxl_coh_publish(coh, rec, size);
+    }
+    __atomic_store_n(&rec->seq, tx->seq, __ATOMIC_RELEASE);
+    /* before the line is written back: the fence of the signal then waits
+     * for this store only, not for a write-back in flight */
+    uct_cxl_tx_signal(tx);
+    cxl_coh_writeback(coh, rec, UCT_CXL_LINE);
+    tx->head += size;
+    tx->seq++;
+    /*
+     * Producer line: where a later owner of the channel continues.  It is
+     * stored at release, and here only every half ring, so that an owner
+     * taking over from a dead one has less than a lap of records to walk
+     * (uct_cxl_tx_claim).  Each store is written back at once: this host
+     * never keeps a dirty line of the peer's block, which a later flush
+     * (or an eviction) would write over the memory after it was reused.
+     */
+    if (ucs_unlikely(tx->head - tx->chan_head >= (tx->ring_mask + 1) / 2)) {
+        uct_cxl_tx_store_position(tx, coh);
+    }
+}
+
+/*
+ * sw mode: a record staged whole at stage (header, payload, zeroes up to
+ * the end of its last line) into the ring at rec, and published, with
+ * non-temporal stores of whole lines only (cxl_coh_copy): no line of the
+ * ring is read for ownership (the receiver keeps invalidating them), none
+ * is left in the cache, and no line is written in part.  First the whole
+ * record with a sequence number that is not the one expected, fence, then
+ * its first line again with the right one.  The two writes of the first
+ * line differ only in that word, so a reader that catches the line half
+ * written sees a body that is right either way.
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_tx_stream(uct_cxl_tx_t *tx, cxl_coh_mode_t coh, uct_cxl_rec_t *rec,
+                  uct_cxl_rec_t *stage)
+{
+    uint64_t size = uct_cxl_rec_ring_size(stage);
+
+    stage->seq = ~tx->seq;
+    if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
+        cxl_coh_copy(coh, rec, stage, size);
+    } else {
+        memcpy(rec, stage, size);
+    }
+    cxl_coh_fence(coh);
+    stage->seq = tx->seq;
+    cxl_coh_copy(coh, rec, stage, UCT_CXL_LINE);
+    uct_cxl_tx_signal(tx);
+    tx->head += size;
+    tx->seq++;
+    if (ucs_unlikely(tx->head - tx->chan_head >= (tx->ring_mask + 1) / 2)) {
+        uct_cxl_tx_store_position(tx, coh);
+    }
+}
+
+/* ... the header of the staged record, and zeroes after its payload up to
+ * the end of the line (nothing of an earlier message leaks into the ring) */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_tx_stage(uct_cxl_rec_t *stage, uint8_t id, uint32_t length)
+{
+    stage->am_id     = id;
+    stage->flags     = 0;
+    stage->reserved  = 0;
+    stage->length    = length;
+    stage->reserved2 = 0;
+    memset(UCS_PTR_BYTE_OFFSET(stage + 1, length), 0,
+           uct_cxl_rec_size(length) - UCT_CXL_REC_HDR - length);
+}
+
+/* Reserve a record; writes a filler first if it would wrap. */
+static UCS_F_ALWAYS_INLINE uct_cxl_rec_t *
+uct_cxl_tx_reserve(uct_cxl_tx_t *tx, cxl_coh_mode_t coh, uint32_t max_length)
+{
+    uint64_t left = (tx->ring_mask + 1) - (tx->head & tx->ring_mask);
+    uct_cxl_rec_t *rec;
+
+    if (ucs_unlikely(uct_cxl_rec_size(max_length) > left)) {
+        rec         = (uct_cxl_rec_t*)(tx->ring + (tx->head & tx->ring_mask));
+        rec->am_id  = 0;
+        rec->flags  = UCT_CXL_REC_PAD;
+        rec->length = (uint32_t)(left - UCT_CXL_REC_HDR);
+        uct_cxl_tx_publish(tx, coh, rec, left);
+    }
+    return (uct_cxl_rec_t*)(tx->ring + (tx->head & tx->ring_mask));
+}
+
+/* What every record of an endpoint passes before it is reserved: the
+ * endpoint and the channel alive, no overtaking, room, the receiver's block
+ * still the one connected to. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_cxl_chan_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
+                   uint32_t max_length)
+{
+    uct_cxl_tx_t *tx = ep->tx;
+
+    if (ucs_unlikely(ep->failed || tx->failed)) {
+        uct_cxl_ep_set_failed(ep);
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    /* no overtaking: with requests queued, only their dispatch may send,
+     * and nothing passes a put that is still being streamed or moved */
+    if (ucs_unlikely((!ucs_arbiter_group_is_empty(&ep->arb_group) &&
+                      !ep->in_pending) || uct_cxl_ep_held(ep))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    if (ucs_unlikely(!uct_cxl_tx_has_resources(iface, tx,
+                                               uct_cxl_tx_need(tx, max_length)))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    /*
+     * Never write into a block its owner gave up: it may already belong to
+     * a new interface, so the id counts, not just the magic.  In sw mode
+     * the receiver's close is invisible to a cached copy, so the header
+     * line is re-read from memory at least every peer_check_us; the
+     * receiver frees its block only twice that long after its close.
+     */
+    if (iface->coh == CXL_COH_SW) {
+        uct_cxl_tx_peer_refresh(iface, tx);
+    }
+    if (ucs_unlikely((tx->peer->magic != UCT_CXL_BLOCK_MAGIC) ||
+                     (tx->peer->iface_id != tx->peer_id))) {
+        tx->failed = 1;
+        uct_cxl_ep_set_failed(ep);
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    return UCS_OK;
+}
+
+#endif
