@@ -105,20 +105,6 @@ ucs_status_t uct_cxl_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     return UCS_OK;
 }
 
-/* The record's payload for a message at bulk position start; the message
- * then holds the bulk ring up to its end. */
-static UCS_F_ALWAYS_INLINE void
-uct_cxl_bulk_describe(uct_cxl_tx_t *tx, uint64_t start, size_t length,
-                      uct_cxl_rec_bulk_t *desc)
-{
-    desc->offset   = tx->bulk_offset + (start & tx->bulk_mask);
-    desc->bulk_end = ucs_align_up_pow2(start + length, UCT_CXL_LINE);
-    tx->bulk_head  = desc->bulk_end;
-    if (ucs_unlikely(tx->bulk_rec0 == UINT64_MAX)) {
-        tx->bulk_rec0 = tx->head; /* where this record goes */
-    }
-}
-
 /*
  * sw mode, through the bulk ring: packed aside like the inline am_bcopy,
  * then the payload goes into the bulk ring with non-temporal stores and

@@ -275,25 +275,67 @@ ucs_status_t uct_cxl_ep_send_check(uct_cxl_ep_t *ep, uint32_t max_length)
     return uct_cxl_chan_check(ep, uct_cxl_ep_iface(ep), max_length);
 }
 
+/*
+ * Room for an operation record of max_length payload bytes.  A large one
+ * goes into the bulk ring when the channel has one (the first takes one):
+ * the owner's answers and the chunks of a put stream a bulk ring's worth
+ * per progress turn of the peer, not a receive ring's.
+ */
 int uct_cxl_tx_room(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
                     uint32_t max_length)
 {
-    return uct_cxl_tx_has_resources(iface, tx, uct_cxl_tx_need(tx, max_length));
+    if (!uct_cxl_tx_has_resources(iface, tx, uct_cxl_tx_need(tx, max_length))) {
+        return 0;
+    }
+    if (max_length <= UCT_CXL_BULK_MIN_LENGTH) {
+        return 1;
+    }
+    if (tx->bulk == NULL) {
+        uct_cxl_bulk_attach(iface, tx);
+    }
+    return (tx->bulk == NULL) || uct_cxl_bulk_has_room(iface, tx, max_length);
 }
 
-uct_cxl_rec_t *uct_cxl_tx_reserve_rec(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
-                                      uint32_t max_length)
+/* Where to write an operation record's payload of length bytes (room
+ * checked), then uct_cxl_tx_commit_op(). */
+void *uct_cxl_tx_reserve_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                            uint32_t length)
 {
-    return uct_cxl_tx_reserve(tx, iface->coh, max_length);
+    if ((length > UCT_CXL_BULK_MIN_LENGTH) && (tx->bulk != NULL) &&
+        uct_cxl_bulk_has_room(iface, tx, length)) {
+        tx->op_rec   = NULL;
+        tx->op_start = uct_cxl_bulk_start(tx, length);
+        return tx->bulk + (tx->op_start & tx->bulk_mask);
+    }
+    tx->op_rec = uct_cxl_tx_reserve(tx, iface->coh, length);
+    return tx->op_rec + 1;
 }
 
 void uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
-                          uct_cxl_rec_t *rec, uint32_t length)
+                          void *payload, uint32_t length)
 {
+    uct_cxl_rec_t *rec = tx->op_rec;
+
+    if (rec != NULL) {
+        rec->am_id  = 0;
+        rec->flags  = UCT_CXL_REC_OP;
+        rec->length = length;
+        uct_cxl_tx_publish(tx, iface->coh, rec, uct_cxl_rec_size(length));
+        return;
+    }
+
+    /* in the bulk ring: ordered before the record by its publish */
+    if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
+        cxl_coh_writeback(iface->coh, payload, length);
+    }
+    rec = uct_cxl_tx_reserve(tx, iface->coh, sizeof(uct_cxl_rec_bulk_t));
+    uct_cxl_bulk_describe(tx, tx->op_start, length,
+                          (uct_cxl_rec_bulk_t*)(rec + 1));
     rec->am_id  = 0;
-    rec->flags  = UCT_CXL_REC_OP;
+    rec->flags  = UCT_CXL_REC_OP | UCT_CXL_REC_BULK;
     rec->length = length;
-    uct_cxl_tx_publish(tx, iface->coh, rec, uct_cxl_rec_size(length));
+    uct_cxl_tx_publish(tx, iface->coh, rec,
+                       uct_cxl_rec_size(sizeof(uct_cxl_rec_bulk_t)));
 }
 
 /*
@@ -368,7 +410,11 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
             data = iface->pool->base + desc->offset;
             cxl_coh_invalidate(iface->coh, data, rec->length);
             rx->bulk_tail = desc->bulk_end;
-            iface->rx_ops->am(iface, rec->am_id, data, rec->length);
+            if (rec->flags & UCT_CXL_REC_OP) {
+                iface->rx_ops->op(iface, index, data, rec->length);
+            } else {
+                iface->rx_ops->am(iface, rec->am_id, data, rec->length);
+            }
             ++count;
         } else if (rec->flags & UCT_CXL_REC_OP) {
             uct_cxl_rx_fetch_body(iface, rec, size);

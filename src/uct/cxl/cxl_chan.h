@@ -10,6 +10,7 @@
 
 #include "cxl_iface.h"
 
+#include <ucs/sys/math.h>
 #include <ucs/time/time.h>
 #include <string.h>
 
@@ -175,6 +176,20 @@ uct_cxl_chan_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
         return UCS_ERR_CONNECTION_RESET;
     }
     return UCS_OK;
+}
+
+/* The record's payload for a message at bulk position start; the message
+ * then holds the bulk ring up to its end. */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_bulk_describe(uct_cxl_tx_t *tx, uint64_t start, size_t length,
+                      uct_cxl_rec_bulk_t *desc)
+{
+    desc->offset   = tx->bulk_offset + (start & tx->bulk_mask);
+    desc->bulk_end = ucs_align_up_pow2(start + length, UCT_CXL_LINE);
+    tx->bulk_head  = desc->bulk_end;
+    if (ucs_unlikely(tx->bulk_rec0 == UINT64_MAX)) {
+        tx->bulk_rec0 = tx->head; /* where this record goes */
+    }
 }
 
 #endif

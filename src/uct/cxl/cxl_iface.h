@@ -160,6 +160,8 @@ typedef struct uct_cxl_tx {
     uint64_t             bulk_mask;  /* its size - 1 */
     uint64_t             bulk_head;  /* position after the last payload */
     uint64_t             bulk_cached_tail;
+    uct_cxl_rec_t       *op_rec;     /* reserved operation record, NULL: */
+    uint64_t             op_start;   /* ... its payload at this bulk position */
     uint64_t             bulk_rec0;  /* ring position of the first bulk
                                       * record, UINT64_MAX: none yet */
     int                  bulk_failed; /* no pool space: payloads go inline */
@@ -261,10 +263,10 @@ int            uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
 ucs_status_t   uct_cxl_ep_send_check(uct_cxl_ep_t *ep, uint32_t max_length);
 int            uct_cxl_tx_room(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
                                uint32_t max_length);
-uct_cxl_rec_t *uct_cxl_tx_reserve_rec(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
-                                      uint32_t max_length);
+void          *uct_cxl_tx_reserve_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                                     uint32_t length);
 void           uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
-                                    uct_cxl_rec_t *rec, uint32_t length);
+                                    void *payload, uint32_t length);
 void           uct_cxl_iface_poll_claims(uct_cxl_iface_t *iface);
 unsigned       uct_cxl_chan_poll(uct_cxl_iface_t *iface);
 

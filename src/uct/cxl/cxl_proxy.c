@@ -213,14 +213,14 @@ static void uct_cxl_proxy_emit(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
                                uint32_t data_len)
 {
     size_t hdr_len = uct_cxl_proxy_hdr_len(hdr, data_len);
-    uct_cxl_rec_t *rec;
+    void *payload;
 
-    rec = uct_cxl_tx_reserve_rec(iface, tx, hdr_len + data_len);
-    memcpy(rec + 1, hdr, hdr_len);
+    payload = uct_cxl_tx_reserve_op(iface, tx, hdr_len + data_len);
+    memcpy(payload, hdr, hdr_len);
     if (data_len > 0) {
-        memcpy(UCS_PTR_BYTE_OFFSET(rec + 1, hdr_len), data, data_len);
+        memcpy(UCS_PTR_BYTE_OFFSET(payload, hdr_len), data, data_len);
     }
-    uct_cxl_tx_commit_op(iface, tx, rec, hdr_len + data_len);
+    uct_cxl_tx_commit_op(iface, tx, payload, hdr_len + data_len);
 }
 
 /* ... an operation of the endpoint: its flush waits until it executed */
