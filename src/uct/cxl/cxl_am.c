@@ -157,7 +157,6 @@ static ssize_t uct_cxl_ep_am_bcopy_bulk(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface
                                         void *arg)
 {
     uct_cxl_tx_t *tx = ep->tx;
-    uct_cxl_rec_bulk_t *desc;
     uct_cxl_rec_t *rec;
     ucs_status_t status;
     uint64_t start;
@@ -188,19 +187,10 @@ static ssize_t uct_cxl_ep_am_bcopy_bulk(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface
         return length;
     }
 
-    /* the payload is ordered before the record by the record's publish */
-    if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
-        cxl_coh_writeback(iface->coh, payload, length);
-    }
-    desc = (uct_cxl_rec_bulk_t*)(rec + 1);
-    uct_cxl_bulk_describe(tx, start, length, desc);
-    rec->am_id  = id;
-    rec->flags  = UCT_CXL_REC_BULK;
-    rec->length = (uint32_t)length;
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, payload,
                        length, "TX: AM_BCOPY (bulk)");
-    uct_cxl_tx_publish(tx, iface->coh, rec,
-                       uct_cxl_rec_size(sizeof(uct_cxl_rec_bulk_t)));
+    uct_cxl_tx_publish_bulk(tx, iface->coh, rec, start, payload,
+                            (uint32_t)length, id, 0);
     return length;
 }
 
@@ -248,6 +238,7 @@ ssize_t uct_cxl_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     }
     return length;
 }
+
 /* An active message the channel layer found: the data is valid only
  * inside the call (no UCT_CB_PARAM_FLAG_DESC), UCP copies what it keeps. */
 void uct_cxl_am_deliver(uct_cxl_iface_t *iface, uint8_t am_id, void *data,

@@ -90,9 +90,7 @@ static void uct_cxl_bulk_free(uct_cxl_iface_t *iface, uint64_t offset)
 static int uct_cxl_bulk_unused(uct_cxl_iface_t *iface,
                                const uct_cxl_bulk_retired_t *r)
 {
-    cxl_coh_invalidate(iface->coh, r->peer, UCT_CXL_LINE);
-    if ((r->peer->magic != UCT_CXL_BLOCK_MAGIC) ||
-        (r->peer->iface_id != r->peer_id)) {
+    if (!uct_cxl_block_is_open(iface->coh, r->peer, r->peer_id)) {
         return 1;
     }
     cxl_coh_invalidate(iface->coh, (const void*)&r->chan->tail, UCT_CXL_LINE);

@@ -233,9 +233,7 @@ void uct_cxl_tx_put(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
  * one cached line, cheap enough for every flush. */
 int uct_cxl_tx_peer_open(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
 {
-    cxl_coh_invalidate(iface->coh, tx->peer, UCT_CXL_LINE);
-    return (tx->peer->magic == UCT_CXL_BLOCK_MAGIC) &&
-           (tx->peer->iface_id == tx->peer_id);
+    return uct_cxl_block_is_open(iface->coh, tx->peer, tx->peer_id);
 }
 
 /* ... and its process is alive (pid check or lease: a system call, so
@@ -324,18 +322,9 @@ void uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
         return;
     }
 
-    /* in the bulk ring: ordered before the record by its publish */
-    if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
-        cxl_coh_writeback(iface->coh, payload, length);
-    }
     rec = uct_cxl_tx_reserve(tx, iface->coh, sizeof(uct_cxl_rec_bulk_t));
-    uct_cxl_bulk_describe(tx, tx->op_start, length,
-                          (uct_cxl_rec_bulk_t*)(rec + 1));
-    rec->am_id  = 0;
-    rec->flags  = UCT_CXL_REC_OP | UCT_CXL_REC_BULK;
-    rec->length = length;
-    uct_cxl_tx_publish(tx, iface->coh, rec,
-                       uct_cxl_rec_size(sizeof(uct_cxl_rec_bulk_t)));
+    uct_cxl_tx_publish_bulk(tx, iface->coh, rec, tx->op_start, payload, length,
+                            0, UCT_CXL_REC_OP);
 }
 
 /*

@@ -192,4 +192,24 @@ uct_cxl_bulk_describe(uct_cxl_tx_t *tx, uint64_t start, size_t length,
     }
 }
 
+/*
+ * Publish the record at rec that announces a payload already in the bulk
+ * ring at position start: the payload's write-back is ordered before the
+ * record by the record's own publish.
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_tx_publish_bulk(uct_cxl_tx_t *tx, cxl_coh_mode_t coh, uct_cxl_rec_t *rec,
+                        uint64_t start, const void *payload, uint32_t length,
+                        uint8_t am_id, uint8_t flags)
+{
+    if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
+        cxl_coh_writeback(coh, payload, length);
+    }
+    uct_cxl_bulk_describe(tx, start, length, (uct_cxl_rec_bulk_t*)(rec + 1));
+    rec->am_id  = am_id;
+    rec->flags  = flags | UCT_CXL_REC_BULK;
+    rec->length = length;
+    uct_cxl_tx_publish(tx, coh, rec, uct_cxl_rec_size(sizeof(uct_cxl_rec_bulk_t)));
+}
+
 #endif

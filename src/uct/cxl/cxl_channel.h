@@ -130,6 +130,16 @@ static inline uint32_t uct_cxl_chan_first_seq(uint64_t iface_id,
     return ((uint32_t)x != 0) ? (uint32_t)x : 1;
 }
 
+/* The block at hdr is still interface iface_id's (its header line read
+ * from memory). */
+static inline int uct_cxl_block_is_open(cxl_coh_mode_t coh,
+                                        uct_cxl_block_hdr_t *hdr,
+                                        uint64_t iface_id)
+{
+    cxl_coh_invalidate(coh, hdr, UCT_CXL_LINE);
+    return (hdr->magic == UCT_CXL_BLOCK_MAGIC) && (hdr->iface_id == iface_id);
+}
+
 /* Claim line of host range 'host'. */
 static inline uct_cxl_block_claim_t *
 uct_cxl_block_claims(uct_cxl_block_hdr_t *hdr, unsigned host)
