@@ -1,6 +1,8 @@
 #include "cxl_uct_util.h"
 
 #include <atomic>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <errno.h>
 #include <fstream>
 #include <sstream>
@@ -629,6 +631,32 @@ void cxl_target_test::close_target()
     }
     m_s1.close();
     m_s2.close();
+}
+
+pool_map::pool_map(const std::string &path)
+{
+    int fd = open(path.c_str(), O_RDWR);
+    void *map;
+    off_t size;
+
+    if (fd < 0) {
+        return;
+    }
+    size = lseek(fd, 0, SEEK_END);
+    map  = (size > 0) ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                             fd, 0) : MAP_FAILED;
+    close(fd);
+    if (map != MAP_FAILED) {
+        m_base = (uint8_t*)map;
+        m_size = (uint64_t)size;
+    }
+}
+
+pool_map::~pool_map()
+{
+    if (m_base != nullptr) {
+        munmap(m_base, m_size);
+    }
 }
 
 } // namespace cxluct

@@ -195,6 +195,26 @@ private:
     bool        m_had;
 };
 
+/*
+ * The whole pool file mapped shared in the test, for tests that play a
+ * peer writing into an interface's block behind the transport's back.
+ */
+class pool_map {
+public:
+    explicit pool_map(const std::string &path);
+    ~pool_map();
+    pool_map(const pool_map&) = delete;
+    pool_map &operator=(const pool_map&) = delete;
+
+    bool     ok() const { return m_base != nullptr; }
+    void    *at(uint64_t offset) const { return m_base + offset; }
+    uint64_t size() const { return m_size; }
+
+private:
+    uint8_t *m_base = nullptr;
+    uint64_t m_size = 0;
+};
+
 /* The transport's interface address (uct_cxl_iface_addr_t). */
 struct iface_addr {
     uint64_t block_offset;

@@ -7,8 +7,6 @@
 #include "../../../src/uct/cxl/cxl_channel.h"
 
 #include <map>
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 using namespace cxluct;
@@ -281,14 +279,9 @@ void cxl_am::stale_record()
     memcpy(&addr, r.iface_addr.data(), sizeof(addr));
 
     /* what a late sender of an earlier life of this block would write */
-    int fd = open(m_path.c_str(), O_RDWR);
-    ASSERT_GE(fd, 0) << m_path;
-    off_t size = lseek(fd, 0, SEEK_END);
-    void *map  = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    ASSERT_NE(MAP_FAILED, map);
-    uct_cxl_block_hdr_t *hdr = (uct_cxl_block_hdr_t*)((uint8_t*)map +
-                                                      addr.block_offset);
+    pool_map map(m_path);
+    ASSERT_TRUE(map.ok()) << m_path;
+    uct_cxl_block_hdr_t *hdr = (uct_cxl_block_hdr_t*)map.at(addr.block_offset);
     ASSERT_EQ(addr.id, hdr->iface_id);
     uct_cxl_rec_t *rec = (uct_cxl_rec_t*)
             uct_cxl_chan_ring(uct_cxl_block_chan(hdr, 0));
@@ -303,7 +296,6 @@ void cxl_am::stale_record()
         uct_worker_progress(r.worker);
     }
     EXPECT_EQ(0u, m_recv.size() + m_bad) << "a stale record was delivered";
-    munmap(map, size);
 
     /* the channel's own sender is not disturbed */
     m_recv.clear();

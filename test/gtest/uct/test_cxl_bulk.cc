@@ -5,8 +5,6 @@
 #include "cxl_uct_util.h"
 #include "../../../src/uct/cxl/cxl_channel.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 using namespace cxluct;
@@ -276,14 +274,9 @@ TEST_F(cxl_bulk, record_pointing_outside_the_heap_is_refused)
     ASSERT_FALSE(HasFatalFailure());
     memcpy(&addr, r.iface_addr.data(), sizeof(addr));
 
-    int fd = open(m_path.c_str(), O_RDWR);
-    ASSERT_GE(fd, 0) << m_path;
-    off_t size = lseek(fd, 0, SEEK_END);
-    void *map  = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    ASSERT_NE(MAP_FAILED, map);
-    uct_cxl_block_hdr_t *hdr = (uct_cxl_block_hdr_t*)((uint8_t*)map +
-                                                      addr.block_offset);
+    pool_map map(m_path);
+    ASSERT_TRUE(map.ok()) << m_path;
+    uct_cxl_block_hdr_t *hdr = (uct_cxl_block_hdr_t*)map.at(addr.block_offset);
     uct_cxl_chan_ctl_t *chan = uct_cxl_block_chan(hdr, 0);
     uct_cxl_rec_t *rec       = (uct_cxl_rec_t*)uct_cxl_chan_ring(chan);
     uct_cxl_rec_bulk_t *desc = (uct_cxl_rec_bulk_t*)(rec + 1);
@@ -293,7 +286,7 @@ TEST_F(cxl_bulk, record_pointing_outside_the_heap_is_refused)
     rec->am_id     = AM_ID;
     rec->flags     = UCT_CXL_REC_BULK;
     rec->length    = 4096;
-    desc->offset   = (uint64_t)size - 100; /* runs past the end */
+    desc->offset   = map.size() - 100; /* runs past the end */
     desc->bulk_end = 4096;
     {
         hide_errors hide;
@@ -308,5 +301,4 @@ TEST_F(cxl_bulk, record_pointing_outside_the_heap_is_refused)
         EXPECT_TRUE(said) << "no error about the record";
     }
     EXPECT_EQ(0u, m_recv + m_bad) << "a record outside the heap was delivered";
-    munmap(map, size);
 }
