@@ -59,6 +59,10 @@ DEB_PACKAGES=(
     libibverbs-dev librdmacm-dev
     valgrind openmpi-bin libopenmpi-dev
     gnuplot-nox
+    # strace: the byte counts of run-mpi-single-host.sh and the pods test
+    # (without it those checks are "not run"); python3 (/usr/bin/python3):
+    # perftest/report.py
+    strace python3
 )
 
 UCX_BIN_PKG=libucx0                       # the package whose version we match
