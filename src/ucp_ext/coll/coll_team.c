@@ -30,6 +30,7 @@ typedef struct {
     uint32_t host;
     uint32_t coh;
     uint64_t region;
+    uint64_t oneshot_max;   /* the algorithm choice must agree */
 } cxl_coll_oob_rec_t;
 
 void cxl_coll_team_params_init(cxl_coll_team_params_t *params)
@@ -191,6 +192,14 @@ static cxl_coll_status_t cxl_coll_team_validate(cxl_coll_team_t *team,
                                   (unsigned long long)r->region, team->rank,
                                   (unsigned long long)me->region);
         }
+        if (r->oneshot_max != me->oneshot_max) {
+            return cxl_coll_error(CXL_COLL_ERR_INVAL, "rank %d has "
+                                  "UCX_CXL_COLL_ONESHOT_MAX=%llu, rank %d %llu:"
+                                  " it must be equal", i,
+                                  (unsigned long long)r->oneshot_max,
+                                  team->rank,
+                                  (unsigned long long)me->oneshot_max);
+        }
         if ((r->part_len < r->region) || (r->part_off < team->heap_offset) ||
             (r->part_off > team->pool_size) ||
             (r->region > team->pool_size - r->part_off)) {
@@ -347,6 +356,7 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
     rec.rank    = team->rank;
     rec.size    = team->size;
     rec.region  = team->region;
+    rec.oneshot_max = team->cfg.oneshot_max;
 
     if (params->oob_allgather(params->oob_arg, &rec, recs, sizeof(rec)) != 0) {
         status = cxl_coll_error(CXL_COLL_ERR_OOB, "team creation: the "
