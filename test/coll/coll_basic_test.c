@@ -734,6 +734,27 @@ static int rank_timeout(cxl_th_rank_t *r)
 }
 
 /* ---- the parent ---- */
+/* The ranks' stderr of rank_inplace: shown if they failed, then removed. */
+static void inplace_logs(int np, int show)
+{
+    char path[300], line[512];
+    FILE *f;
+    int i;
+
+    for (i = 0; i < np; ++i) {
+        snprintf(path, sizeof(path), "/dev/shm/cxl-coll-test-%d-log%d",
+                 (int)getpid(), i);
+        f = show ? fopen(path, "r") : NULL;
+        while ((f != NULL) && fgets(line, sizeof(line), f)) {
+            printf("# rank %d: %s", i, line);
+        }
+        if (f != NULL) {
+            fclose(f);
+        }
+        unlink(path);
+    }
+}
+
 static int want(const char *sel, int argc, char **argv)
 {
     int i;
@@ -918,6 +939,7 @@ int main(int argc, char **argv)
     }
     if (want("inplace", argc, argv)) {
         failed = cxl_th_run(3, g_hw_spec, 0, rank_inplace, NULL, 60, NULL);
+        inplace_logs(3, failed != 0);
         cxl_th_check(failed == 0, "hw: pool-resident inputs read in place");
     }
     if (want("sw", argc, argv)) {
@@ -927,6 +949,7 @@ int main(int argc, char **argv)
         failed = cxl_th_run(2, g_sw_spec, 1, rank_b2b, NULL, 300, NULL);
         cxl_th_check(failed == 0, "sw: 3000 back-to-back collectives, 2 ranks");
         failed = cxl_th_run(3, g_sw_spec, 1, rank_inplace, NULL, 120, NULL);
+        inplace_logs(3, failed != 0);
         cxl_th_check(failed == 0, "sw: pool-resident inputs read in place");
         failed = cxl_th_run(5, g_sw_spec, 1, rank_types, NULL, 120, NULL);
         cxl_th_check(failed == 0, "sw: float32/int8 allreduce, 5 ranks");

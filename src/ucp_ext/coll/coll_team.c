@@ -266,6 +266,16 @@ static void cxl_coll_team_free(cxl_coll_team_t *team)
     free(team);
 }
 
+/* A saved last error without its "<strerror>: " prefix. */
+static const char *cxl_coll_team_detail(const char *msg,
+                                        cxl_coll_status_t status)
+{
+    const char *name = cxl_coll_strerror(status);
+    size_t n         = strlen(name);
+
+    return (!strncmp(msg, name, n) && (msg[n] == ':')) ? msg + n + 2 : msg;
+}
+
 cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
                                        cxl_coll_team_t **team_p)
 {
@@ -385,7 +395,8 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
         if (verdicts[team->rank] != CXL_COLL_OK) {
             /* the own reason, with its detail */
             status = (cxl_coll_status_t)verdicts[team->rank];
-            cxl_coll_error(status, "rank %d: %s", team->rank, detail);
+            cxl_coll_error(status, "rank %d: %s", team->rank,
+                           cxl_coll_team_detail(detail, status));
         } else {
             cxl_coll_error(status, "rank %d failed team creation (%s); this "
                            "rank found nothing wrong", i,
