@@ -11,6 +11,7 @@
  *   swline_oneway,64,<ns one way>
  *   swcopy_in,<size>,<MB/s>,<GB/s>          sw-mode copy into shared memory
  *   swcopy_out,<size>,<MB/s>,<GB/s>         sw-mode copy out of it
+ *   swinval,<size>,<MB/s>,<GB/s>            sw-mode invalidate of clean lines
  *
  * memcpy: one thread pinned to --cpu-a copies a SIZE buffer into another
  * SIZE buffer repeatedly for about --ms milliseconds (after one untimed
@@ -39,6 +40,8 @@
  * sender pays to publish SIZE bytes); swcopy_out is cxl_coh_invalidate() of
  * the SIZE bytes plus memcpy() out of them (what a receiver pays).  A
  * pipelined sw transfer can not run faster than the slower of the two.
+ * swinval is cxl_coh_invalidate() alone of SIZE bytes of lines held clean:
+ * what the owner of memory pays per byte another host puts into it.
  *
  * This program measures and prints; it never judges the numbers.
  *
@@ -269,7 +272,7 @@ static int run_pingpong(cxl_coh_mode_t mode, const char *name, long iters,
 static int run_swcopy(size_t size, double ms, int trials, double *vals)
 {
     uint8_t *src, *shm, *dst;
-    double in_mbs, out_mbs;
+    double in_mbs, out_mbs, inv_mbs;
 
     if (posix_memalign((void**)&src, 2u << 20, size) ||
         posix_memalign((void**)&shm, 2u << 20, size) ||
@@ -310,6 +313,23 @@ static int run_swcopy(size_t size, double ms, int trials, double *vals)
         vals[t] = (double)size * n / el / (1024.0 * 1024.0);
     }
     out_mbs = median(vals, trials);
+    /* swinval: cxl_coh_invalidate() alone of lines this core holds clean
+     * (it read them): what the owner of pool memory pays per byte a peer
+     * of another host puts into it, before the put completes */
+    for (int t = 0; t < trials; ++t) {
+        double el = 0;
+        long n = 0;
+        do {
+            double t0;
+            memcpy(dst, shm, size);
+            t0 = now_sec();
+            cxl_coh_invalidate(CXL_COH_SW, shm, size);
+            el += now_sec() - t0;
+            ++n;
+        } while (el * 1e3 < ms);
+        vals[t] = (double)size * n / el / (1024.0 * 1024.0);
+    }
+    inv_mbs = median(vals, trials);
     free(src);
     free(shm);
     free(dst);
@@ -317,6 +337,8 @@ static int run_swcopy(size_t size, double ms, int trials, double *vals)
            in_mbs * 1024.0 * 1024.0 / 1e9);
     printf("swcopy_out,%zu,%.1f,%.3f\n", size, out_mbs,
            out_mbs * 1024.0 * 1024.0 / 1e9);
+    printf("swinval,%zu,%.1f,%.3f\n", size, inv_mbs,
+           inv_mbs * 1024.0 * 1024.0 / 1e9);
     fflush(stdout);
     return 0;
 }

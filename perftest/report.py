@@ -200,8 +200,9 @@ swcopy = {}  # size -> (copy-in MB/s, copy-out MB/s)
 for (layer, fig, tl, var, unit), s in series.items():
     if layer == "limit" and fig.startswith("sw copy-in ") and s["median"]:
         out = med("limit", fig.replace("copy-in", "copy-out"), "machine", "-", "MB/s")
+        inv = med("limit", fig.replace("copy-in", "invalidate"), "machine", "-", "MB/s")
         if out:
-            swcopy[fig_size(fig)] = (s["median"], out)
+            swcopy[fig_size(fig)] = (s["median"], out, inv)
 
 
 def memcpy_at_or_above(size):
@@ -645,10 +646,20 @@ def sw_floor(fig, unit, hw):
                                 "one line one way", f3(sw_oneway_ns), f3(oneway_ns),
                                 f3(best)))
     if unit == "MB/s" and size in swcopy and hw:
-        cin, cout = swcopy[size]
-        lim = min(cin, cout)
-        return (" (limit: sw copy-in %s, copy-out %s MB/s at this size: at most "
-                "%s x hw)" % (f3(cin), f3(cout), f3(lim / hw)))
+        cin, cout, inv = swcopy[size]
+        if "ucp_put" in fig and inv:
+            # through the owner: it cleans the lines before (write-back and
+            # invalidate) and invalidates them after, two passes on its core
+            lim = min(cin, inv / 2)
+            how = "copy-in %s, owner's two invalidate passes %s" % (f3(cin), f3(inv / 2))
+        elif "ucp_get" in fig and inv:
+            # the owner cleans the lines, the reader invalidates and copies
+            lim = min(cout, inv)
+            how = "owner's clean %s, copy-out %s" % (f3(inv), f3(cout))
+        else:
+            lim = min(cin, cout)
+            how = "copy-in %s, copy-out %s" % (f3(cin), f3(cout))
+        return (" (limit: sw %s MB/s at this size: at most %s x hw)" % (how, f3(lim / hw)))
     return ""
 
 

@@ -1018,6 +1018,7 @@ for ((rep = 1; rep <= REPS; ++rep)); do
             swline_oneway) record "sw cacheline one-way" limit machine - "ns(p50)" lower "$rep" "$v1" ok "" ;;
             swcopy_in) record "sw copy-in $(fmt_size "$size")" limit machine - "MB/s" higher "$rep" "$v1" ok "" ;;
             swcopy_out) record "sw copy-out $(fmt_size "$size")" limit machine - "MB/s" higher "$rep" "$v1" ok "" ;;
+            swinval) record "sw invalidate $(fmt_size "$size")" limit machine - "MB/s" higher "$rep" "$v1" ok "" ;;
         esac
     done <"$base.out"
     ((rc == 0)) || msg "  FAILED limits r$rep (rc=$rc): $(head -n1 "$base.err")"

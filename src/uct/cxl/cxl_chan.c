@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 int uct_cxl_test_skip_record_wb = 0;
+int uct_cxl_line_atomic         = 0;
 
 /*
  * Taking over from a dead owner: the producer line holds its position as

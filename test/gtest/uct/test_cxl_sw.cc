@@ -924,6 +924,11 @@ TEST_F(cxl_sw_cost, short_message)
     EXPECT_LE(tx.c.writeback, 2ul * n);
     EXPECT_LE(tx.c.fence, 1ul * n);
     EXPECT_LE(tx.c.invalidate, 1ul);
+    if (cxl_coh_line_atomic()) {
+        /* one-line records: one atomic line store each, no fence */
+        EXPECT_EQ((unsigned long)n, tx.c.writeback);
+        EXPECT_EQ(0ul, tx.c.fence);
+    }
     /* receiver: each record line is fetched once (not again for its
      * body), the line after the last one once per progress call, and the
      * claim lines (one call for all hosts) only every CLAIM_POLL calls */
