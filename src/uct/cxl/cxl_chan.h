@@ -51,6 +51,19 @@ static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish(uct_cxl_tx_t *tx,
                                                    uct_cxl_rec_t *rec,
                                                    uint64_t size)
 {
+    uint64_t line[UCT_CXL_LINE / sizeof(uint64_t)];
+
+    if ((size == UCT_CXL_LINE) && (coh == CXL_COH_SW) && uct_cxl_line_atomic &&
+        ucs_likely(!uct_cxl_test_skip_record_wb)) {
+        /* one line: stored again whole with its sequence number, in one
+         * atomic store (see uct_cxl_tx_stream); the instruction drops the
+         * sender's cached copy of the line first */
+        __atomic_store_n(&rec->seq, tx->seq, __ATOMIC_RELAXED);
+        memcpy(line, rec, UCT_CXL_LINE);
+        cxl_coh_store_line(coh, rec, line);
+        uct_cxl_tx_signal(tx);
+        goto out;
+    }
     /* body (and header fields) first, then the sequence number */
     if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
         cxl_coh_publish(coh, rec, size);
@@ -60,6 +73,7 @@ static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish(uct_cxl_tx_t *tx,
      * for this store only, not for a write-back in flight */
     uct_cxl_tx_signal(tx);
     cxl_coh_writeback(coh, rec, UCT_CXL_LINE);
+out:
     tx->head += size;
     tx->seq++;
     /*
