@@ -1,13 +1,8 @@
 /*
  * test_coll_reduce [--bench [BYTES]] - the reduction kernels of libcxl_coll
- * (cxl_coll_reduce_apply) against a reference of this file's own.
- *
- * The reference is written differently on purpose: integers in __int128
- * from sign- or zero-extended operands, then truncated; float32 in double
- * and float64 in __float128, then rounded once (both carry more than twice
- * the precision plus two bits, so that is the correctly rounded result);
- * float16/bfloat16 decoded to double with ldexp, operated on, and encoded
- * with an explicit round-to-nearest-even on the scaled significand.
+ * (cxl_coll_reduce_apply) against the tests' own reference arithmetic
+ * (coll_ref.c: integers in __int128, float32 in double, float64 in
+ * __float128, float16/bfloat16 through double with an explicit rounding).
  *
  * Checked: every dtype x supported op x count (0, 1, 7, 1000, 65539) x
  * aliasing (dst distinct, dst == a, dst == b, dst == a == b), through the
@@ -21,6 +16,7 @@
  * Ends with "test_coll_reduce: N checks, N failed"; exit 1 on failure.
  */
 #include "coll_reduce.h"
+#include "coll_ref.h"
 
 #include <float.h>
 #include <math.h>
@@ -61,240 +57,6 @@ static void test_check(int ok, const char *what)
     }
 }
 
-/* ---- reference: 16-bit floats through double ---- */
-
-typedef struct {
-    int mbits;  /* stored mantissa bits */
-    int ebits;
-} test_fmt_t;
-
-static const test_fmt_t test_fmt_f16  = {10, 5};
-static const test_fmt_t test_fmt_bf16 = {7, 8};
-
-static int test_fmt_bias(test_fmt_t f)
-{
-    return (1 << (f.ebits - 1)) - 1;
-}
-
-static int test_fmt_isnan(test_fmt_t f, uint32_t bits)
-{
-    uint32_t e = (bits >> f.mbits) & ((1u << f.ebits) - 1);
-
-    return (e == (1u << f.ebits) - 1) && (bits & ((1u << f.mbits) - 1));
-}
-
-static double test_decode(test_fmt_t f, uint32_t bits)
-{
-    uint32_t emask = (1u << f.ebits) - 1;
-    uint32_t e     = (bits >> f.mbits) & emask;
-    uint32_t m     = bits & ((1u << f.mbits) - 1);
-    double   s     = (bits >> (f.mbits + f.ebits)) & 1 ? -1.0 : 1.0;
-    int      bias  = test_fmt_bias(f);
-
-    if (e == emask) {
-        return m ? NAN : s * INFINITY;
-    }
-    if (e == 0) {
-        return s * ldexp((double)m, 1 - bias - f.mbits);
-    }
-    return s * ldexp((double)((1u << f.mbits) + m), (int)e - bias - f.mbits);
-}
-
-/* nearest representable, ties to even; v must not be NaN */
-static uint32_t test_encode(test_fmt_t f, double v)
-{
-    int      bias  = test_fmt_bias(f);
-    int      emin  = 1 - bias;
-    uint32_t sign  = signbit(v) ? 1u << (f.mbits + f.ebits) : 0;
-    uint32_t inf   = sign | (((1u << f.ebits) - 1) << f.mbits);
-    double   a     = fabs(v), n, frac, one = ldexp(1.0, f.mbits);
-    int      e;
-
-    if (isinf(a)) {
-        return inf;
-    }
-    if (a == 0) {
-        return sign;
-    }
-    frexp(a, &e);
-    e -= 1;                               /* a in [2^e, 2^(e+1)) */
-    if (e < emin) {
-        e = emin;
-    }
-    n    = ldexp(a, f.mbits - e);         /* significand in quanta: exact */
-    frac = n - floor(n);
-    n    = floor(n);
-    if ((frac > 0.5) || ((frac == 0.5) && (fmod(n, 2.0) == 1.0))) {
-        n += 1;
-    }
-    if (n == 2 * one) {                   /* rounded up to the next binade */
-        n  = one;
-        e += 1;
-    }
-    if (n < one) {                        /* subnormal (e == emin) */
-        return sign | (uint32_t)n;
-    }
-    if (e > bias) {
-        return inf;
-    }
-    return sign | ((uint32_t)(e + bias) << f.mbits) | (uint32_t)(n - one);
-}
-
-/* ---- reference: one element of every dtype/op ---- */
-
-static int test_dtype_is_int(cxl_coll_dtype_t dt)
-{
-    return dt <= CXL_COLL_UINT64;
-}
-
-static int test_dtype_is_signed(cxl_coll_dtype_t dt)
-{
-    return (dt == CXL_COLL_INT8) || (dt == CXL_COLL_INT16) ||
-           (dt == CXL_COLL_INT32) || (dt == CXL_COLL_INT64);
-}
-
-static uint64_t test_load_bits(const void *p, size_t size)
-{
-    switch (size) {
-    case 1: return *(const uint8_t*)p;
-    case 2: return *(const uint16_t*)p;
-    case 4: return *(const uint32_t*)p;
-    default: return *(const uint64_t*)p;
-    }
-}
-
-static void test_store_bits(void *p, size_t size, uint64_t v)
-{
-    switch (size) {
-    case 1: *(uint8_t*)p = (uint8_t)v; break;
-    case 2: *(uint16_t*)p = (uint16_t)v; break;
-    case 4: *(uint32_t*)p = (uint32_t)v; break;
-    default: *(uint64_t*)p = v; break;
-    }
-}
-
-/* sign-extends the low size bytes of bits */
-static __int128 test_sext(uint64_t bits, size_t size)
-{
-    int shift = 64 - 8 * (int)size;
-
-    return (__int128)((int64_t)(bits << shift) >> shift);
-}
-
-static uint64_t test_ref_int(cxl_coll_dtype_t dt, cxl_coll_op_t op,
-                             uint64_t x, uint64_t y)
-{
-    size_t   size = cxl_coll_dtype_size(dt);
-    __int128 sx, sy, r;
-
-    if (test_dtype_is_signed(dt)) {
-        sx = test_sext(x, size);
-        sy = test_sext(y, size);
-    } else {
-        sx = (__int128)x;
-        sy = (__int128)y;
-    }
-    switch (op) {
-    case CXL_COLL_SUM:  r = sx + sy; break;
-    /* |operands| < 2^64, so the product fits in 127 bits + sign only for
-     * 32-bit and smaller; take the low 64 bits through unsigned __int128 */
-    case CXL_COLL_PROD:
-        r = (__int128)((unsigned __int128)sx * (unsigned __int128)sy);
-        break;
-    case CXL_COLL_MIN:  r = (sx <= sy) ? sx : sy; break;
-    case CXL_COLL_MAX:  r = (sx >= sy) ? sx : sy; break;
-    case CXL_COLL_BAND: r = sx & sy; break;
-    case CXL_COLL_BOR:  r = sx | sy; break;
-    default:            r = sx ^ sy; break;
-    }
-    /* truncation modulo 2^(8 * size) */
-    return (uint64_t)(unsigned __int128)r &
-           ((size == 8) ? ~0ull : (1ull << (8 * size)) - 1);
-}
-
-/* min/max select of fmin/fmax semantics: NaN ignored, both NaN -> y,
- * equal -> x; returns 1 to take y */
-static int test_take_y(cxl_coll_op_t op, double x, double y)
-{
-    if (isnan(x)) {
-        return 1;
-    }
-    if (isnan(y)) {
-        return 0;
-    }
-    if (x == y) {
-        return 0;
-    }
-    return (op == CXL_COLL_MIN) ? (y < x) : (y > x);
-}
-
-/* expected bits; *any_nan set when any NaN is an acceptable result */
-static uint64_t test_ref(cxl_coll_dtype_t dt, cxl_coll_op_t op, uint64_t x,
-                         uint64_t y, int *any_nan)
-{
-    test_fmt_t fmt;
-    float fx, fy, fr;
-    double dx, dy, dr;
-    uint64_t bits;
-
-    *any_nan = 0;
-    if (test_dtype_is_int(dt)) {
-        return test_ref_int(dt, op, x, y);
-    }
-    switch (dt) {
-    case CXL_COLL_FLOAT32:
-        memcpy(&fx, &x, 4); /* little endian: the low bytes */
-        memcpy(&fy, &y, 4);
-        if ((op == CXL_COLL_MIN) || (op == CXL_COLL_MAX)) {
-            return test_take_y(op, fx, fy) ? y : x;
-        }
-        fr = (float)((op == CXL_COLL_SUM) ? (double)fx + (double)fy :
-                                            (double)fx * (double)fy);
-        *any_nan = isnan(fr);
-        bits     = 0;
-        memcpy(&bits, &fr, 4);
-        return bits;
-    case CXL_COLL_FLOAT64:
-        memcpy(&dx, &x, 8);
-        memcpy(&dy, &y, 8);
-        if ((op == CXL_COLL_MIN) || (op == CXL_COLL_MAX)) {
-            return test_take_y(op, dx, dy) ? y : x;
-        }
-        dr = (double)((op == CXL_COLL_SUM) ? (__float128)dx + (__float128)dy :
-                                             (__float128)dx * (__float128)dy);
-        *any_nan = isnan(dr);
-        memcpy(&bits, &dr, 8);
-        return bits;
-    default:
-        fmt = (dt == CXL_COLL_FLOAT16) ? test_fmt_f16 : test_fmt_bf16;
-        dx  = test_decode(fmt, (uint32_t)x);
-        dy  = test_decode(fmt, (uint32_t)y);
-        if ((op == CXL_COLL_MIN) || (op == CXL_COLL_MAX)) {
-            return test_take_y(op, dx, dy) ? y : x;
-        }
-        dr = (op == CXL_COLL_SUM) ? dx + dy : dx * dy;
-        if (isnan(dr)) {
-            *any_nan = 1;
-            return 0x7fff;
-        }
-        return test_encode(fmt, dr);
-    }
-}
-
-static int test_is_nan_bits(cxl_coll_dtype_t dt, uint64_t bits)
-{
-    float f;
-    double d;
-
-    switch (dt) {
-    case CXL_COLL_FLOAT32: memcpy(&f, &bits, 4); return isnan(f);
-    case CXL_COLL_FLOAT64: memcpy(&d, &bits, 8); return isnan(d);
-    case CXL_COLL_FLOAT16: return test_fmt_isnan(test_fmt_f16, (uint32_t)bits);
-    case CXL_COLL_BFLOAT16: return test_fmt_isnan(test_fmt_bf16, (uint32_t)bits);
-    default: return 0;
-    }
-}
-
 /* ---- inputs ---- */
 
 static uint64_t test_gen(cxl_coll_dtype_t dt, size_t i)
@@ -313,14 +75,14 @@ static uint64_t test_gen(cxl_coll_dtype_t dt, size_t i)
 
     switch (r % 4) {
     case 0: /* edge values */
-        if (test_dtype_is_int(dt)) {
+        if (coll_ref_dtype_is_int(dt)) {
             return ivals[(r >> 8) % 16];
         }
         d = fvals[(r >> 8) % 16];
         break;
     case 1: /* small integers: equal values, exact sums, signed zeros */
         d = (double)(int)((r >> 8) % 17) - 8.0;
-        if (test_dtype_is_int(dt)) {
+        if (coll_ref_dtype_is_int(dt)) {
             return (uint64_t)(int64_t)d;
         }
         break;
@@ -332,9 +94,9 @@ static uint64_t test_gen(cxl_coll_dtype_t dt, size_t i)
     case CXL_COLL_FLOAT32: f = (float)d; memcpy(&bits, &f, 4); return bits;
     case CXL_COLL_FLOAT64: memcpy(&bits, &d, 8); return bits;
     case CXL_COLL_FLOAT16:
-        return isnan(d) ? 0x7e01 : test_encode(test_fmt_f16, d);
+        return isnan(d) ? 0x7e01 : coll_ref_encode(coll_ref_fmt_f16, d);
     default:
-        return isnan(d) ? 0x7fc1 : test_encode(test_fmt_bf16, d);
+        return isnan(d) ? 0x7fc1 : coll_ref_encode(coll_ref_fmt_bf16, d);
     }
 }
 
@@ -362,8 +124,8 @@ static void test_case(test_apply_fn_t apply, const char *impl,
         exit(1);
     }
     for (i = 0; i < count; i++) {
-        test_store_bits(a + i * size, size, test_gen(dt, i));
-        test_store_bits(b + i * size, size, test_gen(dt, i));
+        coll_ref_store_bits(a + i * size, size, test_gen(dt, i));
+        coll_ref_store_bits(b + i * size, size, test_gen(dt, i));
     }
     if (alias == TEST_ALIAS_AB) {
         memcpy(b, a, bytes);
@@ -380,11 +142,11 @@ static void test_case(test_apply_fn_t apply, const char *impl,
     apply(dt, op, dst, pa, pb, count);
 
     for (i = 0; i < count; i++) {
-        x   = test_load_bits(a0 + i * size, size);
-        y   = test_load_bits(b0 + i * size, size);
-        exp = test_ref(dt, op, x, y, &any_nan);
-        got = test_load_bits(dst + i * size, size);
-        if (any_nan ? !test_is_nan_bits(dt, got) : (got != exp)) {
+        x   = coll_ref_load_bits(a0 + i * size, size);
+        y   = coll_ref_load_bits(b0 + i * size, size);
+        exp = coll_ref_op(dt, op, x, y, &any_nan);
+        got = coll_ref_load_bits(dst + i * size, size);
+        if (any_nan ? !coll_ref_is_nan(dt, got) : (got != exp)) {
             if (bad++ < 3) {
                 TEST_FAIL("%s %s %s count %zu alias %d [%zu]: 0x%llx op 0x%llx"
                           " = 0x%llx, expected 0x%llx%s", impl,
@@ -579,18 +341,18 @@ static int test_f32_bits_eq(float f, uint32_t bits)
 }
 
 /* every value of the format decoded exactly (NaN payload kept) */
-static void test_decode_all(test_fmt_t fmt, float (*to_f32)(uint16_t),
+static void test_decode_all(coll_ref_fmt_t fmt, float (*to_f32)(uint16_t),
                             const char *name)
 {
     uint32_t h, exp, bad = 0;
     float    ref;
 
     for (h = 0; h < 0x10000; h++) {
-        if (test_fmt_isnan(fmt, h)) {
+        if (coll_ref_fmt_isnan(fmt, h)) {
             exp = ((h & 0x8000) << 16) | 0x7f800000 |
                   ((h & ((1u << fmt.mbits) - 1)) << (23 - fmt.mbits));
         } else {
-            ref = (float)test_decode(fmt, h);
+            ref = (float)coll_ref_decode(fmt, h);
             exp = cxl_coll_f32_to_bits(ref);
         }
         if (!test_f32_bits_eq(to_f32((uint16_t)h), exp) && (bad++ < 3)) {
@@ -602,7 +364,7 @@ static void test_decode_all(test_fmt_t fmt, float (*to_f32)(uint16_t),
     test_check(bad == 0, "decoding (above)");
 }
 
-static int test_encode_one(test_fmt_t fmt, uint16_t (*from_f32)(float),
+static int test_encode_one(coll_ref_fmt_t fmt, uint16_t (*from_f32)(float),
                            const char *name, float f)
 {
     uint32_t bits = cxl_coll_f32_to_bits(f), exp;
@@ -615,7 +377,7 @@ static int test_encode_one(test_fmt_t fmt, uint16_t (*from_f32)(float),
               (1u << (fmt.mbits - 1)) |
               ((bits & 0x7fffff) >> (23 - fmt.mbits));
     } else {
-        exp = test_encode(fmt, (double)f);
+        exp = coll_ref_encode(fmt, (double)f);
     }
     if (got != exp) {
         TEST_FAIL("%s encode %a (0x%08x) = 0x%04x, expected 0x%04x", name,
@@ -631,18 +393,18 @@ static int test_encode_one(test_fmt_t fmt, uint16_t (*from_f32)(float),
  * format with quantum q, the floats v, v + q/2 (the tie), and their float
  * neighbours, with both signs; then a million random floats.
  */
-static void test_encode_all(test_fmt_t fmt, uint16_t (*from_f32)(float),
+static void test_encode_all(coll_ref_fmt_t fmt, uint16_t (*from_f32)(float),
                             const char *name)
 {
     uint32_t h, emax = ((1u << fmt.ebits) - 1) << fmt.mbits, e, k;
     double   v, q;
     float    fs[6];
-    int      bias = test_fmt_bias(fmt), sign;
+    int      bias = coll_ref_fmt_bias(fmt), sign;
     unsigned long bad = 0;
 
     for (h = 0; h < emax; h++) {
         e = h >> fmt.mbits;
-        v = test_decode(fmt, h);
+        v = coll_ref_decode(fmt, h);
         q = ldexp(1.0, (e ? (int)e : 1) - bias - fmt.mbits);
         fs[0] = (float)v;
         fs[1] = (float)(v + q / 2);      /* exact in float */
@@ -672,10 +434,10 @@ static void test_encode_all(test_fmt_t fmt, uint16_t (*from_f32)(float),
 
 static void test_conversions(void)
 {
-    test_decode_all(test_fmt_f16, cxl_coll_f16_to_f32, "float16");
-    test_decode_all(test_fmt_bf16, cxl_coll_bf16_to_f32, "bfloat16");
-    test_encode_all(test_fmt_f16, cxl_coll_f32_to_f16, "float16");
-    test_encode_all(test_fmt_bf16, cxl_coll_f32_to_bf16, "bfloat16");
+    test_decode_all(coll_ref_fmt_f16, cxl_coll_f16_to_f32, "float16");
+    test_decode_all(coll_ref_fmt_bf16, cxl_coll_bf16_to_f32, "bfloat16");
+    test_encode_all(coll_ref_fmt_f16, cxl_coll_f32_to_f16, "float16");
+    test_encode_all(coll_ref_fmt_bf16, cxl_coll_f32_to_bf16, "bfloat16");
 }
 
 /* ---- throughput ---- */
