@@ -264,15 +264,69 @@ static int run_pingpong(cxl_coh_mode_t mode, const char *name, long iters,
     return 0;
 }
 
+/* The three software-coherence transfers swcopy measures. */
+typedef enum { SW_COPY_IN, SW_COPY_OUT, SW_INVAL } sw_kind_t;
+
 /*
- * swcopy_in: cxl_coh_copy() in sw mode + fence, from a cached source;
- * swcopy_out: cxl_coh_invalidate() + memcpy() to a cached destination, of
- * a buffer that was written back (so the reads miss, as a receiver's do).
+ * One sw transfer of size bytes; returns the seconds that count.
+ * SW_COPY_IN: cxl_coh_copy() in sw mode + fence, from a cached source.
+ * SW_COPY_OUT: cxl_coh_invalidate() + memcpy() to a cached destination, of
+ * a buffer that was written back first (untimed), so the reads miss as a
+ * receiver's do.  SW_INVAL: cxl_coh_invalidate() alone of lines this core
+ * holds clean (it read them, untimed): what the owner of pool memory pays
+ * per byte a peer of another host puts into it, before the put completes.
  */
+static double sw_step(sw_kind_t kind, uint8_t *src, uint8_t *shm, uint8_t *dst,
+                      size_t size, long n)
+{
+    double t0;
+
+    switch (kind) {
+    case SW_COPY_IN:
+        src[n & 63]++;
+        t0 = now_sec();
+        cxl_coh_copy(CXL_COH_SW, shm, src, size);
+        cxl_coh_fence(CXL_COH_SW);
+        return now_sec() - t0;
+    case SW_COPY_OUT:
+        cxl_coh_writeback(CXL_COH_SW, shm, size);
+        cxl_coh_fence(CXL_COH_SW);
+        t0 = now_sec();
+        cxl_coh_invalidate(CXL_COH_SW, shm, size);
+        memcpy(dst, shm, size);
+        t0 = now_sec() - t0;
+        sink += dst[n & 63];
+        return t0;
+    case SW_INVAL:
+    default:
+        memcpy(dst, shm, size);
+        t0 = now_sec();
+        cxl_coh_invalidate(CXL_COH_SW, shm, size);
+        return now_sec() - t0;
+    }
+}
+
+/* Median MB/s of `trials` trials of about `ms` counted milliseconds each. */
+static double sw_rate(sw_kind_t kind, uint8_t *src, uint8_t *shm, uint8_t *dst,
+                      size_t size, double ms, int trials, double *vals)
+{
+    for (int t = 0; t < trials; ++t) {
+        double el = 0;
+        long n = 0;
+
+        do {
+            el += sw_step(kind, src, shm, dst, size, n++);
+        } while (el * 1e3 < ms);
+        vals[t] = (double)size * n / el / (1024.0 * 1024.0);
+    }
+    return median(vals, trials);
+}
+
+/* swcopy_in, swcopy_out and swinval of one size (see sw_step). */
 static int run_swcopy(size_t size, double ms, int trials, double *vals)
 {
+    static const char *const names[] = {"swcopy_in", "swcopy_out", "swinval"};
     uint8_t *src, *shm, *dst;
-    double in_mbs, out_mbs, inv_mbs;
 
     if (posix_memalign((void**)&src, 2u << 20, size) ||
         posix_memalign((void**)&shm, 2u << 20, size) ||
@@ -283,63 +337,16 @@ static int run_swcopy(size_t size, double ms, int trials, double *vals)
     memset(src, 0x5a, size);
     memset(shm, 0xa5, size);
     memset(dst, 0x3c, size);
-    for (int t = 0; t < trials; ++t) {
-        long n = 0;
-        double t0 = now_sec(), el;
-        do {
-            src[n & 63]++;
-            cxl_coh_copy(CXL_COH_SW, shm, src, size);
-            cxl_coh_fence(CXL_COH_SW);
-            ++n;
-            el = now_sec() - t0;
-        } while (el * 1e3 < ms);
-        vals[t] = (double)size * n / el / (1024.0 * 1024.0);
+    for (int k = SW_COPY_IN; k <= SW_INVAL; ++k) {
+        double mbs = sw_rate((sw_kind_t)k, src, shm, dst, size, ms, trials, vals);
+
+        printf("%s,%zu,%.1f,%.3f\n", names[k], size, mbs,
+               mbs * 1024.0 * 1024.0 / 1e9);
     }
-    in_mbs = median(vals, trials);
-    for (int t = 0; t < trials; ++t) {
-        double el = 0;
-        long n = 0;
-        do {
-            double t0;
-            cxl_coh_writeback(CXL_COH_SW, shm, size);
-            cxl_coh_fence(CXL_COH_SW);
-            t0 = now_sec();
-            cxl_coh_invalidate(CXL_COH_SW, shm, size);
-            memcpy(dst, shm, size);
-            el += now_sec() - t0;
-            sink += dst[n & 63];
-            ++n;
-        } while (el * 1e3 < ms);
-        vals[t] = (double)size * n / el / (1024.0 * 1024.0);
-    }
-    out_mbs = median(vals, trials);
-    /* swinval: cxl_coh_invalidate() alone of lines this core holds clean
-     * (it read them): what the owner of pool memory pays per byte a peer
-     * of another host puts into it, before the put completes */
-    for (int t = 0; t < trials; ++t) {
-        double el = 0;
-        long n = 0;
-        do {
-            double t0;
-            memcpy(dst, shm, size);
-            t0 = now_sec();
-            cxl_coh_invalidate(CXL_COH_SW, shm, size);
-            el += now_sec() - t0;
-            ++n;
-        } while (el * 1e3 < ms);
-        vals[t] = (double)size * n / el / (1024.0 * 1024.0);
-    }
-    inv_mbs = median(vals, trials);
+    fflush(stdout);
     free(src);
     free(shm);
     free(dst);
-    printf("swcopy_in,%zu,%.1f,%.3f\n", size, in_mbs,
-           in_mbs * 1024.0 * 1024.0 / 1e9);
-    printf("swcopy_out,%zu,%.1f,%.3f\n", size, out_mbs,
-           out_mbs * 1024.0 * 1024.0 / 1e9);
-    printf("swinval,%zu,%.1f,%.3f\n", size, inv_mbs,
-           inv_mbs * 1024.0 * 1024.0 / 1e9);
-    fflush(stdout);
     return 0;
 }
 
