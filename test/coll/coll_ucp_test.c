@@ -19,6 +19,8 @@
  *                    (_exit, no endpoint closed, no team)
  *   --stall S        after the bootstrap sleep S seconds (alive, no
  *                    progress, no team), then clean up and leave
+ *   --bad-input      first check that bad arguments of the helper's API
+ *                    give CXL_COLL_ERR_INVAL and create nothing
  *   --demo           instead of the checks: per collective one line of what
  *                    ran (UCX_CXL_COLL_LOG) and the average latency of a
  *                    short loop at 8 B, 4 KiB and 256 KiB (max over ranks)
@@ -54,6 +56,7 @@ static struct {
     const char    *expect;
     int            leave;
     double         stall;
+    int            bad_input;
     int            demo;
     int            passed;
     int            failed;
@@ -535,6 +538,92 @@ static void run_demo(cxl_coll_ucp_oob_t *oob)
     free(r);
 }
 
+/* ---- bad input: clear errors, nothing created ---- */
+
+static void bad_boot(const char *what, int rank, int size,
+                     const char *rendezvous, double timeout, unsigned prefix,
+                     ucp_worker_h worker)
+{
+    cxl_coll_ucp_params_t p;
+    cxl_coll_ucp_oob_t *oob = (cxl_coll_ucp_oob_t*)&p; /* must become NULL */
+    cxl_coll_status_t st;
+
+    cxl_coll_ucp_params_init(&p);
+    p.worker     = worker;
+    p.rank       = rank;
+    p.size       = size;
+    p.rendezvous = rendezvous;
+    p.timeout    = timeout;
+    p.tag_prefix = prefix;
+    st = cxl_coll_ucp_bootstrap(&p, &oob);
+    check((st == CXL_COLL_ERR_INVAL) && (oob == NULL), "bad input, %s: %s "
+          "(%s)", what, cxl_coll_strerror(st), cxl_coll_ucp_last_error());
+}
+
+static void test_bad_input(void)
+{
+    cxl_coll_ucp_params_t p;
+    cxl_coll_ucp_oob_t *oob = NULL;
+    ucp_ep_h eps[2] = {NULL, NULL};
+    cxl_coll_status_t st;
+    char buf[8];
+    int rc;
+
+    st = cxl_coll_ucp_bootstrap(NULL, &oob);
+    check(st == CXL_COLL_ERR_INVAL, "bad input, no params: %s",
+          cxl_coll_strerror(st));
+    bad_boot("no worker", 0, 2, "127.0.0.1:0", 1, 0, NULL);
+    bad_boot("rank 2 of 2", 2, 2, "127.0.0.1:0", 1, 0, g.worker);
+    bad_boot("size 0", 0, 0, "127.0.0.1:0", 1, 0, g.worker);
+    bad_boot("no rendezvous for 2 ranks", 0, 2, NULL, 1, 0, g.worker);
+    bad_boot("rendezvous without a port", 0, 2, "127.0.0.1", 1, 0, g.worker);
+    bad_boot("rendezvous with an empty port", 0, 2, "127.0.0.1:", 1, 0,
+             g.worker);
+    bad_boot("rendezvous with port 70000", 0, 2, "127.0.0.1:70000", 1, 0,
+             g.worker);
+    bad_boot("rendezvous with port 12x", 0, 2, "127.0.0.1:12x", 1, 0,
+             g.worker);
+    bad_boot("rendezvous without a host", 0, 2, ":5000", 1, 0, g.worker);
+    bad_boot("unclosed IPv6 bracket", 0, 2, "[::1:5000", 1, 0, g.worker);
+    bad_boot("port 0 at rank 1", 1, 2, "127.0.0.1:0", 1, 0, g.worker);
+    bad_boot("host that does not resolve", 1, 2, "no-such-host.invalid:5000",
+             1, 0, g.worker);
+    bad_boot("negative timeout", 0, 2, "127.0.0.1:0", -1, 0, g.worker);
+    bad_boot("tag prefix over 16 bits", 0, 2, "127.0.0.1:0", 1, 0x10000,
+             g.worker);
+
+    cxl_coll_ucp_params_init(&p);
+    p.worker = g.worker;
+    p.rank   = 0;
+    p.size   = 2;
+    st = cxl_coll_ucp_oob_create(&p, &oob);
+    check((st == CXL_COLL_ERR_INVAL) && (oob == NULL), "bad input, oob "
+          "without eps: %s", cxl_coll_strerror(st));
+    p.eps = eps;
+    st = cxl_coll_ucp_oob_create(&p, &oob);
+    check((st == CXL_COLL_ERR_INVAL) && (oob == NULL), "bad input, oob "
+          "without an endpoint to rank 1: %s (%s)", cxl_coll_strerror(st),
+          cxl_coll_ucp_last_error());
+    rc = cxl_coll_ucp_allgather(NULL, buf, buf, sizeof(buf));
+    check(rc == CXL_COLL_ERR_INVAL, "bad input, allgather without oob: %d",
+          rc);
+
+    /* one rank needs no endpoints: then a NULL buffer is the bad input */
+    p.size = 1;
+    p.eps  = eps;
+    st = cxl_coll_ucp_oob_create(&p, &oob);
+    check(st == CXL_COLL_OK, "oob of one rank: %s", cxl_coll_strerror(st));
+    if (st == CXL_COLL_OK) {
+        rc = cxl_coll_ucp_allgather(oob, NULL, buf, sizeof(buf));
+        check(rc == CXL_COLL_ERR_INVAL, "bad input, allgather with no sbuf: "
+              "%d", rc);
+        rc = cxl_coll_ucp_allgather(oob, "abcdefg", buf, sizeof(buf));
+        check((rc == 0) && !memcmp(buf, "abcdefg", 8), "allgather of one "
+              "rank copies: %d", rc);
+        cxl_coll_ucp_oob_destroy(oob);
+    }
+}
+
 /* ---- UCP and the job ---- */
 
 static void listening(void *arg, int port)
@@ -576,7 +665,7 @@ static void usage(void)
     fprintf(stderr, "usage: coll_ucp_test --rank R --size N --rendezvous "
             "HOST:PORT [--timeout S] [--scratch DIR] [--iters K]\n"
             "       [--expect ok|bootstrap-fail|not-same-pool|team-fail] "
-            "[--leave] [--stall S] [--demo]\n");
+            "[--leave] [--stall S] [--bad-input] [--demo]\n");
     exit(2);
 }
 
@@ -587,6 +676,8 @@ static void parse(int argc, char **argv)
     for (i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--leave")) {
             g.leave = 1;
+        } else if (!strcmp(argv[i], "--bad-input")) {
+            g.bad_input = 1;
         } else if (!strcmp(argv[i], "--demo")) {
             g.demo = 1;
         } else if (i + 1 >= argc) {
@@ -633,6 +724,9 @@ int main(int argc, char **argv)
         return summary();
     }
 
+    if (g.bad_input) {
+        test_bad_input();
+    }
     cxl_coll_ucp_params_init(&p);
     p.worker     = g.worker;
     p.rank       = g.rank;
@@ -662,6 +756,9 @@ int main(int argc, char **argv)
         goto out;
     }
     if (g.leave) {
+        /* not before the others are past their bootstrap: this is the
+         * death between bootstrap and team creation */
+        usleep(500000);
         printf("# rank %d leaves after the bootstrap, as if it crashed\n",
                g.rank);
         _exit(summary());

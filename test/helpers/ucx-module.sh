@@ -15,6 +15,9 @@
 # spec / make_pool / pool_clean / destroy_pool: pool files POOLPFX-NAME.pool
 #   of POOL_SIZE with CREATE_OPTS, named emulate-nc:PATH when COHERENCE=sw;
 #   scratch files go to SCR.
+# repair_args NAME POOL: sets REPAIR, the options of 'cxlpool check
+#   --repair' for the one dead attachment in POOL: none in hw mode; in sw
+#   mode --host-index K, K its host partition.
 
 cxl_ucx_setup() {
     local name=$1 top=$2 asan_rt
@@ -127,4 +130,27 @@ destroy_pool() {
     "$CXL" destroy "$s" >/dev/null 2>&1 || "$CXL" destroy "$s" --force \
         >/dev/null 2>&1 || rm -f "$1"
     rm -f "$1".host*
+}
+
+repair_args() {
+    local name=$1 pool=$2 parts
+    REPAIR=()
+    if [ "${COHERENCE:-hw}" = sw ]; then
+        # A process may repair only its own host partition; the dead process
+        # was an emulated host of its own, so acting as that host now that
+        # its process is dead is legitimate.  Its partition: the
+        # host_partition of the dead attachment in 'cxlpool info --json'.
+        "$CXL" info "$(spec "$pool")" --json >"$SCR/info.json" 2>&1
+        parts=$(grep -o '{"slot":[^}]*}' "$SCR/info.json" |
+                grep '"alive":false' |
+                sed -n 's/.*"host_partition":\([0-9][0-9]*\).*/\1/p' | sort -u)
+        if [ "$(echo "$parts" | grep -c .)" = 1 ]; then
+            ok "$name: the dead attachment's host partition is $parts"
+            echo "# sw mode: check --repair acts as the dead process's emulated host: --host-index $parts"
+            REPAIR=(--host-index "$parts")
+        else
+            fail "$name: the dead attachment's host partition" \
+                 "expected one, found '$(echo $parts)' in: $(cat "$SCR/info.json")"
+        fi
+    fi
 }

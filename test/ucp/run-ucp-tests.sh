@@ -203,25 +203,7 @@ if POOL=$(make_pool pf); then
              "exit $rc (expected 1), ${dead:-?} dead attachment(s), ${dext:-?} dead extent(s)"
     fi
 
-    REPAIR=()
-    if [ "$COHERENCE" = sw ]; then
-        # A process may repair only its own host partition; the dead server
-        # was an emulated host of its own, so acting as that host now that
-        # its process is dead is legitimate.  Its partition: the
-        # host_partition of the dead attachment in 'cxlpool info --json'.
-        "$CXL" info "$(spec "$POOL")" --json >"$SCR/info.json" 2>&1
-        parts=$(grep -o '{"slot":[^}]*}' "$SCR/info.json" |
-                grep '"alive":false' |
-                sed -n 's/.*"host_partition":\([0-9][0-9]*\).*/\1/p' | sort -u)
-        if [ "$(echo "$parts" | grep -c .)" = 1 ]; then
-            ok "peer-failure: the dead attachment's host partition is $parts"
-            echo "# sw mode: check --repair acts as the dead process's emulated host: --host-index $parts"
-            REPAIR=(--host-index "$parts")
-        else
-            fail "peer-failure: the dead attachment's host partition" \
-                 "expected one, found '$(echo $parts)' in: $(cat "$SCR/info.json")"
-        fi
-    fi
+    repair_args peer-failure "$POOL"
     "$CXL" check --repair ${REPAIR[@]+"${REPAIR[@]}"} "$(spec "$POOL")" >"$out" 2>&1
     rc=$?
     show "cxlpool check --repair ${REPAIR[*]:-}" "$out"

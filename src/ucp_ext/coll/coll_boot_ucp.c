@@ -666,7 +666,10 @@ cxl_coll_status_t cxl_coll_ucp_bootstrap(const cxl_coll_ucp_params_t *params,
     ucs_status_t st;
     int k;
 
-    status = cxl_coll_ucp_oob_alloc(params, &oob);
+    if (oob_p != NULL) {
+        *oob_p = NULL; /* on every failure */
+    }
+    status = cxl_coll_ucp_oob_alloc(params, oob_p ? &oob : NULL);
     if (status != CXL_COLL_OK) {
         return status;
     }

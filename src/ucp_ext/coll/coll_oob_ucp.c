@@ -86,6 +86,9 @@ cxl_coll_status_t cxl_coll_ucp_oob_alloc(const cxl_coll_ucp_params_t *params,
     unsigned prefix;
     int rank = params ? params->rank : -1;
 
+    if (oob_p != NULL) {
+        *oob_p = NULL; /* on every failure */
+    }
     if ((params == NULL) || (oob_p == NULL)) {
         return cxl_coll_ucp_error(rank, CXL_COLL_ERR_INVAL,
                                   "params and oob_p are required");
@@ -308,10 +311,12 @@ static void cxl_coll_ucp_missing(const cxl_coll_ucp_oob_t *oob,
 }
 
 /*
- * Progress until every request of the call completed; 0 or a status.  A
- * failure of a peer's endpoint (bootstrap endpoints) ends the wait only
- * while something from or to that peer is still pending: a peer that got
- * and sent everything may close its endpoints before this rank is done.
+ * Progress until every request of the call completed; 0 or a status.  The
+ * result needs every peer's block; whether a peer got this rank's block is
+ * the peer's business.  So the failure of a peer's endpoint (bootstrap
+ * endpoints), or of a send to it, fails the call only while that peer's
+ * block is still missing: a peer that has sent its block may finish, close
+ * its endpoints and exit before this rank is done.
  */
 static int cxl_coll_ucp_complete(cxl_coll_ucp_oob_t *oob,
                                  cxl_coll_ucp_call_t *call, uint32_t seq)
@@ -331,7 +336,10 @@ static int cxl_coll_ucp_complete(cxl_coll_ucp_oob_t *oob,
                 if (st != UCS_INPROGRESS) {
                     ucp_request_free(call->sreq[k]);
                     call->sreq[k] = NULL;
-                    if (st != UCS_OK) {
+                    /* the result needs every block, not that every
+                     * peer got this one: a peer whose block is here may
+                     * have finished and left */
+                    if ((st != UCS_OK) && (call->rreq[k] != NULL)) {
                         return cxl_coll_ucp_error(oob->rank, CXL_COLL_ERR_OOB,
                                                   "allgather #%u: send to "
                                                   "rank %d failed: %s", seq, k,
@@ -361,7 +369,9 @@ static int cxl_coll_ucp_complete(cxl_coll_ucp_oob_t *oob,
                 continue;
             }
             ++pending;
-            if ((oob->peers != NULL) && oob->peers[k].failed) {
+            /* a send on a failed endpoint completes with an error soon */
+            if ((oob->peers != NULL) && oob->peers[k].failed &&
+                (call->rreq[k] != NULL)) {
                 return cxl_coll_ucp_error(oob->rank, CXL_COLL_ERR_OOB,
                                           "allgather #%u: the endpoint to "
                                           "rank %d failed: %s (the rank died "
