@@ -15,14 +15,19 @@
  * Output: CSV on stdout (rank 0), a header line and then one line per
  * collective, size and repetition:
  *
- *   collective,bytes,np,rep,iters,warmup,min_us,avg_us,max_us,errors
+ *   collective,bytes,np,rep,iters,warmup,min_us,avg_us,max_us,errors,
+ *   cxl_calls,cxl_fallbacks
  *
  * bytes is the size argument: the whole buffer of bcast, reduce and
  * allreduce; one rank's block of gather, scatter, allgather,
  * reduce_scatter_block (the recvcount) and alltoall (one block per pair
  * of ranks), as MPI's count arguments mean it; 0 for barrier.  errors is
  * the number of wrong elements found by -c over all ranks and iterations
- * (0 without -c).  Progress and notes go to stderr.
+ * (0 without -c).  cxl_calls and cxl_fallbacks: over all ranks, the calls
+ * of this cell (warm-up, timed and the untimed barriers) that coll/cxl's
+ * library ran and that coll/cxl handed to the module it replaced (its
+ * MPI_T counters coll_cxl_calls/coll_cxl_fallbacks); -1 without coll/cxl.
+ * Progress and notes go to stderr.
  *
  * The program measures and prints; it never judges the numbers.  Its exit
  * status is 0, 1 when -c found wrong results, 2 for bad usage.
@@ -142,25 +147,27 @@ static double cb_agree_max(double v)
     return v;
 }
 
-/* rank 0 gets min/mean/max of v and the sum of errs */
-static void cb_collect(double v, long errs, double *vmin, double *vavg,
-                       double *vmax, long *esum)
+/* rank 0 gets min/mean/max of v[0] and the sums of v[1..n-1] (a sum is
+ * -1 when some rank passed -1: a counter it does not have) */
+static void cb_collect(double *v, int n, double *vmin, double *vavg,
+                       double *vmax)
 {
-    double pair[2] = {v, (double)errs};
+    double x[4];
 
     if (rank != 0) {
-        MPI_Send(pair, 2, MPI_DOUBLE, 0, CB_TAG, MPI_COMM_WORLD);
+        MPI_Send(v, n, MPI_DOUBLE, 0, CB_TAG, MPI_COMM_WORLD);
         return;
     }
-    *vmin = *vmax = *vavg = v;
-    *esum = errs;
+    *vmin = *vmax = *vavg = v[0];
     for (int r = 1; r < nprocs; ++r) {
-        MPI_Recv(pair, 2, MPI_DOUBLE, r, CB_TAG, MPI_COMM_WORLD,
+        MPI_Recv(x, n, MPI_DOUBLE, r, CB_TAG, MPI_COMM_WORLD,
                  MPI_STATUS_IGNORE);
-        *vmin  = (pair[0] < *vmin) ? pair[0] : *vmin;
-        *vmax  = (pair[0] > *vmax) ? pair[0] : *vmax;
-        *vavg += pair[0];
-        *esum += (long)pair[1];
+        *vmin  = (x[0] < *vmin) ? x[0] : *vmin;
+        *vmax  = (x[0] > *vmax) ? x[0] : *vmax;
+        *vavg += x[0];
+        for (int i = 1; i < n; ++i) {
+            v[i] = (v[i] < 0 || x[i] < 0) ? -1 : v[i] + x[i];
+        }
     }
     *vavg /= nprocs;
 }
@@ -274,6 +281,73 @@ static long cb_check_red(const void *buf, cb_dtype_t dt, size_t n,
         m = (m == 61) ? 1 : m + 1;
     }
     return bad;
+}
+
+/* ---- coll/cxl's counters (MPI_T performance variables) --------------------
+ * coll/cxl counts the calls its library ran and those it handed to the
+ * module it replaced; the CSV shows both per cell, so a cell measured with
+ * coll/cxl selected but run by coll/tuned is visible.  Absent (-1) when
+ * the component is not loaded. */
+typedef enum {
+    CB_CNT_CALLS = 0,
+    CB_CNT_FALLBACKS,
+    CB_CNT_LAST
+} cb_counter_t;
+
+static const char *cb_counter_names[CB_CNT_LAST] = {
+    "coll_cxl_calls", "coll_cxl_fallbacks"
+};
+
+static MPI_T_pvar_session cb_session;
+static MPI_T_pvar_handle  cb_handles[CB_CNT_LAST];
+static int                cb_have[CB_CNT_LAST];
+
+static void cb_counters_init(void)
+{
+    int provided, num, i, c;
+
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS ||
+        MPI_T_pvar_get_num(&num) != MPI_SUCCESS ||
+        MPI_T_pvar_session_create(&cb_session) != MPI_SUCCESS) {
+        return;
+    }
+    for (i = 0; i < num; ++i) {
+        char name[256], desc[256];
+        int nlen = sizeof(name), dlen = sizeof(desc), verb, vclass, bind;
+        int ro, cont, atomic, count;
+        MPI_Datatype dt;
+        MPI_T_enum et;
+
+        if (MPI_T_pvar_get_info(i, name, &nlen, &verb, &vclass, &dt, &et,
+                                desc, &dlen, &bind, &ro, &cont,
+                                &atomic) != MPI_SUCCESS ||
+            dt != MPI_UNSIGNED_LONG_LONG || bind != MPI_T_BIND_NO_OBJECT) {
+            continue;
+        }
+        for (c = 0; c < CB_CNT_LAST; ++c) {
+            if (strcmp(name, cb_counter_names[c]) ||
+                MPI_T_pvar_handle_alloc(cb_session, i, NULL, &cb_handles[c],
+                                        &count) != MPI_SUCCESS ||
+                count != 1) {
+                continue;
+            }
+            cb_have[c] = cont ||
+                         (MPI_T_pvar_start(cb_session, cb_handles[c]) ==
+                          MPI_SUCCESS);
+        }
+    }
+}
+
+/* the counter's value, -1 when there is none */
+static double cb_counter(cb_counter_t c)
+{
+    unsigned long long v;
+
+    if (!cb_have[c] ||
+        MPI_T_pvar_read(cb_session, cb_handles[c], &v) != MPI_SUCCESS) {
+        return -1;
+    }
+    return (double)v;
 }
 
 /* ---- one collective ------------------------------------------------------ */
@@ -501,8 +575,10 @@ static long cb_run_case(cb_case_t *cs, int rep)
     int small = cs->bytes <= 8192;
     long iters = o->iters ? o->iters : (small ? 1000 : 100);
     long warm = (o->warmup > 0) ? o->warmup : (small ? 100 : 10);
-    long errs = 0, printed = 0, it = 0, n, esum = 0;
+    long errs = 0, printed = 0, it = 0, n, esum;
     double sum = 0, wall, wsum = 0, est, vmin = 0, vavg = 0, vmax = 0;
+    double v[2 + CB_CNT_LAST], c0[CB_CNT_LAST];
+    int c;
     /* the seed differs per iteration, size and repetition */
     uint64_t seed = ((uint64_t)rep << 40) ^ ((uint64_t)cs->bytes << 8) ^
                     (uint64_t)cs->coll;
@@ -513,19 +589,26 @@ static long cb_run_case(cb_case_t *cs, int rep)
         cb_fill_input(cs, 0, o->root_shift ? rank : o->root);
     }
 
-    /* one probe iteration (counted as warm-up) sizes the rest */
+    for (c = 0; c < CB_CNT_LAST; ++c) {
+        c0[c] = cb_counter((cb_counter_t)c);
+    }
+    /* two probe iterations (counted as warm-up; the first may pay for
+     * connections and page faults) size the rest */
     cb_iteration(cs, it++, seed++, &errs, &printed, &wall);
-    est = cb_agree_max(wall);
+    est = wall;
+    cb_iteration(cs, it++, seed++, &errs, &printed, &wall);
+    est = cb_agree_max((wall < est) ? wall : est);
+    warm = (warm < 2) ? 2 : warm;
     if (o->budget > 0 && est * warm > o->budget * 0.2) {
         warm = (long)(o->budget * 0.2 / est);
-        warm = (warm < 1) ? 1 : warm;
+        warm = (warm < 2) ? 2 : warm;
     }
     for (; it < warm; ++it) {
         cb_iteration(cs, it, seed++, &errs, &printed, &wall);
         wsum += wall;
     }
-    if (warm > 1) {
-        est = cb_agree_max(wsum / (double)(warm - 1));
+    if (warm > 2) {
+        est = cb_agree_max(wsum / (double)(warm - 2));
     }
     if (o->budget > 0 && est * iters > o->budget * 0.8) {
         n = (long)(o->budget * 0.8 / est);
@@ -535,11 +618,19 @@ static long cb_run_case(cb_case_t *cs, int rep)
     for (n = 0; n < iters; ++n, ++it) {
         sum += cb_iteration(cs, it, seed++, &errs, &printed, &wall);
     }
-    cb_collect(sum * 1e6 / (double)iters, errs, &vmin, &vavg, &vmax, &esum);
+    v[0] = sum * 1e6 / (double)iters;
+    v[1] = (double)errs;
+    for (c = 0; c < CB_CNT_LAST; ++c) {
+        double now = cb_counter((cb_counter_t)c);
+        v[2 + c] = (now < 0 || c0[c] < 0) ? -1 : now - c0[c];
+    }
+    cb_collect(v, 2 + CB_CNT_LAST, &vmin, &vavg, &vmax);
+    esum = (long)v[1];
     if (rank == 0) {
-        printf("%s,%zu,%d,%d,%ld,%ld,%.3f,%.3f,%.3f,%ld\n",
+        printf("%s,%zu,%d,%d,%ld,%ld,%.3f,%.3f,%.3f,%ld,%.0f,%.0f\n",
                cb_coll_names[cs->coll], cs->bytes, nprocs, rep, iters, warm,
-               vmin, vavg, vmax, esum);
+               vmin, vavg, vmax, esum, v[2 + CB_CNT_CALLS],
+               v[2 + CB_CNT_FALLBACKS]);
         fflush(stdout);
         if (o->verbose) {
             fprintf(stderr, "coll_bench: rep %d %s %zu B: %.3f us avg "
@@ -566,9 +657,13 @@ static void cb_usage(FILE *f)
 "barrier itself is timed call by call); every rank averages its timed\n"
 "iterations, rank 0 prints the minimum, mean and maximum of these averages\n"
 "as CSV on stdout:\n"
-"  collective,bytes,np,rep,iters,warmup,min_us,avg_us,max_us,errors\n"
+"  collective,bytes,np,rep,iters,warmup,min_us,avg_us,max_us,errors,\n"
+"  cxl_calls,cxl_fallbacks\n"
 "bytes: the buffer of bcast/reduce/allreduce; one rank's block of gather,\n"
 "scatter, allgather, reduce_scatter_block and alltoall; 0 for barrier.\n"
+"cxl_calls/cxl_fallbacks: calls of the cell (all ranks, untimed barriers\n"
+"included) run by coll/cxl's library / handed back to the module it\n"
+"replaced (MPI_T counters of coll/cxl; -1 when it is not loaded).\n"
 "\n"
 "  --colls LIST     collectives, comma-separated (default all): barrier,\n"
 "                   bcast, reduce, allreduce, gather, scatter, allgather,\n"
@@ -579,7 +674,7 @@ static void cb_usage(FILE *f)
 "  --iters N        timed iterations per size (default 1000 up to 8 KiB,\n"
 "                   100 above); the budget may lower it\n"
 "  --warmup N       warm-up iterations (default 100 up to 8 KiB, 10 above;\n"
-"                   at least 1, which also sizes the rest)\n"
+"                   at least 2, which also size the rest)\n"
 "  --budget S       about S seconds of wall time per collective and size\n"
 "                   (default 0.25; 0: no limit): warm-up and timed\n"
 "                   iterations are cut to fit, never below --min-iters\n"
@@ -805,6 +900,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
+    cb_counters_init();
 
     ret = cb_parse(argc, argv, &o);
     if (ret == 0 && o.root >= nprocs) {
@@ -844,7 +940,7 @@ int main(int argc, char **argv)
                 o.root_shift ? "shifting" : "fixed", o.budget,
                 o.use_alloc_mem ? ", MPI_Alloc_mem buffers" : "");
         printf("collective,bytes,np,rep,iters,warmup,min_us,avg_us,max_us,"
-               "errors\n");
+               "errors,cxl_calls,cxl_fallbacks\n");
         fflush(stdout);
     }
 
@@ -888,6 +984,7 @@ int main(int argc, char **argv)
 
     cb_free(&o, rbuf);
     cb_free(&o, sbuf);
+    MPI_T_finalize();
     MPI_Finalize();
     return (total_errors > 0) ? 1 : 0;
 }
