@@ -506,6 +506,7 @@ if have_cxl:
                 row.append("%.6g" % (bb[1]["median"] / sc["median"]) if bb and sc else "?")
             f.write("\t".join(row) + "\n")
     gp.append('set output "speedup.png"')
+    gp.append("set key outside right top")
     gp.append('set title "coll/cxl speed-up over the best baseline (best median / cxl median), np %s"'
               % np_)
     gp.append("set logscale xy")
@@ -514,9 +515,9 @@ if have_cxl:
     gp.append("set xtics (%s)" % ", ".join('"%s" %d' % (size_key(n), n) for n in szs))
     parts = ['"speedup.dat" using 1:%d with linespoints lw 2 title "%s"' % (i + 2, c)
              for i, c in enumerate(pcolls)]
-    parts.append("%g with lines dt 2 lc rgb 'black' title 'latency target (<= %.1fx) up to 4 KiB'"
+    parts.append("%g with lines lw 2 lc rgb 'red' title 'latency target (<= %.1fx) up to 4 KiB'"
                  % (1 / LAT_BOUND, LAT_BOUND))
-    parts.append("%g with lines dt 3 lc rgb 'black' title 'bandwidth target (>= %.1fx) from 256 KiB'"
+    parts.append("%g with lines lw 2 lc rgb 'blue' title 'bandwidth target (>= %.1fx) from 256 KiB'"
                  % (BW_BOUND, BW_BOUND))
     parts.append("1 with lines lc rgb 'gray' notitle")
     gp.append("plot " + ", \\\n     ".join(parts))
