@@ -264,6 +264,7 @@ with open(os.path.join(OUT, "results.csv"), "w", newline="") as f:
 
 # ---- limits ------------------------------------------------------------------
 memcpy = OrderedDict()
+swcopy = {"swcopy_in": OrderedDict(), "swcopy_out": OrderedDict()}
 cl = {}
 try:
     with open(os.path.join(OUT, "raw", "limits.csv")) as f:
@@ -271,7 +272,10 @@ try:
             if len(row) >= 3:
                 if row[0] == "memcpy":
                     memcpy[int(row[1])] = float(row[2])
-                elif row[0] in ("cacheline_rt", "cacheline_oneway"):
+                elif row[0] in swcopy:
+                    swcopy[row[0]][int(row[1])] = float(row[2])
+                elif row[0] in ("cacheline_rt", "cacheline_oneway", "swline_rt",
+                                "swline_oneway"):
                     cl[row[0]] = float(row[2])
 except (OSError, ValueError):
     pass
@@ -298,6 +302,14 @@ else:
 if cl:
     L.append("| cache-line round trip core 0 ↔ 1 | %.0f ns (one way %.0f ns) |"
              % (cl.get("cacheline_rt", float("nan")), cl.get("cacheline_oneway", float("nan"))))
+if "swline_oneway" in cl or swcopy["swcopy_in"]:
+    L.append("| sw-coherence floors (cxl-sw) | line one way %s ns; copy in (write-back) %s; "
+             "copy out (invalidate) %s |" % (
+                 ("%.0f" % cl["swline_oneway"]) if "swline_oneway" in cl else "?",
+                 ", ".join("%s: %.0f MB/s" % (size_label(k), v)
+                           for k, v in swcopy["swcopy_in"].items()) or "?",
+                 ", ".join("%s: %.0f MB/s" % (size_label(k), v)
+                           for k, v in swcopy["swcopy_out"].items()) or "?"))
 L.append("| load average (1/5/15 min) | start %s, end %s |" % (meta.get("load_start", "?"),
                                                                meta.get("load_end", "?")))
 L.append("| run | %s mode, %d repetitions per configuration (alternating), budget %s s per "
@@ -362,7 +374,7 @@ if have_cxl:
             continue
         lat = [e for e in es if e["kind"] == "lat"]
         bw = [e for e in es if e["kind"] == "bw"]
-        miss = ", ".join("%s %s%s" % (size_label(e["bytes"]),
+        miss = ", ".join("%s %s%s" % (size_label(e["bytes"]) if coll != "barrier" else "",
                                       ("%.2f×" % e["value"]), " ≈" if e["close"] else "")
                          for e in es if not e["met"])
         L.append("| %s | %s | %s | %s |" % (

@@ -177,7 +177,8 @@ cp -f -- "$MODULE_SRC" "$MODULE" || die "cannot copy $MODULE_SRC"
 MODULE_SHA=$(sha256sum "$MODULE" | cut -d' ' -f1)
 mpicc -O2 -g -Wall -Wextra -Werror -o "$BIN/coll_bench" "$SCRIPT_DIR/coll_bench.c" \
     >"$LOGS/build-coll_bench.log" 2>&1 || die "building coll_bench.c failed (see $LOGS/build-coll_bench.log)"
-gcc -O2 -Wall -pthread -o "$BIN/limits" "$SCRIPT_DIR/limits.c" >"$LOGS/build-limits.log" 2>&1 ||
+gcc -O2 -Wall -pthread -I"$REPO_DIR/include" -o "$BIN/limits" "$SCRIPT_DIR/limits.c" \
+    "$REPO_DIR/src/coherence/cxl_coherence.c" >"$LOGS/build-limits.log" 2>&1 ||
     die "building limits.c failed (see $LOGS/build-limits.log)"
 
 # ---------------------------------------------------------------------------
