@@ -577,7 +577,7 @@ static long cb_run_case(cb_case_t *cs, int rep)
     long warm = (o->warmup > 0) ? o->warmup : (small ? 100 : 10);
     long errs = 0, printed = 0, it = 0, n, esum;
     double sum = 0, wall, wsum = 0, est, vmin = 0, vavg = 0, vmax = 0;
-    double v[2 + CB_CNT_LAST], c0[CB_CNT_LAST];
+    double v[2 + CB_CNT_LAST], c0[CB_CNT_LAST], t_loop;
     int c;
     /* the seed differs per iteration, size and repetition */
     uint64_t seed = ((uint64_t)rep << 40) ^ ((uint64_t)cs->bytes << 8) ^
@@ -615,8 +615,17 @@ static long cb_run_case(cb_case_t *cs, int rep)
         n = (n < o->min_iters) ? o->min_iters : n;
         iters = (n < iters) ? n : iters;
     }
+    t_loop = MPI_Wtime();
     for (n = 0; n < iters; ++n, ++it) {
         sum += cb_iteration(cs, it, seed++, &errs, &printed, &wall);
+        /* iterations that got slower than the warm-up said (a busy
+         * machine) stop the cell at twice its budget; every rank agrees
+         * (untimed, every 16 iterations) */
+        if (o->budget > 0 && n + 1 >= o->min_iters && (n + 1) % 16 == 0 &&
+            cb_agree_max(MPI_Wtime() - t_loop) > 2 * o->budget) {
+            iters = n + 1;
+            break;
+        }
     }
     v[0] = sum * 1e6 / (double)iters;
     v[1] = (double)errs;
@@ -677,7 +686,8 @@ static void cb_usage(FILE *f)
 "                   at least 2, which also size the rest)\n"
 "  --budget S       about S seconds of wall time per collective and size\n"
 "                   (default 0.25; 0: no limit): warm-up and timed\n"
-"                   iterations are cut to fit, never below --min-iters\n"
+"                   iterations are cut to fit, never below --min-iters;\n"
+"                   timed iterations stop at twice the budget\n"
 "  --min-iters N    timed iterations at least (default 10)\n"
 "  --reps N         repeat the whole matrix N times (default 1)\n"
 "  --rep K          number of the first repetition in the CSV (default 1)\n"
