@@ -312,6 +312,22 @@ if "swline_oneway" in cl or swcopy["swcopy_in"]:
                            for k, v in swcopy["swcopy_out"].items()) or "?"))
 L.append("| load average (1/5/15 min) | start %s, end %s |" % (meta.get("load_start", "?"),
                                                                meta.get("load_end", "?")))
+runs = []
+try:
+    with open(os.path.join(OUT, "runs.csv"), newline="") as f:
+        for row in csv.DictReader(f):
+            runs.append(row)
+except OSError:
+    pass
+if runs:
+    busy = sorted(int(r["cpu_busy_pct"]) for r in runs if r.get("cpu_busy_pct", "").isdigit())
+    loads = sorted(float(r["load1"]) for r in runs if r.get("load1"))
+    if busy and loads:
+        L.append("| other work before the measured runs | CPUs busy (1 s before each run) median %d %%, "
+                 "%d–%d %%; 1-min load %.2f–%.2f%s (runs.csv) |"
+                 % (statistics.median(busy), busy[0], busy[-1], loads[0], loads[-1],
+                    ("; waited for ≤ %s %% busy" % meta["wait_idle"])
+                    if meta.get("wait_idle", "0") != "0" else ""))
 L.append("| run | %s mode, %d repetitions per configuration (alternating), budget %s s per "
          "collective and size, sizes %s, %s s in all |"
          % (meta.get("mode", "?"), REPS, meta.get("budget", "?"), meta.get("sizes", "?"),

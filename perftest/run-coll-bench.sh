@@ -40,6 +40,8 @@
 #   results.csv   collective,bytes,config,unit,rep1..repN,median,min,max,
 #                 ok_reps,note
 #   samples.csv   every CSV line of every run, with config and rep
+#   runs.csv      every measured run: config,rep,seconds,rc,cpu_busy_pct
+#                 (over the second before it),load1
 #   plots/*.png   latency vs size per collective, coll/cxl speed-up over
 #                 the best baseline (gnuplot)
 #   raw/, logs/   coll_bench output of every run, commands, selection logs
@@ -54,7 +56,7 @@
 #          [--colls LIST] [--budget S] [--quick] [--smoke] [--out DIR]
 #          [--builddir DIR] [--coll-cxl PATH] [--no-cxl] [--no-sw]
 #          [--cxl-env "VAR=V ..."] [--cxl-mca "NAME VALUE ..."]
-#          [--timeout S] [--help]
+#          [--timeout S] [--wait-idle PCT] [--wait-max S] [--help]
 #   --reps N       repetitions per configuration (default 5; --quick 3)
 #   --np N         ranks (default 2)
 #   --sizes LIST   coll_bench sizes (default 8,16,64,256,1K,4K,16K,64K,
@@ -77,6 +79,11 @@
 #   --cxl-mca STR  MCA parameters of the cxl configurations, pairs of
 #                  words (default "coll_cxl_priority 90")
 #   --timeout S    limit of one mpirun (default 900; smoke 120)
+#   --wait-idle P  before every measured run wait until the CPUs were at
+#                  most P % busy over one second (other work on a shared
+#                  machine), at most --wait-max seconds (default 300) per
+#                  run; 0 (default): do not wait.  The busy share before
+#                  every run is in runs.csv and the report either way
 #   -h, --help     this text
 set -uo pipefail
 
@@ -86,7 +93,7 @@ REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 
 REPS="" NP=2 SIZES="" COLLS=all BUDGET="" QUICK=0 SMOKE=0 OUT="" BUILDDIR=""
 COLL_CXL="" CXL=1 SW=1 CXL_ENV_STR="" CXL_MCA_STR="coll_cxl_priority 90"
-MPI_TO=""
+MPI_TO="" WAIT_IDLE=0 WAIT_MAX=300
 
 usage() { awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
 die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
@@ -109,6 +116,8 @@ while (($#)); do
         --cxl-env) need "$1" $#; CXL_ENV_STR=$2; shift ;;
         --cxl-mca) need "$1" $#; CXL_MCA_STR=$2; shift ;;
         --timeout) need "$1" $#; MPI_TO=$2; shift ;;
+        --wait-idle) need "$1" $#; WAIT_IDLE=$2; shift ;;
+        --wait-max) need "$1" $#; WAIT_MAX=$2; shift ;;
         -h | --help) usage; exit 0 ;;
         *) printf '%s: unknown option %q (see --help)\n' "$PROG" "$1" >&2; exit 2 ;;
     esac
@@ -124,6 +133,8 @@ fi
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || die "--reps must be a positive integer"
 [[ $NP =~ ^[1-9][0-9]*$ ]] || die "--np must be a positive integer"
 [[ $MPI_TO =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive integer"
+[[ $WAIT_IDLE =~ ^[0-9]+$ && $WAIT_IDLE -le 100 ]] || die "--wait-idle takes a percentage 0..100"
+[[ $WAIT_MAX =~ ^[0-9]+$ ]] || die "--wait-max takes seconds"
 read -r -a CXL_MCA_WORDS <<<"$CXL_MCA_STR"
 ((${#CXL_MCA_WORDS[@]} % 2 == 0)) || die "--cxl-mca takes NAME VALUE pairs"
 read -r -a CXL_ENV <<<"$CXL_ENV_STR"
@@ -342,6 +353,7 @@ write_status() {
     printf 'pool_sw=%s\n' "$( ((SW_OK)) && echo "emulate-nc:$POOL_SW")"
     printf 'load_start=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
     printf 'gnuplot=%s\n' "$HAVE_GNUPLOT"
+    printf 'wait_idle=%s\n' "$WAIT_IDLE"
 } >"$OUT/meta.env"
 
 # ---------------------------------------------------------------------------
@@ -455,6 +467,29 @@ done
 # ---------------------------------------------------------------------------
 # Measured repetitions, alternating
 # ---------------------------------------------------------------------------
+cpu_busy() {   # percent of all CPUs busy over one second (/proc/stat)
+    local a b
+    a=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
+    sleep 1
+    b=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
+    awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ")
+        busy = y[1] - x[1]; idle = y[2] - x[2]
+        printf "%.0f", (busy + idle > 0) ? 100 * busy / (busy + idle) : 0 }'
+}
+wait_idle() {   # sets BUSY: the busy share right before the run
+    local t0=$SECONDS said=0
+    BUSY=$(cpu_busy)
+    ((WAIT_IDLE > 0)) || return 0
+    while ((BUSY > WAIT_IDLE && SECONDS - t0 < WAIT_MAX)); do
+        ((said)) || msg "    waiting for the CPUs to be at most $WAIT_IDLE % busy (now $BUSY %, at most ${WAIT_MAX}s)"
+        said=1
+        sleep 2
+        BUSY=$(cpu_busy)
+    done
+    ((BUSY > WAIT_IDLE)) && msg "    still $BUSY % busy after ${WAIT_MAX}s: running anyway"
+    return 0
+}
+echo "config,rep,seconds,rc,cpu_busy_pct,load1" >"$OUT/runs.csv"
 RUN_ARGS=("${COMMON[@]}")
 ((SMOKE)) && RUN_ARGS+=(-c --iters 20 --warmup 2 --min-iters 2)
 msg "measuring: ${MEASURE[*]:-nothing} x $REPS reps (alternating)"
@@ -465,8 +500,11 @@ for ((rep = 1; rep <= REPS; ++rep)); do
             FAILS[$label]="${FAILS[$label]}; r$rep: not run after a timeout"
             continue
         fi
+        wait_idle
+        load1=$(cut -d' ' -f1 /proc/loadavg)
         run_job "$label" "$label-r$rep" "$MPI_TO" "${RUN_ARGS[@]}" --rep "$rep"
         rc=$?
+        printf '%s,%s,%s,%s,%s,%s\n' "$label" "$rep" "$JOB_SECS" "$rc" "$BUSY" "$load1" >>"$OUT/runs.csv"
         append_samples "$label" "$rep" "$JOB_BASE.csv"
         n=$(csv_rows "$JOB_BASE.csv")
         if ((rc != 0)); then
@@ -475,7 +513,7 @@ for ((rep = 1; rep <= REPS; ++rep)); do
             FAILS[$label]="${FAILS[$label]:+${FAILS[$label]}; }r$rep: $why"
             ((rc == 124 || rc == 137)) && TIMED_OUT[$label]=1
         else
-            msg "  rep $rep/$REPS $label: $n rows in ${JOB_SECS}s (load $(cut -d' ' -f1 /proc/loadavg))"
+            msg "  rep $rep/$REPS $label: $n rows in ${JOB_SECS}s (CPUs $BUSY % busy before, load $load1)"
         fi
     done
 done
