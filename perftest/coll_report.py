@@ -487,6 +487,51 @@ L.append("")
 with open(os.path.join(OUT, "report.md"), "w") as f:
     f.write("\n".join(L))
 
+# ---- summary.md: one compact table (for a README) -----------------------------
+pick = [n for n in (8, 4096, 262144, 4194304)
+        if any(n in sizes_of.get(c, ()) for c in COLLS)]
+S = []
+S.append("np = %s%s, %s; medians of %d repetitions, µs (coll_bench avg latency, data-varying)%s."
+         % (np_, " (oversubscribed)" if oversub else "", meta.get("date", "?"), REPS,
+            "" if have_cxl else "; coll/cxl not measured"))
+S.append("")
+hdr = ["collective"]
+for n in pick:
+    hdr.append(size_label(n) + (": best baseline / cxl (ratio)" if have_cxl else
+                                ": tuned-ucx / ob1-vader"))
+S.append("| " + " | ".join(hdr) + " |")
+S.append("|" + "---|" * len(hdr))
+for coll in COLLS:
+    szs = [0] if coll == "barrier" else pick
+    if not any(n in sizes_of.get(coll, ()) for n in szs):
+        continue
+    row = [coll]
+    for n in pick:
+        m = 0 if coll == "barrier" else n
+        if coll == "barrier" and n != pick[0]:
+            row.append("")
+            continue
+        bb = best_baseline(coll, m)
+        sc = stats(coll, m, "cxl")
+        if have_cxl and bb and sc:
+            e = tmap.get((coll, m))
+            mark = "" if not e or e["met"] is None else (" ✓" if e["met"] else " ✗")
+            row.append("%s (%s) / %s: %.2f×%s" % (fmt(bb[1]["median"]), bb[0],
+                                                 fmt(sc["median"]),
+                                                 sc["median"] / bb[1]["median"], mark))
+        else:
+            a, b = stats(coll, m, "tuned-ucx"), stats(coll, m, "ob1-vader")
+            row.append("%s / %s" % (fmt(a["median"]) if a else "-", fmt(b["median"]) if b else "-"))
+    S.append("| " + " | ".join(row) + " |")
+S.append("")
+if have_cxl:
+    S.append("Ratio: cxl latency / best baseline latency (< 1: coll/cxl faster); ✓/✗: the "
+             "issue's target for that cell (≤ 0.5× up to 4 KiB, bandwidth ≥ 1.3× i.e. ratio "
+             "≤ 0.77× from 256 KiB, for bcast, allgather, allreduce, reduce_scatter_block, "
+             "alltoall; barrier ≤ 0.5×).")
+with open(os.path.join(OUT, "summary.md"), "w") as f:
+    f.write("\n".join(S) + "\n")
+
 # ---- gnuplot -------------------------------------------------------------------
 gp = ['set terminal png size 1000,650 font ",10" noenhanced',
       'set datafile separator "\\t"', 'set datafile missing "?"',

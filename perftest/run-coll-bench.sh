@@ -33,6 +33,7 @@
 # (reported with the reason): its numbers would not be coll/cxl's.
 #
 # Output folder (default perftest/out/coll-<date>-<time>/):
+#   summary.md    one compact table (collective x 8 B/4 KiB/256 KiB/4 MiB)
 #   report.md     machine (cores, memcpy bandwidth, load), targets of
 #                 issue 12 met/missed per cell, per collective a table
 #                 size x configuration (median [min-max] of the
