@@ -390,8 +390,9 @@ if have_cxl:
             continue
         lat = [e for e in es if e["kind"] == "lat"]
         bw = [e for e in es if e["kind"] == "bw"]
-        miss = ", ".join("%s %s%s" % (size_label(e["bytes"]) if coll != "barrier" else "",
-                                      ("%.2f×" % e["value"]), " ≈" if e["close"] else "")
+        miss = ", ".join("%s%s %.2f×%s" % ((size_label(e["bytes"]) + " ") if coll != "barrier"
+                                           else "", e["kind"], e["value"],
+                                           " ≈" if e["close"] else "")
                          for e in es if not e["met"])
         L.append("| %s | %s | %s | %s |" % (
             coll,
