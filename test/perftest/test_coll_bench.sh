@@ -7,8 +7,8 @@
 # ob1-vader, one row per collective and size with numbers that fit together
 # (min <= avg <= max, iterations >= 1, no wrong element); results.csv,
 # report.md and the plots exist.  coll/cxl: where the build has
-# mca_coll_cxl.so its configurations must have been checked and measured
-# the same way; where it has not, the report must say it is missing (not
+# mca_coll_cxl.so its configurations (cxl and cxl-sw) must have been
+# checked and measured the same way; where it has not, the report must say it is missing (not
 # leave it out).  A negative control runs coll_bench -c --inject-error:
 # the check must find the corrupted bytes and exit non-zero.
 # No timing is asserted.  Ends with "coll-bench: N passed, N failed".
@@ -94,6 +94,12 @@ case "$cxl_state" in
             ok "cxl: coll/cxl's library ran calls (MPI_T coll_cxl_calls)"
         else
             bad "cxl: no call counted by coll_cxl_calls"
+        fi
+        sw_state=$(awk -F'|' '$1 == "cxl-sw" { print $2 }' "$out/run/configs.txt")
+        if [ "$sw_state" = ok ]; then
+            check_config cxl-sw
+        else
+            bad "cxl-sw: '$sw_state': $(awk -F'|' '$1 == "cxl-sw" { print $3 }' "$out/run/configs.txt")"
         fi ;;
     missing)
         if grep -q '^| cxl | .*\*\*MISSING\*\*' "$R" 2>/dev/null && grep -q 'coll/cxl was not measured' "$R"; then
