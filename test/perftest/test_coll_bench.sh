@@ -8,8 +8,8 @@
 # (min <= avg <= max, iterations >= 1, no wrong element); results.csv,
 # report.md and the plots exist.  coll/cxl: where the build has
 # mca_coll_cxl.so its configurations (cxl and cxl-sw) must have been
-# checked and measured the same way; where it has not, the report must say it is missing (not
-# leave it out).  A negative control runs coll_bench -c --inject-error:
+# checked and measured the same way; where it has not, the report must
+# say it is missing (not leave it out).  A negative control runs coll_bench -c --inject-error:
 # the check must find the corrupted bytes and exit non-zero.
 # No timing is asserted.  Ends with "coll-bench: N passed, N failed".
 #
