@@ -1,0 +1,601 @@
+#!/usr/bin/python3
+"""coll_report.py OUTDIR - turn perftest/run-coll-bench.sh output into
+results.csv, report.md and gnuplot inputs (plots/plots.gp, plots/*.dat).
+
+Input (OUTDIR): meta.env, samples.csv (config,rep,collective,bytes,np,
+iters,warmup,min_us,avg_us,max_us,errors,cxl_calls,cxl_fallbacks),
+configs.txt (label|state|note), selection.txt (label|enabled coll
+components), validation.csv (label,collective,bytes,errors,cxl_calls,
+cxl_fallbacks), failures.txt (label|what), raw/limits.csv.
+
+The figure is coll_bench's avg_us (mean over ranks of the per-rank mean
+latency, OSU's "Avg Latency"); per configuration the median of the
+repetitions and their min-max spread.  Targets of issue 12 (medians):
+coll/cxl latency <= 0.5x the best baseline up to 4 KiB and bandwidth
+>= 1.3x (latency <= 1/1.3x) from 256 KiB, for bcast, allgather, allreduce,
+reduce_scatter_block and alltoall; barrier <= 0.5x.  Standard library
+only; plots are gnuplot's job.  It reports; it asserts nothing.
+"""
+import csv
+import math
+import os
+import statistics
+import sys
+from collections import OrderedDict
+
+OUT = sys.argv[1]
+PLOTS = os.path.join(OUT, "plots")
+os.makedirs(PLOTS, exist_ok=True)
+
+COLLS = ["barrier", "bcast", "reduce", "allreduce", "gather", "scatter",
+         "allgather", "reduce_scatter_block", "alltoall"]
+CONFIGS = ["tuned-ucx", "ob1-vader", "cxl", "cxl-sw"]
+BASELINES = ["tuned-ucx", "ob1-vader"]
+DESC = {
+    "tuned-ucx": "Open MPI default selection (coll/tuned) over pml ucx, UCX_TLS=cxl",
+    "ob1-vader": "pml ob1 + btl vader (shared memory), coll/tuned: Open MPI's default on one host",
+    "cxl": "coll/cxl over pml ucx, UCX_TLS=cxl, hw-coherent pool",
+    "cxl-sw": "coll/cxl, software coherence on the emulate-nc emulator (measures the emulator)",
+}
+TARGET_COLLS = {"bcast", "allgather", "allreduce", "reduce_scatter_block", "alltoall"}
+LAT_MAX_BYTES = 4096
+BW_MIN_BYTES = 262144
+LAT_BOUND = 0.5
+BW_BOUND = 1.3
+
+
+def read_kv(path):
+    d = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                if "=" in line:
+                    k, v = line.rstrip("\n").split("=", 1)
+                    d[k] = v
+    except OSError:
+        pass
+    return d
+
+
+def read_bar(path, n):
+    rows = []
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.rstrip("\n").split("|", n - 1)
+                if len(parts) == n:
+                    rows.append(parts)
+    except OSError:
+        pass
+    return rows
+
+
+meta = read_kv(os.path.join(OUT, "meta.env"))
+REPS = int(meta.get("reps", "1"))
+state = OrderedDict((l, ("missing", "not configured")) for l in CONFIGS)
+for label, st, note in read_bar(os.path.join(OUT, "configs.txt"), 3):
+    state[label] = (st, note)
+selection = dict(read_bar(os.path.join(OUT, "selection.txt"), 2))
+failures = {}
+for label, what in read_bar(os.path.join(OUT, "failures.txt"), 2):
+    failures[label] = what
+validation = {}
+try:
+    with open(os.path.join(OUT, "validation.csv"), newline="") as f:
+        for row in csv.reader(f):
+            if len(row) == 6:
+                v = validation.setdefault(row[0], [0, 0])
+                v[0] += 1
+                v[1] += int(row[3])
+except (OSError, ValueError):
+    pass
+
+# ---- samples -------------------------------------------------------------
+# (coll, bytes, config) -> {rep: avg_us}; plus max errors seen
+data = OrderedDict()
+errors = {}
+calls = {}   # (coll, bytes, config) -> [library calls, fallbacks] summed over reps
+sizes_of = OrderedDict((c, set()) for c in COLLS)
+with open(os.path.join(OUT, "samples.csv"), newline="") as f:
+    rd = csv.reader(f)
+    header = next(rd, None)
+    for row in rd:
+        if len(row) != 13:
+            continue
+        cfg, rep, coll, nbytes = row[0], int(row[1]), row[2], int(row[3])
+        try:
+            avg = float(row[8])
+            err = int(row[10])
+            ncalls, nfb = int(row[11]), int(row[12])
+        except ValueError:
+            continue
+        if ncalls >= 0 and nfb >= 0:
+            c = calls.setdefault((coll, nbytes, cfg), [0, 0])
+            c[0] += ncalls
+            c[1] += nfb
+        data.setdefault((coll, nbytes, cfg), {})[rep] = avg
+        if err:
+            errors[(coll, nbytes, cfg)] = errors.get((coll, nbytes, cfg), 0) + err
+        sizes_of.setdefault(coll, set()).add(nbytes)
+
+
+def stats(coll, nbytes, cfg):
+    reps = data.get((coll, nbytes, cfg))
+    if not reps:
+        return None
+    vals = list(reps.values())
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals),
+            "n": len(vals), "reps": reps}
+
+
+measured = [c for c in CONFIGS if any(k[2] == c for k in data)]
+have_cxl = "cxl" in measured
+have_sw = "cxl-sw" in measured
+
+
+def best_baseline(coll, nbytes):
+    best = None
+    for b in BASELINES:
+        s = stats(coll, nbytes, b)
+        if s and (best is None or s["median"] < best[1]["median"]):
+            best = (b, s)
+    return best
+
+
+def target_of(coll, nbytes):
+    """(kind, bound) or None: kind 'lat' (cxl/best <= bound) or 'bw'
+    (best/cxl >= bound)"""
+    if coll == "barrier":
+        return ("lat", LAT_BOUND)
+    if coll in TARGET_COLLS:
+        if nbytes <= LAT_MAX_BYTES:
+            return ("lat", LAT_BOUND)
+        if nbytes >= BW_MIN_BYTES:
+            return ("bw", BW_BOUND)
+    return None
+
+
+def overlap(a, b):
+    return a["min"] <= b["max"] and b["min"] <= a["max"]
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if v >= 1000:
+        return "%.0f" % v
+    if v >= 100:
+        return "%.1f" % v
+    if v >= 10:
+        return "%.2f" % v
+    return "%.3f" % v
+
+
+def cell(s):
+    if not s:
+        return "-"
+    if s["n"] == 1:
+        return fmt(s["median"])
+    return "%s [%s–%s]" % (fmt(s["median"]), fmt(s["min"]), fmt(s["max"]))
+
+
+def size_label(n):
+    if n >= 1048576 and n % 1048576 == 0:
+        return "%d MiB" % (n // 1048576)
+    if n >= 1024 and n % 1024 == 0:
+        return "%d KiB" % (n // 1024)
+    return "%d B" % n
+
+
+def size_key(n):
+    if n >= 1048576 and n % 1048576 == 0:
+        return "%dMiB" % (n // 1048576)
+    if n >= 1024 and n % 1024 == 0:
+        return "%dKiB" % (n // 1024)
+    return "%dB" % n
+
+
+def fallback_note(coll, nbytes, cfg):
+    """' (fallback: F of N calls)' when coll/cxl handed calls back"""
+    c = calls.get((coll, nbytes, cfg))
+    if not c or c[1] == 0:
+        return ""
+    return " **(fallback: %d of %d calls)**" % (c[1], c[0] + c[1])
+
+
+# ---- targets ---------------------------------------------------------------
+targets = []   # dicts: coll, bytes, kind, bound, value, met, close, best
+for coll in COLLS:
+    for nbytes in sorted(sizes_of.get(coll, ())):
+        t = target_of(coll, nbytes)
+        if not t:
+            continue
+        bb = best_baseline(coll, nbytes)
+        sc = stats(coll, nbytes, "cxl")
+        entry = {"coll": coll, "bytes": nbytes, "kind": t[0], "bound": t[1],
+                 "best": bb[0] if bb else None, "value": None, "met": None,
+                 "close": False}
+        if bb and sc:
+            r = sc["median"] / bb[1]["median"]
+            if t[0] == "lat":
+                entry["value"] = r
+                entry["met"] = r <= t[1]
+            else:
+                entry["value"] = 1.0 / r
+                entry["met"] = (1.0 / r) >= t[1]
+            entry["close"] = overlap(sc, bb[1])
+        targets.append(entry)
+
+
+def target_text(e):
+    if e is None:
+        return ""
+    if e["value"] is None:
+        return "not evaluated"
+    if e["kind"] == "lat":
+        txt = "lat %.2f× (≤ %.1f×)" % (e["value"], e["bound"])
+    else:
+        txt = "bw %.2f× (≥ %.1f×)" % (e["value"], e["bound"])
+    return ("✓ met: " if e["met"] else "✗ missed: ") + txt
+
+
+tmap = {(e["coll"], e["bytes"]): e for e in targets}
+
+# ---- results.csv -------------------------------------------------------------
+with open(os.path.join(OUT, "results.csv"), "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["collective", "bytes", "config", "unit"]
+               + ["rep%d" % i for i in range(1, REPS + 1)]
+               + ["median", "min", "max", "ok_reps", "note"])
+    for coll in COLLS:
+        for nbytes in sorted(sizes_of.get(coll, ())):
+            for cfg in CONFIGS:
+                s = stats(coll, nbytes, cfg)
+                if not s:
+                    continue
+                note = []
+                if (coll, nbytes, cfg) in errors:
+                    note.append("%d wrong elements" % errors[(coll, nbytes, cfg)])
+                w.writerow([coll, nbytes, cfg, "us(avg)"]
+                           + [("%.3f" % s["reps"][i]) if i in s["reps"] else ""
+                              for i in range(1, REPS + 1)]
+                           + ["%.3f" % s["median"], "%.3f" % s["min"], "%.3f" % s["max"],
+                              s["n"], "; ".join(note)])
+
+# ---- limits ------------------------------------------------------------------
+memcpy = OrderedDict()
+swcopy = {"swcopy_in": OrderedDict(), "swcopy_out": OrderedDict()}
+cl = {}
+try:
+    with open(os.path.join(OUT, "raw", "limits.csv")) as f:
+        for row in csv.reader(f):
+            if len(row) >= 3:
+                if row[0] == "memcpy":
+                    memcpy[int(row[1])] = float(row[2])
+                elif row[0] in swcopy:
+                    swcopy[row[0]][int(row[1])] = float(row[2])
+                elif row[0] in ("cacheline_rt", "cacheline_oneway", "swline_rt",
+                                "swline_oneway"):
+                    cl[row[0]] = float(row[2])
+except (OSError, ValueError):
+    pass
+
+# ---- report.md ---------------------------------------------------------------
+L = []
+np_ = meta.get("np", "?")
+oversub = meta.get("oversubscribed") == "1"
+L.append("# MPI collectives: coll/cxl against Open MPI's defaults (perftest/run-coll-bench.sh)")
+L.append("")
+L.append("| | |")
+L.append("|---|---|")
+L.append("| date | %s |" % meta.get("date", "?"))
+L.append("| machine | %s, **%s cores**, %s |" % (meta.get("cpu", "?"), meta.get("ncpu", "?"),
+                                                meta.get("kernel", "?")))
+L.append("| software | UCX %s, %s |" % (meta.get("ucx", "?"), meta.get("ompi", "?")))
+L.append("| ranks | np = %s%s |" % (np_, " — **oversubscribed** (more ranks than cores)"
+                                     if oversub else ", one per core (--bind-to core)"))
+if memcpy:
+    L.append("| memcpy bandwidth (1 core) | %s |" % ", ".join(
+        "%s: %.0f MB/s" % (size_label(k), v) for k, v in memcpy.items()))
+else:
+    L.append("| memcpy bandwidth | not measured (raw/limits.err) |")
+if cl:
+    L.append("| cache-line round trip core 0 ↔ 1 | %.0f ns (one way %.0f ns) |"
+             % (cl.get("cacheline_rt", float("nan")), cl.get("cacheline_oneway", float("nan"))))
+if "swline_oneway" in cl or swcopy["swcopy_in"]:
+    L.append("| sw-coherence floors (cxl-sw) | line one way %s ns; copy in (write-back) %s; "
+             "copy out (invalidate) %s |" % (
+                 ("%.0f" % cl["swline_oneway"]) if "swline_oneway" in cl else "?",
+                 ", ".join("%s: %.0f MB/s" % (size_label(k), v)
+                           for k, v in swcopy["swcopy_in"].items()) or "?",
+                 ", ".join("%s: %.0f MB/s" % (size_label(k), v)
+                           for k, v in swcopy["swcopy_out"].items()) or "?"))
+L.append("| load average (1/5/15 min) | start %s, end %s |" % (meta.get("load_start", "?"),
+                                                               meta.get("load_end", "?")))
+runs = []
+try:
+    with open(os.path.join(OUT, "runs.csv"), newline="") as f:
+        for row in csv.DictReader(f):
+            runs.append(row)
+except OSError:
+    pass
+if runs:
+    busy = sorted(int(r["cpu_busy_pct"]) for r in runs if r.get("cpu_busy_pct", "").isdigit())
+    loads = sorted(float(r["load1"]) for r in runs if r.get("load1"))
+    if busy and loads:
+        L.append("| other work before the measured runs | CPUs busy (1 s before each run) median %d %%, "
+                 "%d–%d %%; 1-min load %.2f–%.2f%s (runs.csv) |"
+                 % (statistics.median(busy), busy[0], busy[-1], loads[0], loads[-1],
+                    ("; waited for ≤ %s %% busy" % meta["wait_idle"])
+                    if meta.get("wait_idle", "0") != "0" else ""))
+L.append("| run | %s mode, %d repetitions per configuration (alternating), budget %s s per "
+         "collective and size, sizes %s, %s s in all |"
+         % (meta.get("mode", "?"), REPS, meta.get("budget", "?"), meta.get("sizes", "?"),
+            meta.get("duration_s", "?")))
+L.append("| builds | libuct_cxl.so sha256 %s…; mca_coll_cxl.so %s |"
+         % (meta.get("module_sha256", "?")[:12],
+            ("%s (sha256 %s…)" % (meta.get("component"), meta.get("component_sha256", "")[:12]))
+            if meta.get("component") else "**missing**"))
+L.append("")
+L.append("Figure: coll_bench's average latency in µs (per-rank mean over the timed iterations, "
+         "averaged over ranks, as OSU's \"Avg Latency\"); data rewritten before every iteration "
+         "(data-varying), untimed MPI_Barrier between iterations. Cells: median of the "
+         "repetitions [min–max]. Bandwidth ratios are the inverse latency ratios (same bytes). "
+         "`≈`: the min–max ranges of coll/cxl and the best baseline overlap.")
+L.append("")
+
+L.append("## Configurations")
+L.append("")
+L.append("| label | what | state | coll components on MPI_COMM_WORLD (priority) | check run (-c) |")
+L.append("|---|---|---|---|---|")
+for label in CONFIGS:
+    st, note = state.get(label, ("missing", "not configured"))
+    v = validation.get(label)
+    vtxt = "-" if not v else ("%d cells, all right" % v[0] if v[1] == 0
+                              else "**%d wrong elements** in %d cells" % (v[1], v[0]))
+    sttxt = {"ok": "measured", "missing": "**MISSING**", "failed": "**FAILED**",
+             "skipped": "skipped"}.get(st, st)
+    if st == "ok" and label not in measured:
+        sttxt = "**no results**"
+    detail = DESC[label] if st == "ok" else "%s — %s" % (DESC[label], note)
+    if label in failures:
+        detail += "; failed runs: " + failures[label]
+    L.append("| %s | %s | %s | %s | %s |" % (label, detail, sttxt,
+                                             selection.get(label, "-") or "-", vtxt))
+L.append("")
+if not have_cxl:
+    st, note = state.get("cxl", ("missing", ""))
+    L.append("**coll/cxl was not measured** (%s: %s): the tables show the baselines only and "
+             "the targets are not evaluated." % (st, note))
+    L.append("")
+
+# targets summary
+L.append("## Targets (issue 12)")
+L.append("")
+if have_cxl:
+    met = sum(1 for e in targets if e["met"])
+    ev = sum(1 for e in targets if e["met"] is not None)
+    L.append("coll/cxl against the better of tuned-ucx and ob1-vader, per cell: latency ≤ %.1f× "
+             "up to %s and bandwidth ≥ %.1f× from %s for bcast, allgather, allreduce, "
+             "reduce_scatter_block and alltoall; barrier ≤ %.1f×. **%d of %d met.**"
+             % (LAT_BOUND, size_label(LAT_MAX_BYTES), BW_BOUND, size_label(BW_MIN_BYTES),
+                LAT_BOUND, met, ev))
+    L.append("")
+    L.append("| collective | latency ≤ %.1f× (≤ %s) | bandwidth ≥ %.1f× (≥ %s) | misses |"
+             % (LAT_BOUND, size_label(LAT_MAX_BYTES), BW_BOUND, size_label(BW_MIN_BYTES)))
+    L.append("|---|---|---|---|")
+    for coll in COLLS:
+        es = [e for e in targets if e["coll"] == coll and e["met"] is not None]
+        if not es:
+            continue
+        lat = [e for e in es if e["kind"] == "lat"]
+        bw = [e for e in es if e["kind"] == "bw"]
+        miss = ", ".join("%s%s %.2f×%s" % ((size_label(e["bytes"]) + " ") if coll != "barrier"
+                                           else "", e["kind"], e["value"],
+                                           " ≈" if e["close"] else "")
+                         for e in es if not e["met"])
+        L.append("| %s | %s | %s | %s |" % (
+            coll,
+            ("%d/%d" % (sum(e["met"] for e in lat), len(lat))) if lat else "-",
+            ("%d/%d" % (sum(e["met"] for e in bw), len(bw))) if bw else "-",
+            miss or "none"))
+    L.append("")
+else:
+    L.append("Not evaluated: coll/cxl has no results.")
+    L.append("")
+
+# per collective
+L.append("## Latency per collective (µs)")
+L.append("")
+for coll in COLLS:
+    szs = sorted(sizes_of.get(coll, ()))
+    if not szs:
+        continue
+    L.append("### %s" % coll)
+    L.append("")
+    cols = [c for c in CONFIGS if c in measured and c != "cxl-sw"]
+    hdr = ["size"] + cols + ["best baseline"]
+    if have_cxl:
+        hdr += ["cxl / best", "target"]
+    if have_sw:
+        hdr += ["cxl-sw", "sw / hw"]
+    L.append("| " + " | ".join(hdr) + " |")
+    L.append("|" + "---|" * len(hdr))
+    for nbytes in szs:
+        row = [size_label(nbytes) if coll != "barrier" else "-"]
+        for c in cols:
+            txt = cell(stats(coll, nbytes, c))
+            if (coll, nbytes, c) in errors:
+                txt += " **(%d wrong)**" % errors[(coll, nbytes, c)]
+            txt += fallback_note(coll, nbytes, c)
+            row.append(txt)
+        bb = best_baseline(coll, nbytes)
+        row.append(bb[0] if bb else "-")
+        if have_cxl:
+            sc = stats(coll, nbytes, "cxl")
+            if sc and bb:
+                r = sc["median"] / bb[1]["median"]
+                row.append("%.2f×%s" % (r, " ≈" if overlap(sc, bb[1]) else ""))
+            else:
+                row.append("-")
+            row.append(target_text(tmap.get((coll, nbytes))))
+        if have_sw:
+            ss = stats(coll, nbytes, "cxl-sw")
+            sh = stats(coll, nbytes, "cxl")
+            row.append(cell(ss) + fallback_note(coll, nbytes, "cxl-sw"))
+            row.append("%.2f×" % (ss["median"] / sh["median"]) if ss and sh else "-")
+        L.append("| " + " | ".join(row) + " |")
+    L.append("")
+
+# rows missing (a run that failed part-way)
+exp = meta.get("expected_rows")
+if exp:
+    short = []
+    for cfg in measured:
+        for rep in range(1, REPS + 1):
+            n = sum(1 for k, v in data.items() if k[2] == cfg and rep in v)
+            if n < int(exp):
+                short.append("%s r%d: %d of %s" % (cfg, rep, n, exp))
+    if short:
+        L.append("**Incomplete runs** (rows of coll_bench): " + "; ".join(short))
+        L.append("")
+
+L.append("## Notes")
+L.append("")
+L.append("- Sizes: the whole buffer for bcast, reduce and allreduce; one rank's block for "
+         "gather, scatter, allgather, reduce_scatter_block (recvcount) and alltoall (per pair). "
+         "Reductions: MPI_FLOAT, MPI_SUM; the others MPI_CHAR.")
+L.append("- tuned-ucx and ob1-vader run with `--mca coll ^cxl`; cxl and cxl-sw find "
+         "mca_coll_cxl.so through `mca_base_component_path` (%s) with MCA `%s`."
+         % (meta.get("component_path", "?"), meta.get("cxl_mca", "")))
+L.append("- cxl-sw runs on the strict non-coherent emulator: write-back and invalidate are copies "
+         "through a file, so its numbers show what the protocol costs on the emulator, not on "
+         "hardware; sw / hw = cxl-sw median over cxl median.")
+if oversub:
+    L.append("- **Oversubscribed**: np = %s on %s cores (`--oversubscribe --bind-to none`): "
+             "ranks share cores, waiting ranks must yield; numbers are not comparable to np ≤ cores."
+             % (np_, meta.get("ncpu", "?")))
+L.append("- coll/cxl's MPI_T counters (coll_cxl_calls, coll_cxl_fallbacks) are read around "
+         "every cell; a cell where coll/cxl handed calls back to the module it replaced says "
+         "`fallback: F of N calls` (the untimed barriers between iterations are counted too): "
+         "such a cell measures, in part, the replaced module.")
+L.append("- Nothing asserts timings. On a busy machine the numbers are noisy: see the load "
+         "average above; raw output of every run is in raw/, commands in logs/commands.log.")
+L.append("- Files: results.csv (per cell and configuration: every repetition, median, min, max), "
+         "samples.csv (every coll_bench line with min/avg/max over ranks), plots/*.png.")
+L.append("")
+
+with open(os.path.join(OUT, "report.md"), "w") as f:
+    f.write("\n".join(L))
+
+# ---- summary.md: one compact table (for a README) -----------------------------
+pick = [n for n in (8, 4096, 262144, 4194304)
+        if any(n in sizes_of.get(c, ()) for c in COLLS)]
+S = []
+S.append("np = %s%s, %s; medians of %d repetitions, µs (coll_bench avg latency, data-varying)%s."
+         % (np_, " (oversubscribed)" if oversub else "", meta.get("date", "?"), REPS,
+            "" if have_cxl else "; coll/cxl not measured"))
+S.append("")
+hdr = ["collective"]
+for n in pick:
+    hdr.append(size_label(n) + (": best baseline / cxl (ratio)" if have_cxl else
+                                ": tuned-ucx / ob1-vader"))
+S.append("| " + " | ".join(hdr) + " |")
+S.append("|" + "---|" * len(hdr))
+for coll in COLLS:
+    szs = [0] if coll == "barrier" else pick
+    if not any(n in sizes_of.get(coll, ()) for n in szs):
+        continue
+    row = [coll]
+    for n in pick:
+        m = 0 if coll == "barrier" else n
+        if coll == "barrier" and n != pick[0]:
+            row.append("")
+            continue
+        bb = best_baseline(coll, m)
+        sc = stats(coll, m, "cxl")
+        if have_cxl and bb and sc:
+            e = tmap.get((coll, m))
+            mark = "" if not e or e["met"] is None else (" ✓" if e["met"] else " ✗")
+            row.append("%s (%s) / %s: %.2f×%s" % (fmt(bb[1]["median"]), bb[0],
+                                                 fmt(sc["median"]),
+                                                 sc["median"] / bb[1]["median"], mark))
+        else:
+            a, b = stats(coll, m, "tuned-ucx"), stats(coll, m, "ob1-vader")
+            row.append("%s / %s" % (fmt(a["median"]) if a else "-", fmt(b["median"]) if b else "-"))
+    S.append("| " + " | ".join(row) + " |")
+S.append("")
+if have_cxl:
+    S.append("Ratio: cxl latency / best baseline latency (< 1: coll/cxl faster); ✓/✗: the "
+             "issue's target for that cell (≤ 0.5× up to 4 KiB, bandwidth ≥ 1.3× i.e. ratio "
+             "≤ 0.77× from 256 KiB, for bcast, allgather, allreduce, reduce_scatter_block, "
+             "alltoall; barrier ≤ 0.5×).")
+with open(os.path.join(OUT, "summary.md"), "w") as f:
+    f.write("\n".join(S) + "\n")
+
+# ---- gnuplot -------------------------------------------------------------------
+gp = ['set terminal png size 1000,650 font ",10" noenhanced',
+      'set datafile separator "\\t"', 'set datafile missing "?"',
+      "set key top left", "set grid"]
+plot_cfgs = [c for c in CONFIGS if c in measured]
+for coll in COLLS:
+    szs = sorted(n for n in sizes_of.get(coll, ()) if n > 0)
+    if not szs:
+        continue
+    dat = "lat-%s.dat" % coll
+    with open(os.path.join(PLOTS, dat), "w") as f:
+        f.write("\t".join(["bytes"] + ["%s\t%s_min\t%s_max" % (c, c, c) for c in plot_cfgs]) + "\n")
+        for n in szs:
+            row = [str(n)]
+            for c in plot_cfgs:
+                s = stats(coll, n, c)
+                row += (["%.6g" % s["median"], "%.6g" % s["min"], "%.6g" % s["max"]]
+                        if s else ["?", "?", "?"])
+            f.write("\t".join(row) + "\n")
+    gp.append('set output "lat-%s.png"' % coll)
+    gp.append('set title "%s, np %s%s: average latency (median, min-max of %d reps)"'
+              % (coll, np_, " (oversubscribed)" if oversub else "", REPS))
+    gp.append("set logscale xy")
+    gp.append('set xlabel "bytes"')
+    gp.append('set ylabel "us"')
+    gp.append("set xtics (%s)" % ", ".join('"%s" %d' % (size_key(n), n) for n in szs))
+    parts = []
+    for i, c in enumerate(plot_cfgs):
+        base = 2 + 3 * i
+        parts.append('"%s" using 1:%d:%d:%d with yerrorlines lw 2 title "%s"'
+                     % (dat, base, base + 1, base + 2, c))
+    gp.append("plot " + ", \\\n     ".join(parts))
+    gp.append("unset logscale xy")
+    gp.append("set xtics autofreq")
+
+if have_cxl:
+    szs = sorted({n for c in COLLS if c != "barrier" for n in sizes_of.get(c, ()) if n > 0})
+    pcolls = [c for c in COLLS if c != "barrier" and sizes_of.get(c)]
+    with open(os.path.join(PLOTS, "speedup.dat"), "w") as f:
+        f.write("\t".join(["bytes"] + pcolls) + "\n")
+        for n in szs:
+            row = [str(n)]
+            for c in pcolls:
+                bb, sc = best_baseline(c, n), stats(c, n, "cxl")
+                row.append("%.6g" % (bb[1]["median"] / sc["median"]) if bb and sc else "?")
+            f.write("\t".join(row) + "\n")
+    gp.append('set output "speedup.png"')
+    gp.append("set key outside right top")
+    gp.append('set title "coll/cxl speed-up over the best baseline (best median / cxl median), np %s"'
+              % np_)
+    gp.append("set logscale xy")
+    gp.append('set xlabel "bytes"')
+    gp.append('set ylabel "speed-up (x)"')
+    gp.append("set xtics (%s)" % ", ".join('"%s" %d' % (size_key(n), n) for n in szs))
+    parts = ['"speedup.dat" using 1:%d with linespoints lw 2 title "%s"' % (i + 2, c)
+             for i, c in enumerate(pcolls)]
+    parts.append("%g with lines lw 2 lc rgb 'red' title 'latency target (<= %.1fx) up to 4 KiB'"
+                 % (1 / LAT_BOUND, LAT_BOUND))
+    parts.append("%g with lines lw 2 lc rgb 'blue' title 'bandwidth target (>= %.1fx) from 256 KiB'"
+                 % (BW_BOUND, BW_BOUND))
+    parts.append("1 with lines lc rgb 'gray' notitle")
+    gp.append("plot " + ", \\\n     ".join(parts))
+    gp.append("unset logscale xy")
+
+with open(os.path.join(PLOTS, "plots.gp"), "w") as f:
+    f.write("\n".join(gp) + "\n")
