@@ -1,0 +1,209 @@
+/*
+ * Internal types of libcxl_coll: the team, a request, the configuration,
+ * and the functions the files of the library share.
+ */
+#ifndef CXL_COLL_INT_H
+#define CXL_COLL_INT_H
+
+#include <ucx_cxl/coll.h>
+#include <ucx_cxl/cxlpool.h>
+
+#include "coll_region.h"
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define CXL_COLL_MAX_RANKS 4096
+
+/* ---- configuration (coll_config.c) ---- */
+typedef struct {
+    char     pool[256];
+    uint64_t region_size;
+    uint64_t chunk_size;
+    uint64_t oneshot_max;
+    uint64_t max_reqs;
+    uint64_t spin;
+    uint64_t peer_check_ns;
+    uint64_t timeout_ns;
+    int      pool_inplace;
+    int      log;
+    int      help;
+    int      skip_wb;
+} cxl_coll_config_t;
+
+cxl_coll_status_t cxl_coll_config_read(cxl_coll_config_t *cfg);
+void              cxl_coll_config_print(FILE *stream);
+
+/* ---- errors and the debug line (coll_error.c) ---- */
+cxl_coll_status_t cxl_coll_error(cxl_coll_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void cxl_coll_log(const cxl_coll_team_t *team, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* "64 KiB", "1 MiB", "12 B" */
+const char *cxl_coll_bytes_str(uint64_t bytes, char *buf, size_t len);
+
+/* ---- team ---- */
+typedef struct {
+    uint8_t  *part;       /* the peer's partition in this mapping */
+    uint64_t  token;      /* its pool attachment */
+    uint32_t  host;
+    uint64_t  seen;       /* last step whose signal was read twice (sw) */
+} cxl_coll_peer_t;
+
+/* What this rank published in a slot, for reading its own data back. */
+typedef struct {
+    const uint8_t *base;
+    uint64_t       stride;
+} cxl_coll_mypub_t;
+
+struct cxl_coll_team {
+    int                 rank;
+    int                 size;
+    cxl_coll_oob_allgather_t oob;    /* kept for the destroy */
+    void               *oob_arg;
+    cxl_coll_config_t   cfg;
+    cxlpool_t          *pool;
+    uint8_t            *pool_base;
+    uint64_t            pool_size;
+    uint64_t            heap_offset;
+    cxl_coh_mode_t      coh;
+    uint64_t            region;      /* bytes of each partition */
+    uint64_t            slot_bytes;
+    uint64_t            part_off;    /* own partition */
+    uint8_t            *part;
+    cxl_coll_peer_t    *peers;
+    cxl_coll_mypub_t    mypub[CXL_COLL_NSLOTS];
+    struct cxl_coll_pub *pubs;       /* scratch: one per rank */
+
+    uint64_t            next_step;   /* first step of the next posted request */
+    uint64_t            done_min;    /* lower bound of every peer's done */
+    cxl_coll_status_t   failed;      /* a collective failed: team unusable */
+
+    cxl_coll_req_t     *reqs;        /* max_reqs requests */
+    uint64_t           *got_mem;     /* per-peer counters of all requests */
+    cxl_coll_req_t    **queue;       /* posted, in order */
+    unsigned            q_head;
+    unsigned            q_count;
+
+    uint64_t            last_check_ns;
+    unsigned            blocked_peer; /* who a failed poll waited for */
+
+    uint64_t           *mem_offs;    /* cxl_coll_mem_alloc() extents */
+    unsigned            mem_count;
+    unsigned            mem_cap;
+};
+
+/* Free what cxl_coll_mem_alloc() handed out and was not freed. */
+void cxl_coll_mem_cleanup(cxl_coll_team_t *team);
+
+/* ---- requests (coll_req.c) ---- */
+typedef cxl_coll_status_t (*cxl_coll_progress_t)(cxl_coll_req_t *req);
+
+struct cxl_coll_req {
+    cxl_coll_team_t    *team;
+    cxl_coll_args_t     args;
+    cxl_coll_progress_t progress;
+    cxl_coll_status_t   status;
+    int                 in_use;
+    int                 queued;
+    int                 freed;
+    uint64_t            post_ns;
+
+    uint64_t            step0;       /* first step */
+    uint64_t            nsteps;
+    uint64_t            k;           /* current step, 0..nsteps */
+    int                 phase;
+    uint64_t            cursor;      /* bytes done by this rank in the step */
+    uint64_t           *got;         /* per peer: bytes consumed in the step */
+    uint64_t            user_step;   /* last step published from a user pool
+                                        buffer: readers must finish it */
+
+    /* set up by the collective's post */
+    size_t              es;          /* element size */
+    uint64_t            bytes;       /* bytes of a block */
+    uint64_t            round;       /* bytes of a block per round */
+    uint64_t            nrounds;
+    unsigned            nblocks;     /* blocks per publication */
+    uint64_t            slot_stride; /* bytes between blocks in a slot */
+    const uint8_t      *src;         /* resolved input: block j at */
+    uint64_t            src_stride;  /*   src + j * src_stride */
+    uint8_t            *dst;         /* resolved output: data of rank w */
+    uint64_t            dst_stride;  /*   at dst + w * dst_stride */
+    int                 src_in_pool; /* peers read src in place */
+    int                 oneshot;     /* reductions: one-shot or two-shot */
+};
+
+uint64_t cxl_coll_now_ns(void);
+
+/* ---- pool steps (coll_step.c) ---- */
+/* The slot of step is free: every peer's done >= step - NSLOTS. */
+cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team, uint64_t step);
+/* Every peer's done >= step (readers finished with what it published). */
+cxl_coll_status_t cxl_coll_peers_done(cxl_coll_team_t *team, uint64_t step);
+uint8_t *cxl_coll_my_slot(cxl_coll_team_t *team, uint64_t step);
+/* Copy published data into the own slot (and write it back in sw mode). */
+void     cxl_coll_put(cxl_coll_team_t *team, void *dst, const void *src,
+                      size_t len);
+/* Write back data already in place in the pool (user buffer, reduction). */
+void     cxl_coll_put_wb(cxl_coll_team_t *team, const void *addr, size_t len);
+/*
+ * Publish step: inline payload (inl != NULL, inl_len <= INLINE_MAX), a
+ * user pool buffer (buf != NULL: offset and stride), else the slot.
+ */
+void     cxl_coll_publish(cxl_coll_team_t *team, uint64_t step,
+                          const void *inl, size_t inl_len, const void *buf,
+                          uint64_t stride, uint64_t ready);
+/* More bytes of the slot of step are ready (a high-water mark). */
+void     cxl_coll_publish_ready(cxl_coll_team_t *team, uint64_t step,
+                                uint64_t ready);
+void     cxl_coll_step_done(cxl_coll_team_t *team, uint64_t step);
+
+/* What a reader sees of a peer's publication of a step. */
+typedef struct cxl_coll_pub {
+    const uint8_t *base;   /* block 0 */
+    uint64_t       stride; /* bytes between blocks */
+    uint64_t       ready;  /* bytes of the layout ready from base */
+    int            inl;    /* data lies in the signal line */
+} cxl_coll_pub_t;
+
+/*
+ * Peer's publication of step, made of nblocks blocks of blk bytes laid
+ * out at slot_stride in its slot (or as it says: inline, user buffer).
+ * INPROGRESS until published; ready grows on later calls.
+ */
+cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
+                                unsigned nblocks, uint64_t blk,
+                                uint64_t slot_stride, cxl_coll_pub_t *pub);
+/* Make [p, p+len) of a peer's publication readable (invalidate in sw). */
+void     cxl_coll_fetch(cxl_coll_team_t *team, const cxl_coll_pub_t *pub,
+                        const void *p, size_t len);
+/* Whether [p, p+len) lies in this process's mapping of the pool heap. */
+int      cxl_coll_in_pool(const cxl_coll_team_t *team, const void *p,
+                          size_t len);
+
+/* ---- waiting (coll_wait.c) ---- */
+/* After a poll found nothing: peer liveness and the timeout. */
+cxl_coll_status_t cxl_coll_wait_check(cxl_coll_req_t *req);
+void              cxl_coll_backoff(const cxl_coll_team_t *team,
+                                   unsigned *spins);
+/* This rank gives up: peers waiting for it see its abort line. */
+void              cxl_coll_abort(cxl_coll_team_t *team, cxl_coll_status_t st);
+
+/* ---- the collectives: set up req, return its progress function ---- */
+cxl_coll_status_t cxl_coll_barrier_post(cxl_coll_req_t *req);
+cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req);
+cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req);
+
+/*
+ * Publish this rank's blocks of a round (bytes [off, off+len) of each
+ * block of req->src): inline, in place from the pool, or chunk by chunk
+ * through the slot.  INPROGRESS while the slot is still being read.
+ */
+cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req, uint64_t step,
+                                       uint64_t off, uint64_t len);
+
+/* Rounds of a publication of nblocks blocks of bytes each in one slot. */
+void cxl_coll_plan_rounds(cxl_coll_req_t *req, unsigned nblocks);
+
+#endif

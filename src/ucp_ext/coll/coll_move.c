@@ -1,0 +1,284 @@
+/*
+ * The block-move engine of bcast, gather, scatter, allgather and alltoall:
+ * in each step (one round of at most a slot), every publishing rank writes
+ * its blocks once into its slot (or points at its pool-resident buffer),
+ * chunk by chunk with a ready mark after each, and every reader copies its
+ * block of each publisher out as it becomes ready, visiting publishers in
+ * a staggered order ((rank + i) % size) so they are not all read at once.
+ *
+ *               publishers      blocks  readers of w    reader r reads
+ *   bcast       root            1       all but root    block 0
+ *   gather      all but root    1       root            block 0
+ *   allgather   all             1       all             block 0
+ *   scatter     root            size    all but root    block r
+ *   alltoall    all             size    all             block r
+ */
+#include "coll_int.h"
+
+#include <string.h>
+
+static int cxl_coll_move_publishes(const cxl_coll_req_t *req, int w)
+{
+    switch (req->args.type) {
+    case CXL_COLL_BCAST:
+    case CXL_COLL_SCATTER:
+        return w == req->args.root;
+    case CXL_COLL_GATHER:
+        return w != req->args.root;
+    default:
+        return 1;
+    }
+}
+
+static int cxl_coll_move_reads(const cxl_coll_req_t *req, int r, int w)
+{
+    if ((r == w) || !cxl_coll_move_publishes(req, w)) {
+        return 0;
+    }
+    return (req->args.type != CXL_COLL_GATHER) || (r == req->args.root);
+}
+
+void cxl_coll_plan_rounds(cxl_coll_req_t *req, unsigned nblocks)
+{
+    uint64_t cap = (req->team->slot_bytes / nblocks) & ~63ull;
+
+    req->nblocks     = nblocks;
+    req->round       = (req->bytes < cap) ? req->bytes : cap;
+    req->slot_stride = (req->round + 63) & ~63ull;
+    req->nrounds     = (req->bytes == 0) ? 0 :
+                       (req->bytes + req->round - 1) / req->round;
+}
+
+cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
+                                             uint64_t step, uint64_t off,
+                                             uint64_t len)
+{
+    cxl_coll_team_t *team = req->team;
+    uint64_t chunk        = team->cfg.chunk_size;
+    uint8_t inl[CXL_COLL_INLINE_MAX];
+    cxl_coll_status_t status;
+    uint8_t *slot;
+    uint64_t x, n;
+    unsigned j;
+
+    status = cxl_coll_slot_acquire(team, step);
+    if (status != CXL_COLL_OK) {
+        return status;
+    }
+    if (req->nblocks * len <= CXL_COLL_INLINE_MAX) {
+        for (j = 0; j < req->nblocks; ++j) {
+            memcpy(inl + j * len, req->src + j * req->src_stride + off, len);
+        }
+        cxl_coll_publish(team, step, inl, req->nblocks * len, NULL, len,
+                         req->nblocks * len);
+        return CXL_COLL_OK;
+    }
+    if (req->src_in_pool) {
+        /* the readers copy straight from the user's pool buffer */
+        for (j = 0; j < req->nblocks; ++j) {
+            cxl_coll_put_wb(team, req->src + j * req->src_stride + off, len);
+        }
+        cxl_coll_publish(team, step, NULL, 0, req->src + off, req->src_stride,
+                         0);
+        req->user_step = step;
+        return CXL_COLL_OK;
+    }
+    /* signal first, so readers start on the first chunk */
+    cxl_coll_publish(team, step, NULL, 0, NULL, req->slot_stride, 0);
+    slot = cxl_coll_my_slot(team, step);
+    for (j = 0; j < req->nblocks; ++j) {
+        for (x = 0; x < len; x += n) {
+            n = (len - x < chunk) ? len - x : chunk;
+            cxl_coll_put(team, slot + j * req->slot_stride + x,
+                         req->src + j * req->src_stride + off + x, n);
+            cxl_coll_publish_ready(team, step, j * req->slot_stride + x + n);
+        }
+    }
+    return CXL_COLL_OK;
+}
+
+/* Copy out what is ready of every publisher; OK once all is here. */
+static cxl_coll_status_t cxl_coll_move_read(cxl_coll_req_t *req,
+                                            uint64_t step, uint64_t off,
+                                            uint64_t len)
+{
+    cxl_coll_team_t *team = req->team;
+    int me = team->rank, missing = 0, i, w;
+    unsigned bi = (req->nblocks == 1) ? 0 : (unsigned)me;
+    cxl_coll_status_t status;
+    cxl_coll_pub_t pub;
+    uint64_t start, have;
+    const uint8_t *p;
+
+    for (i = 1; i < team->size; ++i) {
+        w = (me + i) % team->size;
+        if (!cxl_coll_move_reads(req, me, w) || (req->got[w] == len)) {
+            continue;
+        }
+        status = cxl_coll_peek(team, w, step, req->nblocks, len,
+                               req->slot_stride, &pub);
+        if (status == CXL_COLL_INPROGRESS) {
+            missing = 1;
+            continue;
+        } else if (status != CXL_COLL_OK) {
+            return status;
+        }
+        start = bi * pub.stride;
+        have  = (pub.ready > start) ? pub.ready - start : 0;
+        have  = (have < len) ? have : len;
+        if (have > req->got[w]) {
+            p = pub.base + start + req->got[w];
+            cxl_coll_fetch(team, &pub, p, have - req->got[w]);
+            memcpy(req->dst + w * req->dst_stride + off + req->got[w], p,
+                   have - req->got[w]);
+            req->got[w] = have;
+        }
+        if (have < len) {
+            team->blocked_peer = w;
+            missing = 1;
+        }
+    }
+    return missing ? CXL_COLL_INPROGRESS : CXL_COLL_OK;
+}
+
+static cxl_coll_status_t cxl_coll_move_progress(cxl_coll_req_t *req)
+{
+    cxl_coll_team_t *team = req->team;
+    cxl_coll_status_t status;
+    uint64_t step, off, len;
+
+    while (req->k < req->nsteps) {
+        step = req->step0 + req->k;
+        off  = req->k * req->round;
+        len  = (req->bytes - off < req->round) ? req->bytes - off : req->round;
+        if (req->phase == 0) {
+            if (cxl_coll_move_publishes(req, team->rank)) {
+                status = cxl_coll_write_round(req, step, off, len);
+                if (status != CXL_COLL_OK) {
+                    return status;
+                }
+            }
+            req->phase = 1;
+        }
+        status = cxl_coll_move_read(req, step, off, len);
+        if (status != CXL_COLL_OK) {
+            return status;
+        }
+        cxl_coll_step_done(team, step);
+        memset(req->got, 0, team->size * sizeof(*req->got));
+        req->phase = 0;
+        req->k++;
+    }
+    if (req->user_step != 0) {
+        /* the user may reuse the buffer once nobody reads it */
+        return cxl_coll_peers_done(team, req->user_step);
+    }
+    return CXL_COLL_OK;
+}
+
+/* This rank's own block: a local copy, unless it is in place already. */
+static void cxl_coll_move_local(cxl_coll_req_t *req)
+{
+    const cxl_coll_args_t *a = &req->args;
+    int me = req->team->rank;
+    const uint8_t *from = NULL;
+    uint8_t *to = NULL;
+
+    switch (a->type) {
+    case CXL_COLL_GATHER:
+        if ((me == a->root) && (a->sbuf != CXL_COLL_IN_PLACE)) {
+            from = a->sbuf;
+            to   = (uint8_t*)a->rbuf + me * req->bytes;
+        }
+        break;
+    case CXL_COLL_ALLGATHER:
+        if (a->sbuf != CXL_COLL_IN_PLACE) {
+            from = a->sbuf;
+            to   = (uint8_t*)a->rbuf + me * req->bytes;
+        }
+        break;
+    case CXL_COLL_SCATTER:
+        if ((me == a->root) && (a->rbuf != CXL_COLL_IN_PLACE)) {
+            from = (const uint8_t*)a->sbuf + me * req->bytes;
+            to   = a->rbuf;
+        }
+        break;
+    case CXL_COLL_ALLTOALL:
+        if (a->sbuf != CXL_COLL_IN_PLACE) {
+            from = (const uint8_t*)a->sbuf + me * req->bytes;
+            to   = (uint8_t*)a->rbuf + me * req->bytes;
+        }
+        break;
+    default:
+        break;
+    }
+    if ((from != NULL) && (from != to)) {
+        memmove(to, from, req->bytes);
+    }
+}
+
+cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
+{
+    cxl_coll_team_t *team    = req->team;
+    const cxl_coll_args_t *a = &req->args;
+    int me = team->rank, multi, in_place;
+    char b1[32], b2[32], rootstr[24] = "";
+    const char *how;
+
+    multi     = (a->type == CXL_COLL_SCATTER) || (a->type == CXL_COLL_ALLTOALL);
+    req->bytes = a->count * req->es;
+    cxl_coll_plan_rounds(req, multi ? (unsigned)team->size : 1);
+    req->nsteps = (team->size > 1) ? req->nrounds : 0;
+
+    in_place = (a->sbuf == CXL_COLL_IN_PLACE);
+    switch (a->type) {
+    case CXL_COLL_BCAST:
+        req->src = a->rbuf;
+        break;
+    case CXL_COLL_ALLGATHER:
+        req->src = in_place ? (const uint8_t*)a->rbuf + me * req->bytes :
+                              (const uint8_t*)a->sbuf;
+        break;
+    case CXL_COLL_ALLTOALL:
+        req->src = in_place ? (const uint8_t*)a->rbuf : (const uint8_t*)a->sbuf;
+        break;
+    default:
+        req->src = a->sbuf;
+        break;
+    }
+    req->src_stride = multi ? req->bytes : 0;
+    req->dst        = a->rbuf;
+    req->dst_stride = ((a->type == CXL_COLL_BCAST) ||
+                       (a->type == CXL_COLL_SCATTER)) ? 0 : req->bytes;
+    /* in place from the pool, unless this rank overwrites what it offers
+     * (in-place alltoall) */
+    req->src_in_pool = team->cfg.pool_inplace && (req->nsteps > 0) &&
+                       cxl_coll_move_publishes(req, me) &&
+                       !((a->type == CXL_COLL_ALLTOALL) && in_place) &&
+                       cxl_coll_in_pool(team, req->src,
+                                        (req->nblocks - 1) * req->src_stride +
+                                        req->bytes);
+    req->progress = cxl_coll_move_progress;
+    cxl_coll_move_local(req);
+
+    if (team->cfg.log) {
+        how = (req->nsteps == 0) ? "nothing to move" :
+              (req->nblocks * req->round <= CXL_COLL_INLINE_MAX) ? "inline" :
+              req->src_in_pool ? "read in place from the pool buffer" :
+              "through the slot";
+        if ((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_GATHER) ||
+            (a->type == CXL_COLL_SCATTER)) {
+            snprintf(rootstr, sizeof(rootstr), " root %d", a->root);
+        }
+        cxl_coll_log(team, "%s %zu x %s%s: flat, %llu round(s) of %s per "
+                     "block, %u block(s), chunk %s, %s",
+                     cxl_coll_type_name(a->type), a->count,
+                     cxl_coll_dtype_name(a->dtype), rootstr,
+                     (unsigned long long)req->nsteps,
+                     cxl_coll_bytes_str(req->round, b1, sizeof(b1)),
+                     req->nblocks,
+                     cxl_coll_bytes_str(team->cfg.chunk_size, b2, sizeof(b2)),
+                     how);
+    }
+    return CXL_COLL_OK;
+}

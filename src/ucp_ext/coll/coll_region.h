@@ -1,0 +1,145 @@
+/*
+ * Layout of one rank's partition of a team region, and the inline
+ * accessors for its lines (doc/design/collectives.md).  Every line of a
+ * partition is written by its owner only; the others read it.
+ *
+ *   0                 header line (written once at team creation)
+ *   128               done line: the last step this rank fully consumed
+ *   256               abort line: nonzero once this rank gave up
+ *   384 + 128*k       signal line of slot k (k < CXL_COLL_NSLOTS)
+ *   4096 + k*slot     data of slot k (slot bytes, a multiple of 4 KiB)
+ *
+ * Step s (the team's monotonic 64-bit step counter, 1 upward) uses slot
+ * s % CXL_COLL_NSLOTS, so nobody needs to say which slot carries it.
+ */
+#ifndef CXL_COLL_REGION_H
+#define CXL_COLL_REGION_H
+
+#include <ucx_cxl/coherence.h>
+
+#include <stdint.h>
+
+#define CXL_COLL_MAGIC         0x6c6c6f636c7863ull   /* "cxlcoll" */
+#define CXL_COLL_NSLOTS        2
+/* Lines are 128 B apart: the adjacent-line prefetcher pairs 64 B lines. */
+#define CXL_COLL_LINE_STRIDE   128
+#define CXL_COLL_OFF_HDR       0
+#define CXL_COLL_OFF_DONE      128
+#define CXL_COLL_OFF_ABORT     256
+#define CXL_COLL_OFF_SIG       384
+#define CXL_COLL_OFF_DATA      4096
+#define CXL_COLL_MIN_REGION    (64ull << 10)
+/* Bytes of payload in a signal line (words 0..4). */
+#define CXL_COLL_INLINE_MAX    40
+/* ready = tag of the step in the top bits | bytes in the low bits */
+#define CXL_COLL_READY_BITS    40
+#define CXL_COLL_READY_MASK    ((1ull << CXL_COLL_READY_BITS) - 1)
+
+typedef struct {
+    uint64_t magic;
+    uint64_t rank;
+    uint64_t size;
+    uint64_t region_size;
+    uint64_t pad[4];
+} cxl_coll_hdr_t;
+
+/* A line holding one monotonic counter (done, abort). */
+typedef struct {
+    uint64_t value;
+    uint64_t pad[7];
+} cxl_coll_word_line_t;
+
+/*
+ * Signal of one slot.  The writer of step s stores the payload (inline
+ * data, or the pool offset and block stride of a user buffer), then ready,
+ * then seq last; later only ready grows, as chunks land.
+ */
+typedef struct {
+    union {
+        uint64_t inl[5];          /* payload of a small publication */
+        struct {
+            uint64_t buf_off;     /* pool offset of the data; 0: the slot */
+            uint64_t stride;      /* bytes between blocks of the data */
+        } ext;
+    } u;
+    uint64_t pad;
+    uint64_t ready;               /* cxl_coll_ready_make(s, bytes) */
+    uint64_t seq;                 /* step published here, monotonic */
+} cxl_coll_sig_t;
+
+_Static_assert(sizeof(cxl_coll_sig_t) == CXL_CACHE_LINE, "signal is one line");
+_Static_assert(sizeof(cxl_coll_word_line_t) == CXL_CACHE_LINE, "one line");
+_Static_assert(CXL_COLL_OFF_SIG + CXL_COLL_NSLOTS * CXL_COLL_LINE_STRIDE <=
+               CXL_COLL_OFF_DATA, "control area fits");
+
+/*
+ * The ready word names its step, so a reader that sees a new seq but (on
+ * memory that writes a line back word by word) an old ready word never
+ * takes the old byte count for the new step: a slot's previous ready is
+ * from step s - NSLOTS, whose tag differs.
+ */
+static inline uint64_t cxl_coll_ready_make(uint64_t step, uint64_t bytes)
+{
+    return (step << CXL_COLL_READY_BITS) | bytes;
+}
+
+/* Bytes ready for step, or -1 while the word belongs to another step. */
+static inline int64_t cxl_coll_ready_bytes(uint64_t ready, uint64_t step)
+{
+    if ((ready >> CXL_COLL_READY_BITS) !=
+        (step & ((1ull << (64 - CXL_COLL_READY_BITS)) - 1))) {
+        return -1;
+    }
+    return (int64_t)(ready & CXL_COLL_READY_MASK);
+}
+
+static inline cxl_coll_hdr_t *cxl_coll_hdr(uint8_t *part)
+{
+    return (cxl_coll_hdr_t*)(part + CXL_COLL_OFF_HDR);
+}
+
+static inline cxl_coll_word_line_t *cxl_coll_done_line(uint8_t *part)
+{
+    return (cxl_coll_word_line_t*)(part + CXL_COLL_OFF_DONE);
+}
+
+static inline cxl_coll_word_line_t *cxl_coll_abort_line(uint8_t *part)
+{
+    return (cxl_coll_word_line_t*)(part + CXL_COLL_OFF_ABORT);
+}
+
+static inline unsigned cxl_coll_slot_of(uint64_t step)
+{
+    return (unsigned)(step % CXL_COLL_NSLOTS);
+}
+
+static inline cxl_coll_sig_t *cxl_coll_sig(uint8_t *part, uint64_t step)
+{
+    return (cxl_coll_sig_t*)(part + CXL_COLL_OFF_SIG +
+                             cxl_coll_slot_of(step) * CXL_COLL_LINE_STRIDE);
+}
+
+/* Slot bytes of a partition of region bytes. */
+static inline uint64_t cxl_coll_slot_bytes(uint64_t region)
+{
+    return ((region - CXL_COLL_OFF_DATA) / CXL_COLL_NSLOTS) & ~4095ull;
+}
+
+static inline uint8_t *cxl_coll_slot_data(uint8_t *part, uint64_t region,
+                                          uint64_t step)
+{
+    return part + CXL_COLL_OFF_DATA +
+           cxl_coll_slot_of(step) * cxl_coll_slot_bytes(region);
+}
+
+static inline uint64_t cxl_coll_load(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline void cxl_coll_store(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+#endif

@@ -1,0 +1,356 @@
+/*
+ * Requests: argument checks, post, the in-order queue of a team, test,
+ * wait, free; and the blocking forms (post + wait).  Each collective is a
+ * state machine (req->progress) that returns CXL_COLL_INPROGRESS where it
+ * would have to wait; test() runs the queue from its head, so a test of a
+ * later request progresses the earlier ones, and requests complete in post
+ * order, as every rank posts them.
+ */
+#include "coll_int.h"
+
+#include <string.h>
+
+/* Which buffers a rank must pass, by collective and role. */
+static cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
+                                             const cxl_coll_args_t *a)
+{
+    const char *name = cxl_coll_type_name(a->type);
+    int p = team->size, me = team->rank, root_ok, is_root;
+    int need_s = 0, need_r = 0;
+    size_t es;
+
+    if ((unsigned)a->type >= CXL_COLL_TYPE_LAST) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "collective type %d",
+                              (int)a->type);
+    }
+    if (a->type == CXL_COLL_BARRIER) {
+        return CXL_COLL_OK;
+    }
+    es = cxl_coll_dtype_size(a->dtype);
+    if (es == 0) {
+        return cxl_coll_error(CXL_COLL_ERR_UNSUPPORTED, "%s: datatype %d",
+                              name, (int)a->dtype);
+    }
+    if (((a->type == CXL_COLL_REDUCE) || (a->type == CXL_COLL_ALLREDUCE) ||
+         (a->type == CXL_COLL_REDUCE_SCATTER)) &&
+        !cxl_coll_op_supported(a->dtype, a->op)) {
+        return cxl_coll_error(CXL_COLL_ERR_UNSUPPORTED, "%s: operation %s (%d)"
+                              " on %s", name, cxl_coll_op_name(a->op),
+                              (int)a->op, cxl_coll_dtype_name(a->dtype));
+    }
+    root_ok = (a->root >= 0) && (a->root < p);
+    if (((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_REDUCE) ||
+         (a->type == CXL_COLL_GATHER) || (a->type == CXL_COLL_SCATTER)) &&
+        !root_ok) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: root %d of a team of "
+                              "%d", name, a->root, p);
+    }
+    /* count * es, times p where a buffer holds a block per rank, in size_t
+     * and in the pool's offsets */
+    if ((a->count > SIZE_MAX / es / (size_t)p) ||
+        (a->count * es * (size_t)p > (1ull << 62))) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: count %zu of %s (%zu "
+                              "bytes each) times %d ranks does not fit", name,
+                              a->count, cxl_coll_dtype_name(a->dtype), es, p);
+    }
+    if (a->count == 0) {
+        return CXL_COLL_OK;
+    }
+    is_root = root_ok && (a->root == me);
+    switch (a->type) {
+    case CXL_COLL_BCAST:
+        need_r = 1;
+        break;
+    case CXL_COLL_REDUCE:
+        need_s = 1;
+        need_r = is_root || (a->sbuf == CXL_COLL_IN_PLACE);
+        break;
+    case CXL_COLL_GATHER:
+        need_s = 1;
+        need_r = is_root;
+        break;
+    case CXL_COLL_SCATTER:
+        need_s = is_root;
+        need_r = 1;
+        break;
+    default:
+        need_s = need_r = 1;
+        break;
+    }
+    if ((need_s && (a->sbuf == NULL)) || (need_r && (a->rbuf == NULL))) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: %s is NULL on rank %d "
+                              "with count %zu", name,
+                              (need_s && (a->sbuf == NULL)) ? "sbuf" : "rbuf",
+                              me, a->count);
+    }
+    if ((a->rbuf == CXL_COLL_IN_PLACE) &&
+        !((a->type == CXL_COLL_SCATTER) && is_root)) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: rbuf CXL_COLL_IN_PLACE "
+                              "is for the root of a scatter only", name);
+    }
+    if ((a->sbuf == CXL_COLL_IN_PLACE) &&
+        ((a->type == CXL_COLL_SCATTER) || (a->type == CXL_COLL_BCAST) ||
+         ((a->type == CXL_COLL_GATHER) && !is_root))) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: sbuf CXL_COLL_IN_PLACE "
+                              "is not an in-place form of it on rank %d", name,
+                              me);
+    }
+    return CXL_COLL_OK;
+}
+
+static void cxl_coll_req_release(cxl_coll_req_t *req)
+{
+    req->in_use = 0;
+    req->freed  = 0;
+}
+
+cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
+                                const cxl_coll_args_t *args,
+                                cxl_coll_req_t **req_p)
+{
+    cxl_coll_status_t status;
+    cxl_coll_req_t *req = NULL;
+    unsigned i, n;
+
+    if ((team == NULL) || (args == NULL) || (req_p == NULL)) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "post: team, args or req_p "
+                              "is NULL");
+    }
+    if (team->failed != CXL_COLL_OK) {
+        return cxl_coll_error(team->failed, "the team failed in an earlier "
+                              "collective and can only be destroyed");
+    }
+    status = cxl_coll_check_args(team, args);
+    if (status != CXL_COLL_OK) {
+        return status; /* nothing posted: the step counter is untouched */
+    }
+    n = (unsigned)team->cfg.max_reqs;
+    if (team->q_count < n) {
+        for (i = 0; i < n; ++i) {
+            if (!team->reqs[i].in_use) {
+                req = &team->reqs[i];
+                break;
+            }
+        }
+    }
+    if (req == NULL) {
+        return cxl_coll_error(CXL_COLL_ERR_BUSY, "%u collectives outstanding "
+                              "or not freed (UCX_CXL_COLL_MAX_REQS)", n);
+    }
+
+    memset(req->got, 0, team->size * sizeof(*req->got));
+    req->args        = *args;
+    req->status      = CXL_COLL_INPROGRESS;
+    req->in_use      = 1;
+    req->freed       = 0;
+    req->queued      = 1;
+    req->k           = 0;
+    req->phase       = 0;
+    req->cursor      = 0;
+    req->user_step   = 0;
+    req->nsteps      = 0;
+    req->step0       = team->next_step;
+    req->es          = cxl_coll_dtype_size(args->dtype);
+    req->src_in_pool = 0;
+    req->post_ns     = cxl_coll_now_ns();
+    switch (args->type) {
+    case CXL_COLL_BARRIER:
+        status = cxl_coll_barrier_post(req);
+        break;
+    case CXL_COLL_REDUCE:
+    case CXL_COLL_ALLREDUCE:
+    case CXL_COLL_REDUCE_SCATTER:
+        status = cxl_coll_reduce_post(req);
+        break;
+    default:
+        status = cxl_coll_move_post(req);
+        break;
+    }
+    if (status != CXL_COLL_OK) {
+        cxl_coll_req_release(req);
+        return status;
+    }
+    team->next_step += req->nsteps;
+    team->queue[(team->q_head + team->q_count) % n] = req;
+    team->q_count++;
+    *req_p = req;
+    return CXL_COLL_OK;
+}
+
+static void cxl_coll_dequeue(cxl_coll_team_t *team, cxl_coll_status_t status)
+{
+    cxl_coll_req_t *head = team->queue[team->q_head];
+
+    head->status = status;
+    head->queued = 0;
+    team->q_head = (team->q_head + 1) % (unsigned)team->cfg.max_reqs;
+    team->q_count--;
+    if (head->freed) {
+        cxl_coll_req_release(head);
+    }
+}
+
+cxl_coll_status_t cxl_coll_test(cxl_coll_req_t *req)
+{
+    cxl_coll_team_t *team;
+    cxl_coll_req_t *head;
+    cxl_coll_status_t status;
+
+    if ((req == NULL) || !req->in_use) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "test of a request that is "
+                              "not posted");
+    }
+    team = req->team;
+    while (req->queued) {
+        head   = team->queue[team->q_head];
+        status = head->progress(head);
+        if (status == CXL_COLL_INPROGRESS) {
+            status = cxl_coll_wait_check(head);
+            if (status == CXL_COLL_INPROGRESS) {
+                return status;
+            }
+        }
+        if (status != CXL_COLL_OK) {
+            /* the team is unusable: peers learn it from the abort line,
+             * and everything queued fails alike */
+            cxl_coll_abort(team, status);
+            while (team->q_count > 0) {
+                cxl_coll_dequeue(team, status);
+            }
+            break;
+        }
+        cxl_coll_dequeue(team, CXL_COLL_OK);
+    }
+    return req->status;
+}
+
+cxl_coll_status_t cxl_coll_wait(cxl_coll_req_t *req)
+{
+    cxl_coll_status_t status;
+    unsigned spins = 0;
+
+    for (;;) {
+        status = cxl_coll_test(req);
+        if (status != CXL_COLL_INPROGRESS) {
+            return status;
+        }
+        cxl_coll_backoff(req->team, &spins);
+    }
+}
+
+void cxl_coll_req_free(cxl_coll_req_t *req)
+{
+    if ((req == NULL) || !req->in_use) {
+        return;
+    }
+    if (req->queued) {
+        req->freed = 1; /* released when it completes */
+        return;
+    }
+    cxl_coll_req_release(req);
+}
+
+cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
+                               const cxl_coll_args_t *args)
+{
+    cxl_coll_status_t status;
+    cxl_coll_req_t *req;
+
+    status = cxl_coll_post(team, args, &req);
+    if (status != CXL_COLL_OK) {
+        return status;
+    }
+    status = cxl_coll_wait(req);
+    cxl_coll_req_free(req);
+    return status;
+}
+
+static cxl_coll_status_t cxl_coll_run_args(cxl_coll_team_t *team,
+                                           cxl_coll_type_t type,
+                                           const void *sbuf, void *rbuf,
+                                           size_t count,
+                                           cxl_coll_dtype_t dtype,
+                                           cxl_coll_op_t op, int root)
+{
+    cxl_coll_args_t args;
+
+    args.type  = type;
+    args.sbuf  = sbuf;
+    args.rbuf  = rbuf;
+    args.count = count;
+    args.dtype = dtype;
+    args.op    = op;
+    args.root  = root;
+    return cxl_coll_run(team, &args);
+}
+
+cxl_coll_status_t cxl_coll_barrier(cxl_coll_team_t *team)
+{
+    return cxl_coll_run_args(team, CXL_COLL_BARRIER, NULL, NULL, 0,
+                             CXL_COLL_UINT8, CXL_COLL_SUM, 0);
+}
+
+cxl_coll_status_t cxl_coll_bcast(cxl_coll_team_t *team, void *buf,
+                                 size_t count, cxl_coll_dtype_t dtype, int root)
+{
+    return cxl_coll_run_args(team, CXL_COLL_BCAST, NULL, buf, count, dtype,
+                             CXL_COLL_SUM, root);
+}
+
+cxl_coll_status_t cxl_coll_reduce(cxl_coll_team_t *team, const void *sbuf,
+                                  void *rbuf, size_t count,
+                                  cxl_coll_dtype_t dtype, cxl_coll_op_t op,
+                                  int root)
+{
+    return cxl_coll_run_args(team, CXL_COLL_REDUCE, sbuf, rbuf, count, dtype,
+                             op, root);
+}
+
+cxl_coll_status_t cxl_coll_allreduce(cxl_coll_team_t *team, const void *sbuf,
+                                     void *rbuf, size_t count,
+                                     cxl_coll_dtype_t dtype, cxl_coll_op_t op)
+{
+    return cxl_coll_run_args(team, CXL_COLL_ALLREDUCE, sbuf, rbuf, count,
+                             dtype, op, 0);
+}
+
+cxl_coll_status_t cxl_coll_gather(cxl_coll_team_t *team, const void *sbuf,
+                                  void *rbuf, size_t count,
+                                  cxl_coll_dtype_t dtype, int root)
+{
+    return cxl_coll_run_args(team, CXL_COLL_GATHER, sbuf, rbuf, count, dtype,
+                             CXL_COLL_SUM, root);
+}
+
+cxl_coll_status_t cxl_coll_scatter(cxl_coll_team_t *team, const void *sbuf,
+                                   void *rbuf, size_t count,
+                                   cxl_coll_dtype_t dtype, int root)
+{
+    return cxl_coll_run_args(team, CXL_COLL_SCATTER, sbuf, rbuf, count, dtype,
+                             CXL_COLL_SUM, root);
+}
+
+cxl_coll_status_t cxl_coll_allgather(cxl_coll_team_t *team, const void *sbuf,
+                                     void *rbuf, size_t count,
+                                     cxl_coll_dtype_t dtype)
+{
+    return cxl_coll_run_args(team, CXL_COLL_ALLGATHER, sbuf, rbuf, count,
+                             dtype, CXL_COLL_SUM, 0);
+}
+
+cxl_coll_status_t cxl_coll_reduce_scatter(cxl_coll_team_t *team,
+                                          const void *sbuf, void *rbuf,
+                                          size_t count, cxl_coll_dtype_t dtype,
+                                          cxl_coll_op_t op)
+{
+    return cxl_coll_run_args(team, CXL_COLL_REDUCE_SCATTER, sbuf, rbuf, count,
+                             dtype, op, 0);
+}
+
+cxl_coll_status_t cxl_coll_alltoall(cxl_coll_team_t *team, const void *sbuf,
+                                    void *rbuf, size_t count,
+                                    cxl_coll_dtype_t dtype)
+{
+    return cxl_coll_run_args(team, CXL_COLL_ALLTOALL, sbuf, rbuf, count, dtype,
+                             CXL_COLL_SUM, 0);
+}

@@ -1,0 +1,220 @@
+/*
+ * Steps through the pool: the writer side (slot reuse, copy in, signal)
+ * and the reader side (poll a peer's signal, make its data readable).
+ * doc/design/collectives.md gives the protocol; every line written here is
+ * in the own partition, every line read of a peer is invalidated first.
+ */
+#include "coll_int.h"
+
+#include <string.h>
+#include <immintrin.h>
+
+/* Refresh the lower bound of the peers' done lines up to need. */
+static cxl_coll_status_t cxl_coll_done_at_least(cxl_coll_team_t *team,
+                                                uint64_t need)
+{
+    uint64_t low = UINT64_MAX, v;
+    cxl_coll_word_line_t *line;
+    int i;
+
+    if (team->done_min >= need) {
+        return CXL_COLL_OK;
+    }
+    for (i = 0; i < team->size; ++i) {
+        if (i == team->rank) {
+            continue;
+        }
+        line = cxl_coll_done_line(team->peers[i].part);
+        cxl_coh_invalidate(team->coh, line, CXL_CACHE_LINE);
+        v = cxl_coll_load(&line->value);
+        if (v < need) {
+            team->blocked_peer = i;
+            return CXL_COLL_INPROGRESS; /* keep the old bound */
+        }
+        if (v < low) {
+            low = v;
+        }
+    }
+    team->done_min = low;
+    return CXL_COLL_OK;
+}
+
+cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team, uint64_t step)
+{
+    if (step <= CXL_COLL_NSLOTS) {
+        return CXL_COLL_OK;
+    }
+    return cxl_coll_done_at_least(team, step - CXL_COLL_NSLOTS);
+}
+
+cxl_coll_status_t cxl_coll_peers_done(cxl_coll_team_t *team, uint64_t step)
+{
+    return cxl_coll_done_at_least(team, step);
+}
+
+uint8_t *cxl_coll_my_slot(cxl_coll_team_t *team, uint64_t step)
+{
+    return cxl_coll_slot_data(team->part, team->region, step);
+}
+
+void cxl_coll_put(cxl_coll_team_t *team, void *dst, const void *src,
+                  size_t len)
+{
+    if (team->cfg.skip_wb) {
+        memcpy(dst, src, len); /* test knob: readers must see stale data */
+        return;
+    }
+    cxl_coh_copy(team->coh, dst, src, len);
+    if ((team->coh == CXL_COH_HW) && (len >= 4096)) {
+        /* memcpy may use non-temporal stores for long copies: order them
+         * before the ready store that follows */
+        _mm_sfence();
+    }
+}
+
+void cxl_coll_put_wb(cxl_coll_team_t *team, const void *addr, size_t len)
+{
+    if (!team->cfg.skip_wb) {
+        cxl_coh_writeback(team->coh, addr, len);
+    }
+}
+
+void cxl_coll_publish(cxl_coll_team_t *team, uint64_t step, const void *inl,
+                      size_t inl_len, const void *buf, uint64_t stride,
+                      uint64_t ready)
+{
+    cxl_coll_sig_t *sig       = cxl_coll_sig(team->part, step);
+    cxl_coll_mypub_t *mypub   = &team->mypub[cxl_coll_slot_of(step)];
+
+    if (inl != NULL) {
+        memcpy(sig->u.inl, inl, inl_len);
+        mypub->base   = (const uint8_t*)sig->u.inl;
+        mypub->stride = stride;
+    } else if (buf != NULL) {
+        sig->u.ext.buf_off = (uint64_t)((const uint8_t*)buf - team->pool_base);
+        sig->u.ext.stride  = stride;
+        mypub->base        = buf;
+        mypub->stride      = stride;
+    } else {
+        sig->u.ext.buf_off = 0;
+        sig->u.ext.stride  = stride;
+        mypub->base        = cxl_coll_my_slot(team, step);
+        mypub->stride      = stride;
+    }
+    /* data written back before the signal (sw); stores in order (hw) */
+    cxl_coh_fence(team->coh);
+    cxl_coll_store(&sig->ready, cxl_coll_ready_make(step, ready));
+    cxl_coll_store(&sig->seq, step);
+    cxl_coh_publish(team->coh, sig, sizeof(*sig));
+}
+
+void cxl_coll_publish_ready(cxl_coll_team_t *team, uint64_t step,
+                            uint64_t ready)
+{
+    cxl_coll_sig_t *sig = cxl_coll_sig(team->part, step);
+
+    cxl_coh_fence(team->coh);
+    cxl_coll_store(&sig->ready, cxl_coll_ready_make(step, ready));
+    cxl_coh_publish(team->coh, sig, sizeof(*sig));
+}
+
+void cxl_coll_step_done(cxl_coll_team_t *team, uint64_t step)
+{
+    cxl_coll_word_line_t *line = cxl_coll_done_line(team->part);
+
+    cxl_coll_store(&line->value, step);
+    cxl_coh_publish(team->coh, line, sizeof(*line));
+}
+
+int cxl_coll_in_pool(const cxl_coll_team_t *team, const void *p, size_t len)
+{
+    uintptr_t a    = (uintptr_t)p;
+    uintptr_t heap = (uintptr_t)team->pool_base + team->heap_offset;
+    uintptr_t end  = (uintptr_t)team->pool_base + team->pool_size;
+
+    return (a >= heap) && (a <= end) && (len <= end - a);
+}
+
+cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
+                                unsigned nblocks, uint64_t blk,
+                                uint64_t slot_stride, cxl_coll_pub_t *pub)
+{
+    uint64_t total = (uint64_t)nblocks * blk;
+    cxl_coll_sig_t *sig;
+    uint64_t off, stride, extent;
+    int64_t ready;
+
+    if (peer == team->rank) {
+        /* own data: published before this rank reads anything of step */
+        pub->base   = team->mypub[cxl_coll_slot_of(step)].base;
+        pub->stride = team->mypub[cxl_coll_slot_of(step)].stride;
+        pub->ready  = UINT64_MAX;
+        pub->inl    = 1; /* nothing to invalidate */
+        return CXL_COLL_OK;
+    }
+
+    sig = cxl_coll_sig(team->peers[peer].part, step);
+    cxl_coh_invalidate(team->coh, sig, sizeof(*sig));
+    if (cxl_coll_load(&sig->seq) != step) {
+        team->blocked_peer = peer;
+        return CXL_COLL_INPROGRESS;
+    }
+    if ((team->coh == CXL_COH_SW) && (team->peers[peer].seen != step)) {
+        /* first sight of step: memory that writes a line back word by word
+         * (the emulator) may have shown seq before the words stored ahead
+         * of it; they were all in memory before seq, so read the line
+         * again */
+        cxl_coh_invalidate(team->coh, sig, sizeof(*sig));
+        team->peers[peer].seen = step;
+    }
+    ready = cxl_coll_ready_bytes(cxl_coll_load(&sig->ready), step);
+    if (ready < 0) {
+        team->blocked_peer = peer;
+        return CXL_COLL_INPROGRESS;
+    }
+
+    if (total <= CXL_COLL_INLINE_MAX) {
+        pub->base   = (const uint8_t*)sig->u.inl;
+        pub->stride = blk;
+        pub->ready  = total;
+        pub->inl    = 1;
+        return CXL_COLL_OK;
+    }
+
+    off    = sig->u.ext.buf_off;
+    stride = sig->u.ext.stride;
+    pub->inl = 0;
+    if (off == 0) {
+        pub->base   = cxl_coll_slot_data(team->peers[peer].part, team->region,
+                                         step);
+        pub->stride = slot_stride;
+        pub->ready  = (uint64_t)ready;
+        return CXL_COLL_OK;
+    }
+
+    /* a user buffer in the pool: the offset comes from shared memory */
+    extent = (nblocks - 1) * stride + blk;
+    if (((nblocks > 1) && ((stride < blk) || (stride > team->pool_size))) ||
+        (off < team->heap_offset) || (off > team->pool_size) ||
+        (extent > team->pool_size - off)) {
+        return cxl_coll_error(CXL_COLL_ERR_POOL, "rank %d published step %llu "
+                              "at pool offset 0x%llx stride %llu, outside the "
+                              "heap [0x%llx, 0x%llx)", peer,
+                              (unsigned long long)step, (unsigned long long)off,
+                              (unsigned long long)stride,
+                              (unsigned long long)team->heap_offset,
+                              (unsigned long long)team->pool_size);
+    }
+    pub->base   = team->pool_base + off;
+    pub->stride = stride;
+    pub->ready  = UINT64_MAX;
+    return CXL_COLL_OK;
+}
+
+void cxl_coll_fetch(cxl_coll_team_t *team, const cxl_coll_pub_t *pub,
+                    const void *p, size_t len)
+{
+    if (!pub->inl) {
+        cxl_coh_invalidate(team->coh, p, len);
+    }
+}

@@ -1,0 +1,434 @@
+/*
+ * Team creation and destruction: open the pool, allocate this rank's
+ * partition (owned by the own attachment, so a dead rank's partition is
+ * reclaimed like any dead owner's), exchange what the peers need over the
+ * caller's out-of-band allgather, validate what they sent (the pool is
+ * shared memory: offsets and extents are checked, not trusted), and agree
+ * on the verdict in a second exchange so every rank fails alike.
+ */
+#include "coll_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CXL_COLL_OOB_VERSION 1
+
+/* What each rank tells the others at creation. */
+typedef struct {
+    uint64_t magic;
+    uint32_t version;
+    int32_t  status;        /* this rank's pool open / allocation */
+    int32_t  rank;
+    int32_t  size;
+    uint8_t  uuid[CXLPOOL_UUID_LEN];
+    uint64_t part_off;
+    uint64_t part_len;
+    uint32_t ext_index;
+    uint32_t ext_gen;
+    uint64_t token;
+    uint32_t host;
+    uint32_t coh;
+    uint64_t region;
+} cxl_coll_oob_rec_t;
+
+void cxl_coll_team_params_init(cxl_coll_team_params_t *params)
+{
+    memset(params, 0, sizeof(*params));
+}
+
+int cxl_coll_team_rank(const cxl_coll_team_t *team)
+{
+    return team->rank;
+}
+
+int cxl_coll_team_size(const cxl_coll_team_t *team)
+{
+    return team->size;
+}
+
+/*
+ * The pool of the team: the caller's, UCX_CXL_COLL_POOL, the first pool of
+ * UCX_CXL_POOL unless 'auto', else NULL (the per-user default).
+ */
+static const char *cxl_coll_pool_path(const cxl_coll_team_params_t *params,
+                                      const cxl_coll_config_t *cfg,
+                                      char *buf, size_t len)
+{
+    const char *env;
+    size_t n;
+
+    if ((params->pool_path != NULL) && (params->pool_path[0] != '\0')) {
+        return params->pool_path;
+    }
+    if (cfg->pool[0] != '\0') {
+        return cfg->pool;
+    }
+    env = getenv("UCX_CXL_POOL");
+    if ((env == NULL) || (env[0] == '\0') || !strcmp(env, "auto")) {
+        return NULL;
+    }
+    n = strcspn(env, ",");
+    if ((n == 0) || (n >= len) || !strncmp(env, "auto", n)) {
+        return NULL;
+    }
+    memcpy(buf, env, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+static cxl_coll_status_t cxl_coll_team_open_pool(cxl_coll_team_t *team,
+                                                 const char *path)
+{
+    cxlpool_params_t params;
+    cxlpool_info_t info;
+    cxlpool_status_t st;
+    char defpath[256];
+
+    cxlpool_params_init(&params);
+    params.path = path;
+    if (path == NULL) {
+        /* only the emulated default is created on first use, like the
+         * transport does */
+        params.flags = CXLPOOL_CREATE;
+        params.size  = cxlpool_default_size();
+        path = cxlpool_default_path(defpath, sizeof(defpath));
+    }
+    /* the mode the pool was created with (emulate-nc: always sw) */
+    params.coherence = (cxlpool_probe(path, &info) == CXLPOOL_OK) ?
+                       info.coherence : CXL_COH_HW;
+    st = cxlpool_open(&params, &team->pool);
+    if (st != CXLPOOL_OK) {
+        team->pool = NULL;
+        return cxl_coll_error(CXL_COLL_ERR_POOL, "%s", cxlpool_last_error());
+    }
+    cxlpool_info(team->pool, &info);
+    team->pool_base   = cxlpool_base(team->pool);
+    team->pool_size   = info.size;
+    team->heap_offset = info.heap_offset;
+    team->coh         = cxlpool_coherence(team->pool);
+    return CXL_COLL_OK;
+}
+
+static cxl_coll_status_t cxl_coll_team_alloc_part(cxl_coll_team_t *team,
+                                                  cxlpool_extent_t *ext)
+{
+    cxl_coll_hdr_t *hdr;
+    cxlpool_status_t st;
+    char name[CXLPOOL_NAME_MAX];
+
+    static unsigned teams; /* names are unique in a pool */
+
+    /* named for 'cxlpool info': cxl-coll:<pid>:<team of the process> */
+    snprintf(name, sizeof(name), "cxl-coll:%x:%x", (unsigned)getpid(),
+             __atomic_fetch_add(&teams, 1, __ATOMIC_RELAXED));
+    st = cxlpool_alloc(team->pool, team->region, 4096, name, 0, ext);
+    if (st == CXLPOOL_ERR_EXISTS) {
+        st = cxlpool_alloc(team->pool, team->region, 4096, NULL, 0, ext);
+    }
+    if (st != CXLPOOL_OK) {
+        return cxl_coll_error((st == CXLPOOL_ERR_NO_SPACE) ?
+                              CXL_COLL_ERR_NO_MEMORY : CXL_COLL_ERR_POOL,
+                              "team partition of %llu bytes: %s",
+                              (unsigned long long)team->region,
+                              cxlpool_last_error());
+    }
+    team->part_off = ext->offset;
+    team->part     = team->pool_base + ext->offset;
+    /* the initial state, before any peer can read it: a reused extent
+     * holds a previous owner's bytes */
+    memset(team->part, 0, CXL_COLL_OFF_DATA);
+    hdr              = cxl_coll_hdr(team->part);
+    hdr->rank        = team->rank;
+    hdr->size        = team->size;
+    hdr->region_size = team->region;
+    hdr->magic       = CXL_COLL_MAGIC;
+    cxl_coh_publish(team->coh, team->part, CXL_COLL_OFF_DATA);
+    return CXL_COLL_OK;
+}
+
+/* Check the peers' records; the same inputs give the same verdict. */
+static cxl_coll_status_t cxl_coll_team_validate(cxl_coll_team_t *team,
+                                                const cxl_coll_oob_rec_t *recs)
+{
+    const cxl_coll_oob_rec_t *me = &recs[team->rank], *r;
+    cxlpool_status_t st;
+    int i;
+
+    for (i = 0; i < team->size; ++i) {
+        r = &recs[i];
+        if ((r->magic != CXL_COLL_MAGIC) ||
+            (r->version != CXL_COLL_OOB_VERSION) || (r->rank != i) ||
+            (r->size != team->size)) {
+            return cxl_coll_error(CXL_COLL_ERR_INVAL, "rank %d sent a record "
+                                  "for rank %d of %d (version %u): ranks or "
+                                  "sizes of the team differ", i, r->rank,
+                                  r->size, r->version);
+        }
+        if (r->status != CXL_COLL_OK) {
+            return cxl_coll_error((cxl_coll_status_t)r->status, "rank %d could "
+                                  "not open its pool or partition", i);
+        }
+    }
+    for (i = 0; i < team->size; ++i) {
+        r = &recs[i];
+        if (memcmp(r->uuid, me->uuid, CXLPOOL_UUID_LEN) != 0) {
+            return cxl_coll_error(CXL_COLL_ERR_NOT_SAME_POOL, "rank %d maps "
+                                  "another pool than rank %d (uuids differ)",
+                                  i, team->rank);
+        }
+        if (r->coh != me->coh) {
+            return cxl_coll_error(CXL_COLL_ERR_NOT_SAME_POOL, "rank %d uses "
+                                  "%s coherence, rank %d %s", i,
+                                  cxl_coh_mode_name((cxl_coh_mode_t)r->coh),
+                                  team->rank,
+                                  cxl_coh_mode_name((cxl_coh_mode_t)me->coh));
+        }
+        if (r->region != me->region) {
+            return cxl_coll_error(CXL_COLL_ERR_INVAL, "rank %d has a region of"
+                                  " %llu bytes, rank %d of %llu: "
+                                  "UCX_CXL_COLL_REGION_SIZE must be equal", i,
+                                  (unsigned long long)r->region, team->rank,
+                                  (unsigned long long)me->region);
+        }
+        if ((r->part_len < r->region) || (r->part_off < team->heap_offset) ||
+            (r->part_off > team->pool_size) ||
+            (r->region > team->pool_size - r->part_off)) {
+            return cxl_coll_error(CXL_COLL_ERR_POOL, "rank %d: partition "
+                                  "0x%llx+%llu lies outside the pool heap", i,
+                                  (unsigned long long)r->part_off,
+                                  (unsigned long long)r->region);
+        }
+        st = cxlpool_extent_check(team->pool, r->ext_index, r->ext_gen,
+                                  r->part_off, r->region);
+        if (st != CXLPOOL_OK) {
+            return cxl_coll_error(CXL_COLL_ERR_POOL, "rank %d: partition "
+                                  "0x%llx is no allocated extent: %s", i,
+                                  (unsigned long long)r->part_off,
+                                  cxlpool_last_error());
+        }
+    }
+    return CXL_COLL_OK;
+}
+
+static cxl_coll_status_t cxl_coll_team_setup(cxl_coll_team_t *team,
+                                             const cxl_coll_oob_rec_t *recs)
+{
+    unsigned n = (unsigned)team->cfg.max_reqs, i;
+
+    team->peers   = calloc(team->size, sizeof(*team->peers));
+    team->reqs    = calloc(n, sizeof(*team->reqs));
+    team->got_mem = calloc((size_t)n * team->size, sizeof(uint64_t));
+    team->queue   = calloc(n, sizeof(*team->queue));
+    team->pubs    = calloc(team->size, sizeof(*team->pubs));
+    if ((team->pubs == NULL) || (team->peers == NULL) || (team->reqs == NULL) ||
+        (team->got_mem == NULL) || (team->queue == NULL)) {
+        return cxl_coll_error(CXL_COLL_ERR_NO_MEMORY, "team of %d ranks",
+                              team->size);
+    }
+    for (i = 0; i < (unsigned)team->size; ++i) {
+        team->peers[i].part  = team->pool_base + recs[i].part_off;
+        team->peers[i].token = recs[i].token;
+        team->peers[i].host  = recs[i].host;
+    }
+    for (i = 0; i < n; ++i) {
+        team->reqs[i].team = team;
+        team->reqs[i].got  = team->got_mem + (size_t)i * team->size;
+    }
+    team->next_step = 1;
+    return CXL_COLL_OK;
+}
+
+static void cxl_coll_team_free(cxl_coll_team_t *team)
+{
+    if (team->part != NULL) {
+        cxlpool_free(team->pool, team->part_off);
+    }
+    if (team->pool != NULL) {
+        cxl_coll_mem_cleanup(team);
+        cxlpool_close(team->pool);
+    }
+    free(team->mem_offs);
+    free(team->peers);
+    free(team->reqs);
+    free(team->got_mem);
+    free(team->queue);
+    free(team->pubs);
+    free(team);
+}
+
+cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
+                                       cxl_coll_team_t **team_p)
+{
+    cxl_coll_status_t status, local;
+    cxl_coll_oob_rec_t rec, *recs = NULL;
+    int32_t verdict, *verdicts = NULL;
+    cxlpool_extent_t ext;
+    cxlpool_info_t info;
+    cxl_coll_team_t *team;
+    const char *path;
+    char pathbuf[256];
+    char detail[512];
+    int i;
+
+    if ((params == NULL) || (team_p == NULL) ||
+        (params->oob_allgather == NULL) || (params->size < 1) ||
+        (params->size > CXL_COLL_MAX_RANKS) || (params->rank < 0) ||
+        (params->rank >= params->size)) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "team parameters: rank %d of"
+                              " %d, oob %s (1 to %d ranks, an oob allgather)",
+                              params ? params->rank : -1,
+                              params ? params->size : -1,
+                              (params && params->oob_allgather) ? "set" :
+                              "missing", CXL_COLL_MAX_RANKS);
+    }
+
+    team = calloc(1, sizeof(*team));
+    recs = calloc(params->size, sizeof(*recs));
+    verdicts = calloc(params->size, sizeof(*verdicts));
+    if ((team == NULL) || (recs == NULL) || (verdicts == NULL)) {
+        free(team);
+        free(recs);
+        free(verdicts);
+        return cxl_coll_error(CXL_COLL_ERR_NO_MEMORY, "team of %d ranks",
+                              params->size);
+    }
+    team->rank    = params->rank;
+    team->size    = params->size;
+    team->oob     = params->oob_allgather;
+    team->oob_arg = params->oob_arg;
+
+    /* everything up to the exchange may fail locally: the record says so,
+     * and every rank still takes part in both exchanges */
+    memset(&rec, 0, sizeof(rec));
+    local = cxl_coll_config_read(&team->cfg);
+    if ((local == CXL_COLL_OK) && team->cfg.help && (team->rank == 0)) {
+        cxl_coll_config_print(stderr);
+    }
+    if (local == CXL_COLL_OK) {
+        team->region = params->region_size ? params->region_size :
+                       team->cfg.region_size;
+        team->region = (team->region + 4095) & ~4095ull;
+        team->slot_bytes = cxl_coll_slot_bytes(team->region);
+        if ((team->region < CXL_COLL_MIN_REGION) ||
+            (team->slot_bytes < 64ull * team->size) ||
+            (team->slot_bytes < team->cfg.chunk_size)) {
+            local = cxl_coll_error(CXL_COLL_ERR_INVAL, "region of %llu bytes "
+                                   "too small: at least %llu, a slot (%llu) "
+                                   "at least 64 B per rank and a chunk (%llu)",
+                                   (unsigned long long)team->region,
+                                   (unsigned long long)CXL_COLL_MIN_REGION,
+                                   (unsigned long long)team->slot_bytes,
+                                   (unsigned long long)team->cfg.chunk_size);
+        }
+    }
+    if (local == CXL_COLL_OK) {
+        path  = cxl_coll_pool_path(params, &team->cfg, pathbuf, sizeof(pathbuf));
+        local = cxl_coll_team_open_pool(team, path);
+    }
+    if (local == CXL_COLL_OK) {
+        local = cxl_coll_team_alloc_part(team, &ext);
+    }
+    if (local == CXL_COLL_OK) {
+        cxlpool_info(team->pool, &info);
+        memcpy(rec.uuid, info.uuid, sizeof(rec.uuid));
+        rec.part_off  = ext.offset;
+        rec.part_len  = ext.length;
+        rec.ext_index = ext.index;
+        rec.ext_gen   = ext.gen;
+        rec.token     = cxlpool_token(team->pool);
+        rec.host      = cxlpool_host_index(team->pool);
+        rec.coh       = team->coh;
+    }
+    snprintf(detail, sizeof(detail), "%s", cxl_coll_last_error());
+    rec.magic   = CXL_COLL_MAGIC;
+    rec.version = CXL_COLL_OOB_VERSION;
+    rec.status  = local;
+    rec.rank    = team->rank;
+    rec.size    = team->size;
+    rec.region  = team->region;
+
+    if (params->oob_allgather(params->oob_arg, &rec, recs, sizeof(rec)) != 0) {
+        status = cxl_coll_error(CXL_COLL_ERR_OOB, "team creation: the "
+                                "out-of-band allgather of %zu bytes failed",
+                                sizeof(rec));
+        goto err;
+    }
+    if (local != CXL_COLL_OK) {
+        verdict = local;
+    } else {
+        verdict = cxl_coll_team_validate(team, recs);
+        snprintf(detail, sizeof(detail), "%s", cxl_coll_last_error());
+    }
+    if (params->oob_allgather(params->oob_arg, &verdict, verdicts,
+                              sizeof(verdict)) != 0) {
+        status = cxl_coll_error(CXL_COLL_ERR_OOB, "team creation: the "
+                                "out-of-band allgather of the verdict failed");
+        goto err;
+    }
+    status = CXL_COLL_OK;
+    for (i = 0; i < team->size; ++i) {
+        if (verdicts[i] == CXL_COLL_OK) {
+            continue;
+        }
+        status = (cxl_coll_status_t)verdicts[i];
+        if (verdicts[team->rank] != CXL_COLL_OK) {
+            /* the own reason, with its detail */
+            status = (cxl_coll_status_t)verdicts[team->rank];
+            cxl_coll_error(status, "rank %d: %s", team->rank, detail);
+        } else {
+            cxl_coll_error(status, "rank %d failed team creation (%s); this "
+                           "rank found nothing wrong", i,
+                           cxl_coll_strerror(status));
+        }
+        goto err;
+    }
+
+    status = cxl_coll_team_setup(team, recs);
+    if (status != CXL_COLL_OK) {
+        /* after a good verdict only host memory can fail here; peers learn
+         * of it through the abort line */
+        cxl_coll_abort(team, status);
+        goto err;
+    }
+    free(recs);
+    free(verdicts);
+    *team_p = team;
+    return CXL_COLL_OK;
+
+err:
+    free(recs);
+    free(verdicts);
+    cxl_coll_team_free(team);
+    return status;
+}
+
+void cxl_coll_team_destroy(cxl_coll_team_t *team)
+{
+    int32_t x = 0, *all;
+
+    if (team == NULL) {
+        return;
+    }
+    /* finish what is still queued: its steps read peers' partitions */
+    while ((team->q_count > 0) && (team->failed == CXL_COLL_OK)) {
+        cxl_coll_wait(team->queue[team->q_head]);
+    }
+    /*
+     * Once every rank is here, nobody reads a partition again.  The pool
+     * can not tell that by itself: whoever frees after the last signal it
+     * sees may still have a peer polling its lines.  A failed team skips
+     * it (a peer may be dead); its peers stopped reading when they failed.
+     */
+    if (team->failed == CXL_COLL_OK) {
+        all = calloc(team->size, sizeof(*all));
+        if ((all == NULL) ||
+            (team->oob(team->oob_arg, &x, all, sizeof(x)) != 0)) {
+            /* freeing now could let a peer read reused memory: leave the
+             * partition to the pool's reclaim of this attachment */
+            team->part = NULL;
+        }
+        free(all);
+    }
+    cxl_coll_team_free(team);
+}

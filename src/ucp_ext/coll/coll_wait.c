@@ -1,0 +1,107 @@
+/*
+ * Waiting: a bounded spin that backs off to sched_yield(), so a rank never
+ * starves the one it waits for when there are more ranks than cores; and,
+ * every UCX_CXL_COLL_PEER_CHECK of waiting, the liveness of the peers
+ * (pool attachments) and their abort lines, so a dead peer turns into
+ * CXL_COLL_ERR_PEER_DEAD in bounded time instead of a hang.
+ */
+#include "coll_int.h"
+
+#include <sched.h>
+#include <time.h>
+#include <immintrin.h>
+
+uint64_t cxl_coll_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void cxl_coll_backoff(const cxl_coll_team_t *team, unsigned *spins)
+{
+    if (*spins < team->cfg.spin) {
+        ++*spins;
+        _mm_pause();
+        return;
+    }
+    sched_yield();
+}
+
+void cxl_coll_abort(cxl_coll_team_t *team, cxl_coll_status_t status)
+{
+    cxl_coll_word_line_t *line = cxl_coll_abort_line(team->part);
+
+    team->failed = status;
+    cxl_coll_store(&line->value, 1 + (uint64_t)status);
+    cxl_coh_publish(team->coh, line, sizeof(*line));
+}
+
+static cxl_coll_status_t cxl_coll_check_peer(cxl_coll_team_t *team, int p)
+{
+    cxl_coll_word_line_t *line;
+    uint64_t v;
+
+    if (!cxlpool_owner_alive(team->pool, team->peers[p].token)) {
+        return cxl_coll_error(CXL_COLL_ERR_PEER_DEAD, "rank %d of %d died "
+                              "(its pool attachment 0x%llx is gone)", p,
+                              team->size,
+                              (unsigned long long)team->peers[p].token);
+    }
+    line = cxl_coll_abort_line(team->peers[p].part);
+    cxl_coh_invalidate(team->coh, line, sizeof(*line));
+    v = cxl_coll_load(&line->value);
+    if (v != 0) {
+        return cxl_coll_error(CXL_COLL_ERR_PEER_DEAD, "rank %d of %d gave up "
+                              "the team (%s)", p, team->size,
+                              cxl_coll_strerror((cxl_coll_status_t)(v - 1)));
+    }
+    return CXL_COLL_OK;
+}
+
+/* The peer waited for first, then every other. */
+static cxl_coll_status_t cxl_coll_check_peers(cxl_coll_team_t *team)
+{
+    cxl_coll_status_t status;
+    int first = (int)team->blocked_peer, p;
+
+    if ((first < team->size) && (first != team->rank)) {
+        status = cxl_coll_check_peer(team, first);
+        if (status != CXL_COLL_OK) {
+            return status;
+        }
+    }
+    for (p = 0; p < team->size; ++p) {
+        if ((p == team->rank) || (p == first)) {
+            continue;
+        }
+        status = cxl_coll_check_peer(team, p);
+        if (status != CXL_COLL_OK) {
+            return status;
+        }
+    }
+    return CXL_COLL_OK;
+}
+
+cxl_coll_status_t cxl_coll_wait_check(cxl_coll_req_t *req)
+{
+    cxl_coll_team_t *team = req->team;
+    cxl_coll_status_t status;
+    uint64_t now;
+
+    now = cxl_coll_now_ns();
+    if ((team->cfg.timeout_ns != 0) &&
+        (now - req->post_ns >= team->cfg.timeout_ns)) {
+        return cxl_coll_error(CXL_COLL_ERR_TIMEOUT, "%s not done %.3f s after "
+                              "its post (UCX_CXL_COLL_TIMEOUT), waiting for "
+                              "rank %u", cxl_coll_type_name(req->args.type),
+                              (now - req->post_ns) / 1e9, team->blocked_peer);
+    }
+    if (now - team->last_check_ns < team->cfg.peer_check_ns) {
+        return CXL_COLL_INPROGRESS;
+    }
+    team->last_check_ns = now;
+    status = cxl_coll_check_peers(team);
+    return (status == CXL_COLL_OK) ? CXL_COLL_INPROGRESS : status;
+}
