@@ -23,6 +23,9 @@
  *                wraps: prints "avx-check: wrapped|saturated|other";
  *                MPI_COLL_AVX=require makes anything but "wrapped" a failure
  *
+ * MPI_COLL_ONLY=avx,split... runs only the sections named (barrier,
+ * reductions, moves, fallbacks, split, avx).
+ *
  * Every call gets data derived from (rank, peer, index, call number), so
  * no two calls see the same bytes.  Which path ran is checked per call
  * with coll/cxl's MPI_T counters (coll_cxl_calls, coll_cxl_fallbacks):
@@ -1082,6 +1085,24 @@ static void test_avx(int require)
 
 /* ------------------------------------------------------------------ */
 
+/* MPI_COLL_ONLY: a comma-separated list of sections to run (default all) */
+static int section(const char *name)
+{
+    const char *only = getenv("MPI_COLL_ONLY"), *p;
+    size_t n = strlen(name);
+
+    if ((only == NULL) || (only[0] == '\0')) {
+        return 1;
+    }
+    for (p = only; (p = strstr(p, name)) != NULL; p += n) {
+        if (((p == only) || (p[-1] == ',')) &&
+            ((p[n] == '\0') || (p[n] == ','))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *e;
@@ -1137,12 +1158,24 @@ int main(int argc, char **argv)
     c0 = pvar(CNT_CALLS);
     f0 = pvar(CNT_FALLBACKS);
 
-    test_barrier();
-    test_reductions();
-    test_moves();
-    test_fallbacks();
-    test_split();
-    test_avx(avx);
+    if (section("barrier")) {
+        test_barrier();
+    }
+    if (section("reductions")) {
+        test_reductions();
+    }
+    if (section("moves")) {
+        test_moves();
+    }
+    if (section("fallbacks")) {
+        test_fallbacks();
+    }
+    if (section("split")) {
+        test_split();
+    }
+    if (section("avx")) {
+        test_avx(avx);
+    }
 
     snprintf(g_check, sizeof(g_check), "summary");
     mine[0] = (unsigned long long)g_checks;

@@ -206,8 +206,8 @@ static int coll_cxl_module_enable(mca_coll_base_module_t *module,
     status = cxl_coll_team_create(&params, &m->team);
     if (status != CXL_COLL_OK) {
         m->team = NULL;
-        snprintf(why, sizeof(why), "team creation failed: %s (%s)",
-                 cxl_coll_strerror(status), cxl_coll_last_error());
+        snprintf(why, sizeof(why), "team creation failed: %s",
+                 mca_coll_cxl_error_text(status));
         coll_cxl_decline(comm, why);
         return OMPI_ERROR;
     }

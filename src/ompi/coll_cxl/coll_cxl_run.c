@@ -38,6 +38,15 @@ static int coll_cxl_mpi_error(cxl_coll_status_t status)
     }
 }
 
+/* the library's message with its detail, or at least the status's name */
+const char *mca_coll_cxl_error_text(cxl_coll_status_t status)
+{
+    const char *detail = cxl_coll_last_error();
+
+    return ((detail != NULL) && (detail[0] != '\0')) ? detail :
+           cxl_coll_strerror(status);
+}
+
 static cxl_coll_status_t coll_cxl_wait(cxl_coll_req_t *req)
 {
     const mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
@@ -82,10 +91,10 @@ int mca_coll_cxl_run(mca_coll_cxl_module_t *m, const cxl_coll_args_t *args)
 
     /* always reported: the caller's error handler may not say why */
     ++c->n_errors;
-    opal_output(0, "coll:cxl: %s on %s (cid %u, rank %d of %d) failed: %s: %s",
+    opal_output(0, "coll:cxl: %s on %s (cid %u, rank %d of %d) failed: %s",
                 name, m->comm->c_name, (unsigned)m->comm->c_contextid,
                 ompi_comm_rank(m->comm), ompi_comm_size(m->comm),
-                cxl_coll_strerror(status), cxl_coll_last_error());
+                mca_coll_cxl_error_text(status));
     return coll_cxl_mpi_error(status);
 }
 
