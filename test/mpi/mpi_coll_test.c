@@ -19,12 +19,16 @@
  *                MPI_MAXLOC: right answers through the previous module
  *   split        MPI_Comm_split into two halves (non-powers of two): a
  *                team per communicator, used alternately
+ *   dup          MPI_Comm_dup (its own team) and an intercommunicator
+ *                (declined: coll/inter's)
+ *   progress     a 4 MiB MPI_Isend that completes only if a rank waiting
+ *                in MPI_Barrier keeps point-to-point progressing
  *   op/avx       MPI_Allreduce(SUM) of 262144 MPI_INT8_T values whose sum
  *                wraps: prints "avx-check: wrapped|saturated|other";
  *                MPI_COLL_AVX=require makes anything but "wrapped" a failure
  *
  * MPI_COLL_ONLY=avx,split... runs only the sections named (barrier,
- * reductions, moves, fallbacks, split, avx).
+ * reductions, moves, fallbacks, split, dup, progress, avx).
  *
  * Every call gets data derived from (rank, peer, index, call number), so
  * no two calls see the same bytes.  Which path ran is checked per call
@@ -1043,6 +1047,101 @@ static void test_split(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* MPI_Comm_dup (a team of its own) and an intercommunicator (declined:
+ * its collectives stay with coll/inter)                               */
+
+static void test_dup_inter(void)
+{
+    MPI_Comm dup, half, inter;
+    long v, sum, expect = 0;
+    int r, rc;
+
+    snprintf(g_check, sizeof(g_check), "MPI_Comm_dup: allreduce");
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    mpi_ok(rc);
+    if (rc == MPI_SUCCESS) {
+        ++g_call;
+        v = (long)(value(g_rank, 0, 1) % 100000);
+        for (r = 0; r < g_size; ++r) {
+            expect += (long)(value(r, 0, 1) % 100000);
+        }
+        path_begin();
+        rc = MPI_Allreduce(&v, &sum, 1, MPI_LONG, MPI_SUM, dup);
+        path_end(PATH_LIB);
+        mpi_ok(rc);
+        check(sum == expect, "allreduce on the duplicate");
+        MPI_Comm_free(&dup);
+    }
+    if (g_size < 2) {
+        return;
+    }
+    snprintf(g_check, sizeof(g_check), "intercommunicator: allreduce");
+    MPI_Comm_split(MPI_COMM_WORLD, g_rank % 2, g_rank, &half);
+    rc = MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 1 - g_rank % 2, 99,
+                              &inter);
+    mpi_ok(rc);
+    if (rc == MPI_SUCCESS) {
+        ++g_call;
+        /* an intercommunicator allreduce: the sum of the other group */
+        v = (long)(value(g_rank, 0, 2) % 100000);
+        expect = 0;
+        for (r = 1 - g_rank % 2; r < g_size; r += 2) {
+            expect += (long)(value(r, 0, 2) % 100000);
+        }
+        /* no path check: coll/inter runs it on the local communicators,
+         * whose collectives may well be coll/cxl's */
+        rc = MPI_Allreduce(&v, &sum, 1, MPI_LONG, MPI_SUM, inter);
+        mpi_ok(rc);
+        check(sum == expect, "allreduce on the intercommunicator");
+        MPI_Comm_free(&inter);
+    }
+    MPI_Comm_free(&half);
+}
+
+/* ------------------------------------------------------------------ */
+/* progress: a rank waiting in a collective keeps point-to-point moving.
+ * Rank 0 posts a large send to rank 1 and enters a barrier; rank 1 only
+ * enters it after receiving: if the barrier did not progress rank 0's
+ * send (rendezvous), the job would hang (MPI_COLL_TIMEOUT reports it). */
+
+static void test_progress(void)
+{
+    enum { LEN = 4 << 20 };
+    char *buf;
+    MPI_Request req;
+    int rc, i;
+
+    if (g_size < 2) {
+        return;
+    }
+    buf = malloc(LEN);
+    for (i = 0; i < 3; ++i) {
+        ++g_call;
+        snprintf(g_check, sizeof(g_check), "progress: 4 MiB MPI_Isend "
+                 "0 -> 1 across an MPI_Barrier (#%d)", i);
+        if (g_rank == 0) {
+            memset(buf, (int)(g_call & 0xff), LEN);
+            MPI_Isend(buf, LEN, MPI_BYTE, 1, 5, MPI_COMM_WORLD, &req);
+        } else if (g_rank == 1) {
+            memset(buf, 0, LEN);
+            MPI_Recv(buf, LEN, MPI_BYTE, 0, 5, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+            check((buf[0] == (char)(g_call & 0xff)) &&
+                  (buf[LEN - 1] == (char)(g_call & 0xff)),
+                  "received data");
+        }
+        path_begin();
+        rc = MPI_Barrier(MPI_COMM_WORLD);
+        path_end(PATH_LIB);
+        mpi_ok(rc);
+        if (g_rank == 0) {
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+    }
+    free(buf);
+}
+
+/* ------------------------------------------------------------------ */
 /* op/avx: 8-bit sums of long vectors                                  */
 
 static void test_avx(int require)
@@ -1172,6 +1271,12 @@ int main(int argc, char **argv)
     }
     if (section("split")) {
         test_split();
+    }
+    if (section("dup")) {
+        test_dup_inter();
+    }
+    if (section("progress")) {
+        test_progress();
     }
     if (section("avx")) {
         test_avx(avx);

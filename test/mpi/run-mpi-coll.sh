@@ -18,7 +18,8 @@
 #                90, above coll/self): every result right, every call on
 #                the path expected (the program reads coll/cxl's MPI_T
 #                counters per call), and every rank's verbose output says
-#                MPI_COMM_WORLD was accepted
+#                MPI_COMM_WORLD was accepted and the intercommunicator (np
+#                >= 2) declined
 #   np N off     the same program with --mca coll ^cxl --mca op ^avx (see
 #                op/avx): every result right and the same digest of all
 #                results as with coll/cxl
@@ -28,7 +29,10 @@
 #                module (with --mca op ^avx), results right
 #   control      coll/cxl loaded but below coll/tuned (priority 20): the
 #                program must fail (its per-call path check catches a
-#                component that is selected nowhere)
+#                component that is selected nowhere); and with Open MPI's
+#                progress engine never called while waiting
+#                (coll_cxl_progress_interval 2000000000) the program's
+#                progress check must hang until its watchdog ends it
 #   op/avx       an observation, no check: Open MPI's default operations
 #                on 262144 MPI_INT8_T values (op/avx) without coll/cxl;
 #                with coll/cxl the sum must wrap as C does (np N cxl)
@@ -137,12 +141,15 @@ for np in $NPS; do
         -x MPI_COLL_EXPECT=cxl -x "MPI_COLL_MIN_RANKS=$min" \
         -x MPI_COLL_AVX=require "$BIN"
     acc=$(grep -cE "coll:cxl: comm MPI_COMM_WORLD \(cid 0, rank [0-9]+ of $np\): accepted" "$out")
+    # the intercommunicator of the program's "dup" section: declined
+    inter=$(grep -cE 'coll:cxl: comm .*: declined: intercommunicator' "$out")
+    [ "$np" -lt 2 ] && inter=$np
     cxl_digest=$DIGEST
     cnt=$(sed -n 's/^counters: //p' "$out" | tail -n 1)
-    if passed && [ "$acc" -eq "$np" ]; then
-        ok "np $np cxl: ${RES#mpi-coll: }; $cnt; MPI_COMM_WORLD accepted on $acc ranks (${SECS} s)"
+    if passed && [ "$acc" -eq "$np" ] && [ "$inter" -eq "$np" ]; then
+        ok "np $np cxl: ${RES#mpi-coll: }; $cnt; MPI_COMM_WORLD accepted on $acc ranks, the intercommunicator declined (${SECS} s)"
     else
-        fail "np $np cxl" "rc $RC, '${RES:-no result line}', MPI_COMM_WORLD accepted on $acc of $np ranks" "$out"
+        fail "np $np cxl" "rc $RC, '${RES:-no result line}', MPI_COMM_WORLD accepted on $acc of $np ranks, intercommunicator declined on $inter" "$out"
     fi
     [ "$np" -eq 2 ] && grep -m1 '^avx-check:' "$out" | sed 's/^/    with coll\/cxl: /'
 
@@ -180,6 +187,17 @@ if [ "$RC" -ne 0 ] && grep -q 'not run by the library' "$out"; then
     ok "control: coll/cxl below coll/tuned fails the program (rc $RC, 'not run by the library')"
 else
     fail "control" "rc $RC, '${RES:-no result line}': the path check did not catch it" "$out"
+fi
+
+# --- control: without Open MPI's progress while waiting, the progress
+# --- section must hang (and its watchdog end it) ----------------------------
+out=$SCR/control-progress.out
+job "$out" -np 2 --mca coll_cxl_progress_interval 2000000000 "${ENVS[@]}" \
+    -x MPI_COLL_EXPECT=cxl -x MPI_COLL_ONLY=progress -x MPI_COLL_TIMEOUT=15 "$BIN"
+if [ "$RC" -ne 0 ] && grep -q 'timeout in check: progress' "$out"; then
+    ok "control: coll_cxl_progress_interval 2000000000 (no progress while waiting) hangs the progress check (watchdog, rc $RC)"
+else
+    fail "control (progress)" "rc $RC, '${RES:-no result line}': the progress check did not catch it" "$out"
 fi
 
 # --- op/avx: Open MPI's default operations, an observation --------------------
