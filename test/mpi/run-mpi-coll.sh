@@ -44,7 +44,8 @@
 #   RUN_MPI_TIMEOUT=600               limit of each mpirun (seconds)
 #   CXL_TEST_COHERENCE=hw             sw: on the strict non-coherent pool
 #                                     emulator, each rank an emulated host
-#                                     (as run-mpi.sh)
+#                                     (as run-mpi.sh; 4 host partitions per
+#                                     rank: each team opens the pool anew)
 #
 # Ends with "mpi-coll: N passed, N failed"; exit 0 only when nothing failed,
 # 99 when something needed is missing or the build fails.
@@ -67,9 +68,11 @@ POOL=/dev/shm/ucx-cxl-colltest-$$.pool
 POOL2=/dev/shm/ucx-cxl-colltest2-$$.pool
 maxnp=1
 for np in $NPS; do [ "$np" -gt $maxnp ] && maxnp=$np; done
-mpi_coherence "$POOL2" "$maxnp"
+# sw: every cxlpool_open of a process takes an emulated host of its own
+# (the transport's, and one per library team: up to 3 teams at once here)
+mpi_coherence "$POOL2" "$((4 * maxnp))"
 SPEC2=$SPEC
-mpi_coherence "$POOL" "$maxnp"
+mpi_coherence "$POOL" "$((4 * maxnp))"
 mpi_need "$MODULE" "$COMP" "$CXLPOOL" "$SRC" "$CONF"
 # Open MPI's own components stay on the search path after the build tree
 OMPI_COMPDIR=$(ompi_info --path pkglibdir --parsable 2>/dev/null |
