@@ -7,6 +7,11 @@
  *   cacheline_rt,64,<ns per round trip>     median of single round trips
  *   cacheline_oneway,64,<ns one way>        (that / 2)
  *   cacheline_rt_avg,64,<ns per round trip> median of chunk averages
+ *   swline_rt,64,<ns per round trip>        the same with software coherence
+ *   swline_oneway,64,<ns one way>
+ *   swcopy_in,<size>,<MB/s>,<GB/s>          sw-mode copy into shared memory
+ *   swcopy_out,<size>,<MB/s>,<GB/s>         sw-mode copy out of it
+ *   swinval,<size>,<MB/s>,<GB/s>            sw-mode invalidate of clean lines
  *
  * memcpy: one thread pinned to --cpu-a copies a SIZE buffer into another
  * SIZE buffer repeatedly for about --ms milliseconds (after one untimed
@@ -25,6 +30,19 @@
  * median over --chunks chunks of the chunk's average round trip is printed
  * as well.
  *
+ * Software coherence (the transport's own primitives from
+ * src/coherence/cxl_coherence.c, built in): the cache-line ping-pong again,
+ * but as UCX_CXL_COHERENCE=sw must do it across hosts: the writer stores
+ * the line, writes it back and fences; the reader invalidates the line
+ * before every load, so each poll reads memory.  That round trip is the
+ * floor of any sw-mode message latency on this machine.  swcopy_in is
+ * cxl_coh_copy() of SIZE bytes from a cached buffer plus the fence (what a
+ * sender pays to publish SIZE bytes); swcopy_out is cxl_coh_invalidate() of
+ * the SIZE bytes plus memcpy() out of them (what a receiver pays).  A
+ * pipelined sw transfer can not run faster than the slower of the two.
+ * swinval is cxl_coh_invalidate() alone of SIZE bytes of lines held clean:
+ * what the owner of memory pays per byte another host puts into it.
+ *
  * This program measures and prints; it never judges the numbers.
  *
  * Usage: limits [--sizes 8192,65536,...] [--ms N] [--trials N]
@@ -41,6 +59,8 @@
 
 #include "bench_util.h"
 #include <time.h>
+
+#include <ucx_cxl/coherence.h>
 
 #define MAX_TRIALS 1001
 #define LINE       64
@@ -106,6 +126,20 @@ static long pp_iters;   /* round trips per chunk */
 static int  pp_trials;  /* timed chunks */
 static int  pp_cpu_b;
 static int  pp_pin_err;
+static cxl_coh_mode_t pp_mode; /* CXL_COH_SW: write back / invalidate */
+
+static inline uint64_t pp_load(void)
+{
+    cxl_coh_invalidate(pp_mode, (const void*)&pp.flag, sizeof(pp.flag));
+    return __atomic_load_n(&pp.flag, __ATOMIC_ACQUIRE);
+}
+
+static inline void pp_store(uint64_t v)
+{
+    __atomic_store_n(&pp.flag, v, __ATOMIC_RELEASE);
+    cxl_coh_writeback(pp_mode, (const void*)&pp.flag, sizeof(pp.flag));
+    cxl_coh_fence(pp_mode);
+}
 
 static inline void cpu_relax(void)
 {
@@ -124,10 +158,10 @@ static void *pong_thread(void *arg)
         pp_pin_err = 1;
     }
     for (long i = 0; i < total; ++i, v += 2) {
-        while (__atomic_load_n(&pp.flag, __ATOMIC_ACQUIRE) != v) {
+        while (pp_load() != v) {
             cpu_relax();
         }
-        __atomic_store_n(&pp.flag, v + 1, __ATOMIC_RELEASE);
+        pp_store(v + 1);
     }
     return NULL;
 }
@@ -149,8 +183,8 @@ static void ping_chunk(uint64_t *v, long iters, uint64_t *rt)
     uint64_t t_prev = ticks(), t;
 
     for (long i = 0; i < iters; ++i, *v += 2) {
-        __atomic_store_n(&pp.flag, *v, __ATOMIC_RELEASE);
-        while (__atomic_load_n(&pp.flag, __ATOMIC_ACQUIRE) != *v + 1) {
+        pp_store(*v);
+        while (pp_load() != *v + 1) {
             cpu_relax();
         }
         t = ticks();
@@ -165,6 +199,155 @@ static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
     return (x > y) - (x < y);
+}
+
+/*
+ * Ping-pong of one cache line between two threads: one untimed warm-up
+ * chunk, then `chunks` timed chunks; prints NAME_rt, NAME_oneway and (hw
+ * mode) NAME_rt_avg.
+ */
+static int run_pingpong(cxl_coh_mode_t mode, const char *name, long iters,
+                        int chunks, int cpu_b)
+{
+    static double vals[MAX_TRIALS];
+    pthread_t th;
+
+    pp.flag   = 0;
+    pp_mode   = mode;
+    pp_iters  = iters;
+    pp_trials = chunks;
+    pp_cpu_b  = cpu_b;
+    if (pthread_create(&th, NULL, pong_thread, NULL) != 0) {
+        fprintf(stderr, "limits: pthread_create: %s\n", strerror(errno));
+        return 1;
+    }
+    {
+        uint64_t *rt = malloc(sizeof(*rt) * iters * chunks);
+        uint64_t v = 1, tk0, tk1;
+        double t0, t1, ns_per_tick, rt_p50, rt_avg;
+
+        if (rt == NULL) {
+            fprintf(stderr, "limits: out of memory\n");
+            return 1;
+        }
+        ping_chunk(&v, iters, NULL);
+        t0  = now_sec();
+        tk0 = ticks();
+        for (int t = 0; t < chunks; ++t) {
+            double c0 = now_sec();
+            ping_chunk(&v, iters, rt + (size_t)t * iters);
+            vals[t] = (now_sec() - c0) * 1e9 / iters;
+        }
+        tk1 = ticks();
+        t1  = now_sec();
+        pthread_join(th, NULL);
+        if (pp_pin_err) {
+            fprintf(stderr, "limits: cannot pin the second thread to cpu %d\n",
+                    cpu_b);
+            free(rt);
+            return 1;
+        }
+        ns_per_tick = (t1 - t0) * 1e9 / (double)(tk1 - tk0);
+        qsort(rt, (size_t)iters * chunks, sizeof(*rt), cmp_u64);
+        rt_p50 = rt[(size_t)iters * chunks / 2] * ns_per_tick;
+        rt_avg = median(vals, chunks);
+        free(rt);
+        /* p50 of single round trips: what ucx_perftest calls "typical" */
+        printf("%s_rt,64,%.2f\n", name, rt_p50);
+        printf("%s_oneway,64,%.2f\n", name, rt_p50 / 2);
+        if (mode == CXL_COH_HW) {
+            /* median over chunks of the chunk's average round trip */
+            printf("%s_rt_avg,64,%.2f\n", name, rt_avg);
+        }
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* The three software-coherence transfers swcopy measures. */
+typedef enum { SW_COPY_IN, SW_COPY_OUT, SW_INVAL } sw_kind_t;
+
+/*
+ * One sw transfer of size bytes; returns the seconds that count.
+ * SW_COPY_IN: cxl_coh_copy() in sw mode + fence, from a cached source.
+ * SW_COPY_OUT: cxl_coh_invalidate() + memcpy() to a cached destination, of
+ * a buffer that was written back first (untimed), so the reads miss as a
+ * receiver's do.  SW_INVAL: cxl_coh_invalidate() alone of lines this core
+ * holds clean (it read them, untimed): what the owner of pool memory pays
+ * per byte a peer of another host puts into it, before the put completes.
+ */
+static double sw_step(sw_kind_t kind, uint8_t *src, uint8_t *shm, uint8_t *dst,
+                      size_t size, long n)
+{
+    double t0;
+
+    switch (kind) {
+    case SW_COPY_IN:
+        src[n & 63]++;
+        t0 = now_sec();
+        cxl_coh_copy(CXL_COH_SW, shm, src, size);
+        cxl_coh_fence(CXL_COH_SW);
+        return now_sec() - t0;
+    case SW_COPY_OUT:
+        cxl_coh_writeback(CXL_COH_SW, shm, size);
+        cxl_coh_fence(CXL_COH_SW);
+        t0 = now_sec();
+        cxl_coh_invalidate(CXL_COH_SW, shm, size);
+        memcpy(dst, shm, size);
+        t0 = now_sec() - t0;
+        sink += dst[n & 63];
+        return t0;
+    case SW_INVAL:
+    default:
+        memcpy(dst, shm, size);
+        t0 = now_sec();
+        cxl_coh_invalidate(CXL_COH_SW, shm, size);
+        return now_sec() - t0;
+    }
+}
+
+/* Median MB/s of `trials` trials of about `ms` counted milliseconds each. */
+static double sw_rate(sw_kind_t kind, uint8_t *src, uint8_t *shm, uint8_t *dst,
+                      size_t size, double ms, int trials, double *vals)
+{
+    for (int t = 0; t < trials; ++t) {
+        double el = 0;
+        long n = 0;
+
+        do {
+            el += sw_step(kind, src, shm, dst, size, n++);
+        } while (el * 1e3 < ms);
+        vals[t] = (double)size * n / el / (1024.0 * 1024.0);
+    }
+    return median(vals, trials);
+}
+
+/* swcopy_in, swcopy_out and swinval of one size (see sw_step). */
+static int run_swcopy(size_t size, double ms, int trials, double *vals)
+{
+    static const char *const names[] = {"swcopy_in", "swcopy_out", "swinval"};
+    uint8_t *src, *shm, *dst;
+
+    if (posix_memalign((void**)&src, 2u << 20, size) ||
+        posix_memalign((void**)&shm, 2u << 20, size) ||
+        posix_memalign((void**)&dst, 2u << 20, size)) {
+        fprintf(stderr, "limits: out of memory for %zu bytes\n", size);
+        return 1;
+    }
+    memset(src, 0x5a, size);
+    memset(shm, 0xa5, size);
+    memset(dst, 0x3c, size);
+    for (int k = SW_COPY_IN; k <= SW_INVAL; ++k) {
+        double mbs = sw_rate((sw_kind_t)k, src, shm, dst, size, ms, trials, vals);
+
+        printf("%s,%zu,%.1f,%.3f\n", names[k], size, mbs,
+               mbs * 1024.0 * 1024.0 / 1e9);
+    }
+    fflush(stdout);
+    free(src);
+    free(shm);
+    free(dst);
+    return 0;
 }
 
 static void usage(void)
@@ -190,7 +373,6 @@ int main(int argc, char **argv)
     double ms = 10;
     long iters = 2000;
     int trials = 15, chunks = 101, cpu_a = 0, cpu_b = 1;
-    pthread_t th;
 
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = (i + 1 < argc) ? argv[i + 1] : NULL;
@@ -256,50 +438,21 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    /* ping-pong: one untimed warm-up chunk, then `chunks` timed chunks */
-    pp.flag   = 0;
-    pp_iters  = iters;
-    pp_trials = chunks;
-    pp_cpu_b  = cpu_b;
-    if (pthread_create(&th, NULL, pong_thread, NULL) != 0) {
-        fprintf(stderr, "limits: pthread_create: %s\n", strerror(errno));
+    if (run_pingpong(CXL_COH_HW, "cacheline", iters, chunks, cpu_b) != 0) {
         return 1;
     }
-    {
-        uint64_t *rt = malloc(sizeof(*rt) * iters * chunks);
-        uint64_t v = 1, tk0, tk1;
-        double t0, t1, ns_per_tick, rt_p50, rt_avg;
 
-        if (rt == NULL) {
-            fprintf(stderr, "limits: out of memory\n");
+    /* software coherence: the same ping-pong, then the bulk copies */
+    for (int s = 0; s < nsizes; ++s) {
+        if (sizes[s] < (64u << 10)) {
+            continue; /* small copies: the ping-pong says it all */
+        }
+        if (run_swcopy(sizes[s], ms, trials, vals) != 0) {
             return 1;
         }
-        ping_chunk(&v, iters, NULL);
-        t0  = now_sec();
-        tk0 = ticks();
-        for (int t = 0; t < chunks; ++t) {
-            double c0 = now_sec();
-            ping_chunk(&v, iters, rt + (size_t)t * iters);
-            vals[t] = (now_sec() - c0) * 1e9 / iters;
-        }
-        tk1 = ticks();
-        t1  = now_sec();
-        pthread_join(th, NULL);
-        if (pp_pin_err) {
-            fprintf(stderr, "limits: cannot pin the second thread to cpu %d\n",
-                    cpu_b);
-            return 1;
-        }
-        ns_per_tick = (t1 - t0) * 1e9 / (double)(tk1 - tk0);
-        qsort(rt, (size_t)iters * chunks, sizeof(*rt), cmp_u64);
-        rt_p50 = rt[(size_t)iters * chunks / 2] * ns_per_tick;
-        rt_avg = median(vals, chunks);
-        free(rt);
-        /* p50 of single round trips: what ucx_perftest calls "typical" */
-        printf("cacheline_rt,64,%.2f\n", rt_p50);
-        printf("cacheline_oneway,64,%.2f\n", rt_p50 / 2);
-        /* median over chunks of the chunk's average round trip */
-        printf("cacheline_rt_avg,64,%.2f\n", rt_avg);
+    }
+    if (run_pingpong(CXL_COH_SW, "swline", iters / 4 + 1, chunks, cpu_b) != 0) {
+        return 1;
     }
     return 0;
 }

@@ -150,7 +150,7 @@ with open(os.path.join(OUT, "results.csv"), "w", newline="") as f:
                ["rep%d" % i for i in range(1, REPS + 1)] +
                ["median", "min", "max", "ok_reps", "note"])
     fpos = {k: i for i, k in enumerate(fig_order)}
-    tpos = {"cxl": -3, "cxl-sw": -2, "cxl-emu": -1}
+    tpos = {"cxl": -4, "cxl-sw": -3, "cxl-xh": -2, "cxl-emu": -1}
     for k in series:
         tpos.setdefault(k[2], len(tpos))
     ordered = sorted(series.items(), key=lambda kv: (
@@ -193,6 +193,16 @@ for (layer, fig, tl, var, unit), s in series.items():
 oneway_ns = med("limit", "cacheline one-way", "machine", "-", "ns(p50)")
 rt_avg_ns = med("limit", "cacheline round trip", "machine", "-", "ns(avg)")
 oneway_avg_ns = rt_avg_ns / 2 if rt_avg_ns else None
+# software coherence: the same line ping-pong with write-back and
+# invalidate, and the two halves of a sw bulk transfer (limits.c)
+sw_oneway_ns = med("limit", "sw cacheline one-way", "machine", "-", "ns(p50)")
+swcopy = {}  # size -> (copy-in MB/s, copy-out MB/s)
+for (layer, fig, tl, var, unit), s in series.items():
+    if layer == "limit" and fig.startswith("sw copy-in ") and s["median"]:
+        out = med("limit", fig.replace("copy-in", "copy-out"), "machine", "-", "MB/s")
+        inv = med("limit", fig.replace("copy-in", "invalidate"), "machine", "-", "MB/s")
+        if out:
+            swcopy[fig_size(fig)] = (s["median"], out, inv)
 
 
 def memcpy_at_or_above(size):
@@ -620,12 +630,45 @@ def geomean(vals):
 HAVE_SW = any(k[2] == "cxl-sw" for k in series)
 
 
-def sw_target(name, items, bound):
-    """cxl-sw within 'bound' times cxl (hw) for each (layer, fig, var, unit)"""
+def sw_floor(fig, unit, hw):
+    """What the machine allows sw mode for a figure, from limits.c."""
+    size = fig_size(fig)
+    if unit == "us(p50)" and sw_oneway_ns and oneway_ns and hw and size and size <= 64:
+        # an atomic through the owner is a request and an answer: two line
+        # transfers where hw mode needs none (the CPU's own atomic)
+        trips = 2 if "fadd" in fig else 1
+        hw_floor = 0.0 if trips == 2 else oneway_ns / 1000.0
+        # hw's own software overhead on top of the sw line transfers
+        best = (trips * sw_oneway_ns / 1000.0 + max(hw - hw_floor, 0.0)) / hw
+        return (" (floor: %s written back and read from memory, %s ns each, against "
+                "%s ns coherent; with hw's software overhead on top, %s x is the best "
+                "reachable)" % ("a request line and an answer line" if trips == 2 else
+                                "one line one way", f3(sw_oneway_ns), f3(oneway_ns),
+                                f3(best)))
+    if unit == "MB/s" and size in swcopy and hw:
+        cin, cout, inv = swcopy[size]
+        if "ucp_put" in fig and inv:
+            # through the owner: it cleans the lines before (write-back and
+            # invalidate) and invalidates them after, two passes on its core
+            lim = min(cin, inv / 2)
+            how = "copy-in %s, owner's two invalidate passes %s" % (f3(cin), f3(inv / 2))
+        elif "ucp_get" in fig and inv:
+            # the owner cleans the lines, the reader invalidates and copies
+            lim = min(cout, inv)
+            how = "owner's clean %s, copy-out %s" % (f3(inv), f3(cout))
+        else:
+            lim = min(cin, cout)
+            how = "copy-in %s, copy-out %s" % (f3(cin), f3(cout))
+        return (" (limit: sw %s MB/s at this size: at most %s x hw)" % (how, f3(lim / hw)))
+    return ""
+
+
+def sw_target(name, items, bound, tl="cxl-sw"):
+    """tl (a sw label) within 'bound' times cxl (hw) for each (layer, fig, var, unit)"""
     parts, allmet, anydata = [], True, False
     for layer, fig, var, unit in items:
         hw = get(layer, fig, "cxl", var, unit)
-        sw = get(layer, fig, "cxl-sw", var, unit)
+        sw = get(layer, fig, tl, var, unit)
         cf = cost_factor(hw, sw)
         if cf is None:
             na = sw["na"] if sw and sw.get("na") else "no data"
@@ -635,10 +678,11 @@ def sw_target(name, items, bound):
         anydata = True
         ok = cf <= bound
         allmet = allmet and ok
-        parts.append("%s%s: sw %s vs hw %s %s, %s x worse" %
+        parts.append("%s%s: sw %s vs hw %s %s, %s x worse%s" %
                      (fig, "" if var in ("-", None) else " (%s)" % var,
-                      f3(sw["median"]), f3(hw["median"]), unit, f3(cf)))
-    if HAVE_SW:
+                      f3(sw["median"]), f3(hw["median"]), unit, f3(cf),
+                      sw_floor(fig, unit, hw["median"])))
+    if any(k[2] == tl for k in series):
         add_target(name, None, None, "cost factor <= %g" % bound,
                    allmet if anydata else None, "; ".join(parts))
 
@@ -662,6 +706,15 @@ sw_target("Software coherence: UCP ucp_put_bw and ucp_get 1 MiB, pool-resident b
 sw_target("Software coherence: UCP ucp_fadd 8 B, pool-resident buffers, at most 10x hw "
           "mode latency [us, p50, lower is better]",
           [("ucp", "ucp_fadd 8B", "pool", "us(p50)")], 10.0)
+# the same two targets across sw hosts, where the memory's owner takes part
+sw_target("Software coherence across hosts (cxl-xh, through the owner): UCP ucp_put_bw "
+          "and ucp_get 1 MiB, pool-resident buffers, at least 0.3x hw mode "
+          "[MB/s, higher is better]",
+          [("ucp", "ucp_put_bw 1MiB", "pool", "MB/s"),
+           ("ucp", "ucp_get 1MiB", "pool", "MB/s")], 1 / 0.3, tl="cxl-xh")
+sw_target("Software coherence across hosts (cxl-xh, through the owner): UCP ucp_fadd 8 B, "
+          "pool-resident buffers, at most 10x hw mode latency [us, p50, lower is better]",
+          [("ucp", "ucp_fadd 8B", "pool", "us(p50)")], 10.0, tl="cxl-xh")
 HAVE_EMU = any(k[2] == "cxl-emu" for k in series)
 
 if HAVE_SW or HAVE_EMU:
@@ -831,6 +884,11 @@ if meta.get("pool_sw"):
     md.append("| cxl-sw pool | private, `%s`, 1 GiB, `cxlpool create --coherence sw --hosts 1` "
               "(a real file mapped directly, not emulated), `UCX_CXL_COHERENCE=sw` |"
               % meta["pool_sw"])
+if meta.get("pool_xh"):
+    md.append("| cxl-xh pool | private, `%s`, 1 GiB, `cxlpool create --coherence sw --hosts 2`, "
+              "`UCX_CXL_COHERENCE=sw`; the server writes host partition 0, the client "
+              "partition 1 (`UCX_CXL_HOST_INDEX`): RMA and atomics on the other's pool "
+              "memory go through its owner |" % meta["pool_xh"])
 if meta.get("pool_emu"):
     md.append("| cxl-emu pool | `%s` (`--coherence sw`, 8 host partitions; every process "
               "is its own emulated host) — **an emulator: its numbers measure memcpy "
@@ -1075,7 +1133,7 @@ else:
 md.append("")
 md.append("## UCP lanes (`ucx_info -e -u t`)")
 md.append("")
-for label in ("cxl", "cxl-sw", "cxl-emu", "posix", "sysv", "cma+posix", "tcp", "sm",
+for label in ("cxl", "cxl-sw", "cxl-xh", "cxl-emu", "posix", "sysv", "cma+posix", "tcp", "sm",
               MPI_SH):
     try:
         text = open(os.path.join(LOGS, "ucp-lanes-%s.txt" % label)).read()

@@ -37,9 +37,12 @@
 #     every read of another host's data is preceded by a flush.  RMA and
 #     atomics are offered (not get_short); with one host partition both
 #     processes are on the memory owner's host, so they use plain loads,
-#     stores and CPU atomics as in hw mode (the path across hosts, through
-#     the owner, is not measured here; see doc/design/sw-coherence.md).
-#     The ratio cxl-sw/cxl is the cost of software coherence on this CPU.
+#     stores and CPU atomics as in hw mode.  The path across hosts, through
+#     the owner, is "cxl-xh": a third pool file with two host partitions,
+#     the server on host 0 and the client on host 1 (UCX_CXL_HOST_INDEX);
+#     it runs the UCP RMA family of pool buffers (ucp_put_bw, ucp_get,
+#     ucp_fadd).  The ratio cxl-sw/cxl is the cost of software coherence
+#     on this CPU; cxl-xh/cxl that of sw RMA and atomics across hosts.
 #   * "cxl-emu" (UCX_CXL_POOL=emulate-nc:POOL, every process its own
 #     emulated host) runs a few UCP figures with small iteration counts; its
 #     numbers measure the emulator's memcpy, not hardware (--no-emu: skip).
@@ -82,7 +85,8 @@ the cxl transport against posix, sysv, cma, tcp and sm, and writes
 results.csv, report.md and PNG plots into the output folder; prints the
 report.  cxl runs twice: hardware-coherent ("cxl") and software-coherent
 ("cxl-sw", UCX_CXL_COHERENCE=sw on a real pool file; sw/hw ratios in
-sw_hw.csv and the report), plus a few UCP figures on the emulate-nc
+sw_hw.csv and the report), the UCP RMA of pool buffers across two sw
+host partitions ("cxl-xh": through the memory's owner), plus a few UCP figures on the emulate-nc
 emulator ("cxl-emu", a separate table: the emulator's speed, not hardware).
 MPI (hw only) runs UCX_TLS=cxl against UCX_TLS=posix, and the README's
 single-host line ("cxl+cma": UCX_TLS=cxl,cma) against UCX_TLS=sm.
@@ -200,7 +204,8 @@ cp -f -- "$MODULE_SRC" "$MODULE" || die "cannot copy $MODULE_SRC"
 MODULE_SHA=$(sha256sum "$MODULE" | cut -d' ' -f1)
 
 # Helper programs, built into the output folder.
-gcc -O2 -Wall -pthread -o "$BIN/limits" "$SCRIPT_DIR/limits.c" >"$LOGS/build-limits.log" 2>&1 ||
+gcc -O2 -Wall -pthread -I"$SCRIPT_DIR/../include" -o "$BIN/limits" "$SCRIPT_DIR/limits.c" \
+    "$SCRIPT_DIR/../src/coherence/cxl_coherence.c" >"$LOGS/build-limits.log" 2>&1 ||
     die "building limits.c failed (see $LOGS/build-limits.log)"
 mpicc -O2 -Wall -o "$BIN/mpi_bench" "$SCRIPT_DIR/mpi_bench.c" >"$LOGS/build-mpi_bench.log" 2>&1 ||
     die "building mpi_bench.c failed (see $LOGS/build-mpi_bench.log)"
@@ -217,13 +222,17 @@ POOL_SW="/dev/shm/$POOL_TAG-sw.pool"
 DEV_SW=$(basename "$POOL_SW" .pool)
 # the strict non-coherent emulator (every process its own emulated host)
 POOL_EMU="/dev/shm/$POOL_TAG-emu.pool"
+# software coherence across hosts: a real pool file with two host
+# partitions, the server writing partition 0 and the client partition 1
+# (UCX_CXL_HOST_INDEX), so RMA and atomics go through the memory's owner
+POOL_XH="/dev/shm/$POOL_TAG-xh.pool"
 declare -A SERVER_PIDS=()   # pid -> 1: our running ucx_perftest servers
 cleanup() {
     local p
     for p in "${!SERVER_PIDS[@]}"; do
         kill -TERM "$p" 2>/dev/null
     done
-    for p in "$POOL" "$POOL_SW" "$POOL_EMU"; do
+    for p in "$POOL" "$POOL_SW" "$POOL_EMU" "$POOL_XH"; do
         if [[ -e $p ]]; then
             "$CXLPOOL" destroy "$p" >>"$LOGS/pool.log" 2>&1 ||
                 "$CXLPOOL" destroy "$p" --force >>"$LOGS/pool.log" 2>&1 ||
@@ -244,6 +253,15 @@ if ((SW)); then
         SW=0 EMU=0
     fi
 fi
+XH=$SW
+if ((XH)); then
+    if "$CXLPOOL" create "$POOL_XH" --size 1G --coherence sw --hosts 2 >>"$LOGS/pool.log" 2>&1; then
+        msg "private two-host sw pool $POOL_XH (cxl-xh: server host 0, client host 1)"
+    else
+        msg "cxlpool create $POOL_XH --coherence sw --hosts 2 failed: $(tail -n1 "$LOGS/pool.log"); no cxl-xh figures"
+        XH=0
+    fi
+fi
 if ((EMU)); then
     if "$CXLPOOL" create "$POOL_EMU" --size 1G --coherence sw >>"$LOGS/pool.log" 2>&1; then
         msg "private emulator pool emulate-nc:$POOL_EMU"
@@ -258,12 +276,19 @@ BASE_ENV=(LD_PRELOAD="$MODULE" UCX_CXL_POOL="$POOL")
 # last (after --cxl-env), so that it cannot be overridden by accident.
 SW_ENV=(UCX_CXL_POOL="$POOL_SW" UCX_CXL_COHERENCE=sw)
 EMU_ENV=(UCX_CXL_POOL="emulate-nc:$POOL_EMU" UCX_CXL_COHERENCE=sw)
+XH_ENV=(UCX_CXL_POOL="$POOL_XH" UCX_CXL_COHERENCE=sw)
 label_env() {   # label_env LABEL -> words on stdout
     case $1 in
         cxl) echo "UCX_CXL_COHERENCE=hw" ;;
         cxl-sw) echo "${SW_ENV[*]}" ;;
         cxl-emu) echo "${EMU_ENV[*]}" ;;
+        cxl-xh) echo "${XH_ENV[*]}" ;;
     esac
+}
+# side_env LABEL srv|cli -> what only one side of a pair gets
+side_env() {
+    [[ $1 == cxl-xh ]] || return 0
+    if [[ $2 == srv ]]; then echo "UCX_CXL_HOST_INDEX=0"; else echo "UCX_CXL_HOST_INDEX=1"; fi
 }
 is_cxl() { [[ $1 == cxl || $1 == cxl-* ]]; }
 
@@ -286,6 +311,7 @@ is_cxl() { [[ $1 == cxl || $1 == cxl-* ]]; }
     printf 'pool_sw=%s\n' "$( ((SW)) && echo "$POOL_SW")"
     printf 'emu=%s\n' "$EMU"
     printf 'pool_emu=%s\n' "$( ((EMU)) && echo "emulate-nc:$POOL_EMU")"
+    printf 'pool_xh=%s\n' "$( ((XH)) && echo "$POOL_XH")"
     printf 'mode=%s\n' "$( ((QUICK)) && echo quick || echo default)"
     printf 'reps=%s\n' "$REPS"
     printf 'load_start=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -359,6 +385,7 @@ UCP_CFGS=(
 )
 ((SW)) && UCP_CFGS+=("cxl-sw|UCX_TLS=cxl")
 ((EMU)) && UCP_CFGS+=("cxl-emu|UCX_TLS=cxl")
+((XH)) && UCP_CFGS+=("cxl-xh|UCX_TLS=cxl")
 UCP_CFGS+=(
     "posix|UCX_TLS=posix"
     "sysv|UCX_TLS=sysv"
@@ -374,7 +401,7 @@ for c in "${UCP_CFGS[@]}"; do
         read -r -a lenv <<<"$(label_env "$label")"
         cenv+=("${lenv[@]}")
     fi
-    env "${BASE_ENV[@]}" "${cenv[@]}" ucx_info -e -u t >"$LOGS/ucp-lanes-$label.txt" 2>&1
+    env "${BASE_ENV[@]}" "${cenv[@]}" $(side_env "$label" srv) ucx_info -e -u t >"$LOGS/ucp-lanes-$label.txt" 2>&1
 done
 # the MPI single-host line (UCX_TLS=cxl,cma): cxl's am lane, a cma rma_bw lane
 env "${BASE_ENV[@]}" "${CXL_ENV[@]}" UCX_TLS=cxl,cma UCX_CXL_RKEY_PTR=yes ucx_info -e -u t \
@@ -578,7 +605,7 @@ run_batch() {
         "$(date +%T)" "$key r$rep" "${BASE_ENV[*]}" "${penv[*]}" "$port" "$base.batch" "${args[*]}" "$port" "$to" >>"$CMDLOG"
 
     local t0=$SECONDS
-    env "${BASE_ENV[@]}" "${penv[@]}" timeout -k 5 $((to + 10)) \
+    env "${BASE_ENV[@]}" "${penv[@]}" $(side_env "$tl" srv) timeout -k 5 $((to + 10)) \
         ucx_perftest -p "$port" -c 0 -b "$base.batch" "${args[@]}" >"$base.srv" 2>&1 &
     local spid=$! i
     SERVER_PIDS[$spid]=1
@@ -587,7 +614,7 @@ run_batch() {
         kill -0 "$spid" 2>/dev/null || break
         sleep 0.02
     done
-    env "${BASE_ENV[@]}" "${penv[@]}" timeout -k 5 "$to" \
+    env "${BASE_ENV[@]}" "${penv[@]}" $(side_env "$tl" cli) timeout -k 5 "$to" \
         ucx_perftest 127.0.0.1 -p "$port" -c 1 -v -f -b "$base.batch" "${args[@]}" >"$base.cli" 2>&1 &
     local cpid=$! wpid crc stalled=0
     stall_watch "$cpid" "$base.cli" &
@@ -874,6 +901,9 @@ for fam in "${UCP_FAMILIES[@]}"; do
             label=${c%%|*}
             # the emulator: ordinary buffers only (a separate small table)
             [[ $label == cxl-emu && $var != host ]] && continue
+            # across sw hosts: the RMA and atomics of pool buffers (what
+            # goes through the memory's owner)
+            [[ $label == cxl-xh && ( $var != pool || $fam == tag ) ]] && continue
             div=$(tl_div "$label")
             bf="$RAW/ucp-$fam-$var-$label.batch.tmp"
             sf="$RAW/ucp-$fam-$var-$label.spec.tmp"
@@ -886,7 +916,9 @@ for fam in "${UCP_FAMILIES[@]}"; do
                 echo "ucp|$fig" >>"$RAW/figures.txt"
                 echo "$name $(scale_iters "$args" "$div")" >>"$bf"
                 echo "$name|$fig|$kind|$(awk '{for (i = 1; i < NF; ++i) if ($i == "-s") print $(i + 1)}' <<<"$args")" >>"$sf"
-            done < <(if [[ $label == cxl-emu ]]; then emu_family "$fam"; else ucp_family "$fam" "$rdiv"; fi)
+            done < <(if [[ $label == cxl-emu ]]; then emu_family "$fam";
+                     elif [[ $label == cxl-xh ]]; then ucp_family rma "$rdiv";
+                     else ucp_family "$fam" "$rdiv"; fi)
             FAM_BATCH[$label]=$bf
             FAM_SPEC[$label]=$sf
         done
@@ -969,7 +1001,7 @@ done
 # ---------------------------------------------------------------------------
 # Machine limits (same run; once per repetition)
 # ---------------------------------------------------------------------------
-msg "limits: memcpy ($LIMIT_SIZES) and cache-line round trip, $REPS reps"
+msg "limits: memcpy ($LIMIT_SIZES), cache-line round trip, and both with software coherence, $REPS reps"
 for ((rep = 1; rep <= REPS; ++rep)); do
     SEQ=$((SEQ + 1))
     base=$(printf '%s/%04d-limits-r%d' "$RAW" "$SEQ" "$rep")
@@ -982,6 +1014,11 @@ for ((rep = 1; rep <= REPS; ++rep)); do
             cacheline_rt) record "cacheline round trip" limit machine - "ns(p50)" lower "$rep" "$v1" ok "" ;;
             cacheline_oneway) record "cacheline one-way" limit machine - "ns(p50)" lower "$rep" "$v1" ok "" ;;
             cacheline_rt_avg) record "cacheline round trip" limit machine - "ns(avg)" lower "$rep" "$v1" ok "" ;;
+            swline_rt) record "sw cacheline round trip" limit machine - "ns(p50)" lower "$rep" "$v1" ok "" ;;
+            swline_oneway) record "sw cacheline one-way" limit machine - "ns(p50)" lower "$rep" "$v1" ok "" ;;
+            swcopy_in) record "sw copy-in $(fmt_size "$size")" limit machine - "MB/s" higher "$rep" "$v1" ok "" ;;
+            swcopy_out) record "sw copy-out $(fmt_size "$size")" limit machine - "MB/s" higher "$rep" "$v1" ok "" ;;
+            swinval) record "sw invalidate $(fmt_size "$size")" limit machine - "MB/s" higher "$rep" "$v1" ok "" ;;
         esac
     done <"$base.out"
     ((rc == 0)) || msg "  FAILED limits r$rep (rc=$rc): $(head -n1 "$base.err")"

@@ -102,6 +102,22 @@ void cxl_coh_invalidate_lines(cxl_coh_mode_t mode, const void *const *lines,
 void cxl_coh_copy(cxl_coh_mode_t mode, void *dst, const void *src, size_t len);
 
 /*
+ * Whether cxl_coh_store_line() writes a line atomically here: the CPU has
+ * MOVDIR64B (64-byte direct store with 64-byte write atomicity), or the
+ * process runs on the non-coherent emulator (which models it).
+ */
+int cxl_coh_line_atomic(void);
+
+/*
+ * Store the 64 bytes at src into the line-aligned dst and write them back
+ * as one: a reader that invalidates and loads the line sees all of it or
+ * none of it.  Only where cxl_coh_line_atomic() says so (sw mode), or in
+ * hw mode (a plain copy).  Ordered like a non-temporal store: a later
+ * cxl_coh_fence() orders it before later stores.
+ */
+void cxl_coh_store_line(cxl_coh_mode_t mode, void *dst, const void *src);
+
+/*
  * Counts of the software-coherence operations this process performed
  * (sw mode only; hw-mode calls cost nothing and are not counted), for tests
  * and diagnostics that check how many write-backs, invalidates and fences a

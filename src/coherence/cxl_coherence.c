@@ -64,6 +64,7 @@ void cxl_coh_count_stop(void)
 
 static cxl_coh_insn_t cxl_coh_wb_insn  = CXL_COH_INSN_NONE;
 static cxl_coh_insn_t cxl_coh_inv_insn = CXL_COH_INSN_NONE;
+static int            cxl_coh_dir64b   = 0; /* MOVDIR64B */
 static pthread_once_t cxl_coh_once     = PTHREAD_ONCE_INIT;
 
 static void cxl_coh_detect(void)
@@ -77,6 +78,7 @@ static void cxl_coh_detect(void)
     if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
         has_clflushopt = !!(ebx & (1u << 23));
         has_clwb       = !!(ebx & (1u << 24));
+        cxl_coh_dir64b = !!(ecx & (1u << 28));
     }
 
     if (has_clflushopt) {
@@ -98,6 +100,12 @@ cxl_coh_insn_t cxl_coh_invalidate_insn(void)
 {
     pthread_once(&cxl_coh_once, cxl_coh_detect);
     return cxl_coh_inv_insn;
+}
+
+int cxl_coh_line_atomic(void)
+{
+    pthread_once(&cxl_coh_once, cxl_coh_detect);
+    return cxl_coh_dir64b;
 }
 
 int cxl_coh_mode_parse(const char *str, cxl_coh_mode_t *mode)
@@ -262,11 +270,18 @@ static void cxl_coh_emu_wb_line(const uint64_t *v, uint64_t *m, uint64_t *c)
     uint64_t w;
     size_t i;
 
-    for (i = 0; i < CXL_CACHE_LINE / sizeof(uint64_t); ++i) {
+    /*
+     * Last word first, word 0 last (release), while a reload reads word 0
+     * first (acquire): a reader that gets this write-back's word 0 gets
+     * the whole line, as a line reaches memory whole on hardware.  Records
+     * keep their sequence number in word 0.
+     */
+    for (i = CXL_CACHE_LINE / sizeof(uint64_t); i-- > 0;) {
         /* one load for both copies: a store that lands after it leaves
          * the word dirty (view != clean) instead of looking clean */
         w = __atomic_load_n(&v[i], __ATOMIC_RELAXED);
-        __atomic_store_n(&m[i], w, __ATOMIC_RELAXED);
+        __atomic_store_n(&m[i], w, (i == 0) ? __ATOMIC_RELEASE :
+                                              __ATOMIC_RELAXED);
         __atomic_store_n(&c[i], w, __ATOMIC_RELAXED);
     }
 }
@@ -284,7 +299,8 @@ static void cxl_coh_emu_reload_line(uint64_t *v, const uint64_t *m, uint64_t *c)
 
     for (i = 0; i < CXL_CACHE_LINE / sizeof(uint64_t); ++i) {
         old = __atomic_load_n(&c[i], __ATOMIC_RELAXED);
-        w   = __atomic_load_n(&m[i], __ATOMIC_RELAXED);
+        w   = __atomic_load_n(&m[i], (i == 0) ? __ATOMIC_ACQUIRE :
+                                                __ATOMIC_RELAXED);
         if (__atomic_compare_exchange_n(&v[i], &old, w, 0, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED)) {
             __atomic_store_n(&c[i], w, __ATOMIC_RELAXED);
@@ -548,6 +564,37 @@ void cxl_coh_invalidate_lines(cxl_coh_mode_t mode, const void *const *lines,
     for (i = 0; i < count; ++i) {
         __builtin_prefetch(lines[i]);
     }
+}
+
+void cxl_coh_store_line(cxl_coh_mode_t mode, void *dst, const void *src)
+{
+    uintptr_t view, mem, clean, next;
+    size_t vlen;
+
+    if (mode == CXL_COH_HW) {
+        memcpy(dst, src, CXL_CACHE_LINE);
+        return;
+    }
+    if (__builtin_expect(cxl_coh_counting, 0)) {
+        cxl_coh_counts.writeback++;
+        cxl_coh_counts.writeback_lines++;
+    }
+    if (cxl_coh_emu_active() &&
+        cxl_coh_emu_find((uintptr_t)dst, &view, &mem, &clean, &vlen, &next)) {
+        /* the view (this host's cache) gets the line, then memory whole
+         * (cxl_coh_emu_wb_line: word 0 last) */
+        memcpy(dst, src, CXL_CACHE_LINE);
+        cxl_coh_emu_sync(1, (uintptr_t)dst, (uintptr_t)dst + CXL_CACHE_LINE,
+                         view, mem, clean);
+        asm volatile("mfence" ::: "memory");
+        return;
+    }
+    /* a direct store of 64 bytes with 64-byte write atomicity; a cached
+     * copy of the line is written back and invalidated first */
+    asm volatile("movdir64b %1, %0"
+                 :
+                 : "r"(dst), "m"(*(const uint8_t(*)[CXL_CACHE_LINE])src)
+                 : "memory");
 }
 
 void cxl_coh_fence_sw(void)

@@ -665,7 +665,96 @@ static int rank_kill(cxl_th_rank_t *r)
     return 0;
 }
 
+/* A bad UCX_CXL_COLL_* value on one rank fails the team on every rank. */
+static int rank_badcfg(cxl_th_rank_t *r)
+{
+    cxl_coll_team_t *team = NULL;
+    cxl_coll_status_t st;
+
+    if (r->rank == 1) {
+        setenv("UCX_CXL_COLL_CHUNK_SIZE", "12q", 1);
+    }
+    st = cxl_th_team(r, NULL, &team);
+    if (st != CXL_COLL_ERR_INVAL) {
+        FAILF("rank %d: team with a bad UCX_CXL_COLL_CHUNK_SIZE on rank 1 gave"
+              " %s\n", r->rank, cxl_coll_strerror(st));
+    }
+    if ((r->rank == 1) &&
+        (strstr(cxl_coll_last_error(), "UCX_CXL_COLL_CHUNK_SIZE='12q'") == NULL)) {
+        FAILF("rank 1: the error does not name the value: %s\n",
+              cxl_coll_last_error());
+    }
+    if ((r->rank == 0) && (strstr(cxl_coll_last_error(), "rank 1") == NULL)) {
+        FAILF("rank 0: the error does not name rank 1: %s\n",
+              cxl_coll_last_error());
+    }
+    return 0;
+}
+
+/*
+ * UCX_CXL_COLL_TIMEOUT: rank 0 times out in a barrier that rank 1 enters
+ * only after rank 0 gave up (ordered by the harness's exchange, not by
+ * time); it completes (rank 0 had arrived), and in the next one rank 1
+ * sees rank 0's abort line: PEER_DEAD, no hang.
+ */
+static int rank_timeout(cxl_th_rank_t *r)
+{
+    cxl_coll_team_t *team;
+    cxl_coll_status_t st;
+    int x = 0, all[2];
+
+    setenv("UCX_CXL_COLL_TIMEOUT", "100ms", 1);
+    if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
+        FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
+    }
+    if (r->rank == 0) {
+        st = cxl_coll_barrier(team);
+        cxl_th_oob_allgather(r, &x, all, sizeof(x));
+        if (st != CXL_COLL_ERR_TIMEOUT) {
+            FAILF("rank 0: barrier without rank 1 gave %s\n",
+                  cxl_coll_strerror(st));
+        }
+    } else {
+        cxl_th_oob_allgather(r, &x, all, sizeof(x));
+        /* rank 0 had arrived at the first barrier before it gave up */
+        st = cxl_coll_barrier(team);
+        if (st != CXL_COLL_OK) {
+            FAILF("rank 1: the barrier rank 0 had arrived at: %s\n",
+                  cxl_coll_last_error());
+        }
+        st = cxl_coll_barrier(team);
+        if ((st != CXL_COLL_ERR_PEER_DEAD) ||
+            (strstr(cxl_coll_last_error(), "gave up") == NULL)) {
+            FAILF("rank 1: barrier after rank 0 gave up: %s\n",
+                  cxl_coll_last_error());
+        }
+    }
+    cxl_coll_team_destroy(team);
+    return 0;
+}
+
 /* ---- the parent ---- */
+/* The ranks' stderr of rank_inplace: shown if they failed, then removed. */
+static void inplace_logs(int np, int show)
+{
+    char path[300], line[512];
+    FILE *f;
+    int i;
+
+    for (i = 0; i < np; ++i) {
+        snprintf(path, sizeof(path), "/dev/shm/cxl-coll-test-%d-log%d",
+                 (int)getpid(), i);
+        f = show ? fopen(path, "r") : NULL;
+        while ((f != NULL) && fgets(line, sizeof(line), f)) {
+            printf("# rank %d: %s", i, line);
+        }
+        if (f != NULL) {
+            fclose(f);
+        }
+        unlink(path);
+    }
+}
+
 static int want(const char *sel, int argc, char **argv)
 {
     int i;
@@ -828,6 +917,9 @@ int main(int argc, char **argv)
         failed = cxl_th_run(3, g_hw_spec, 0, rank_b2b, NULL, 300, NULL);
         cxl_th_check(failed == 0, "hw: 3000 back-to-back collectives with "
                      "changing data, 3 ranks");
+        /* 8 ranks on however few cores: the waits yield */
+        failed = cxl_th_run(8, g_hw_spec, 0, rank_b2b, NULL, 300, NULL);
+        cxl_th_check(failed == 0, "hw: 3000 back-to-back collectives, 8 ranks");
     }
     if (want("nb", argc, argv)) {
         failed = cxl_th_run(3, g_hw_spec, 0, rank_nb, NULL, 60, NULL);
@@ -838,9 +930,16 @@ int main(int argc, char **argv)
         failed = cxl_th_run(2, g_hw_spec, 0, rank_bad, NULL, 60, NULL);
         cxl_th_check(failed == 0, "bad input: clear errors, the team still "
                      "works");
+        failed = cxl_th_run(2, g_hw_spec, 0, rank_timeout, NULL, 60, NULL);
+        cxl_th_check(failed == 0, "UCX_CXL_COLL_TIMEOUT: TIMEOUT on the waiting"
+                     " rank, PEER_DEAD (gave up) on the late one");
+        failed = cxl_th_run(2, g_hw_spec, 0, rank_badcfg, NULL, 60, NULL);
+        cxl_th_check(failed == 0, "a bad UCX_CXL_COLL_CHUNK_SIZE on one rank: "
+                     "INVAL on both, naming the variable and the rank");
     }
     if (want("inplace", argc, argv)) {
         failed = cxl_th_run(3, g_hw_spec, 0, rank_inplace, NULL, 60, NULL);
+        inplace_logs(3, failed != 0);
         cxl_th_check(failed == 0, "hw: pool-resident inputs read in place");
     }
     if (want("sw", argc, argv)) {
@@ -850,6 +949,7 @@ int main(int argc, char **argv)
         failed = cxl_th_run(2, g_sw_spec, 1, rank_b2b, NULL, 300, NULL);
         cxl_th_check(failed == 0, "sw: 3000 back-to-back collectives, 2 ranks");
         failed = cxl_th_run(3, g_sw_spec, 1, rank_inplace, NULL, 120, NULL);
+        inplace_logs(3, failed != 0);
         cxl_th_check(failed == 0, "sw: pool-resident inputs read in place");
         failed = cxl_th_run(5, g_sw_spec, 1, rank_types, NULL, 120, NULL);
         cxl_th_check(failed == 0, "sw: float32/int8 allreduce, 5 ranks");

@@ -48,7 +48,6 @@ typedef struct {
     uint8_t  *part;       /* the peer's partition in this mapping */
     uint64_t  token;      /* its pool attachment */
     uint32_t  host;
-    uint64_t  seen;       /* last step whose signal was read twice (sw) */
 } cxl_coll_peer_t;
 
 /* What this rank published in a slot, for reading its own data back. */

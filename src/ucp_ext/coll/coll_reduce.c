@@ -1,173 +1,294 @@
 /*
- * Placeholder scalar reduction kernels (the `reduce` branch provides the
- * real ones): one loop per type and operation, integers in unsigned
- * arithmetic so they wrap, float16/bfloat16 through float.
+ * Reduction kernels: dst[i] = a[i] OP b[i] for every supported datatype and
+ * operation (semantics in coll_reduce.h).
+ *
+ * Each kernel has four loops, chosen by how dst aliases the inputs, so every
+ * loop can declare its pointers restrict without lying: d, a, b distinct;
+ * d == a; d == b; d == a == b.  The loops run in blocks of a fixed number of
+ * elements: GCC vectorises a loop of known trip count already at -O2 (its
+ * "very cheap" cost model refuses loops that need an epilogue or a runtime
+ * alias check), and the remainder runs the same expression one by one.
+ *
+ * Signed sum/prod/band/bor/bxor run on the unsigned type of the same width:
+ * two's complement makes the bits identical and unsigned overflow wraps by
+ * definition.  8/16-bit operands promote to int, so products multiply by 1u
+ * first (65535 * 65535 overflows int).
  */
 #include "coll_reduce.h"
 
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
+#if defined(__x86_64__)
+#  include <immintrin.h>
+#endif
 
-static float cxl_coll_f16_to_f(uint16_t h)
+/* elements per inner loop: 256 bytes of the widest type */
+#define CXL_COLL_RED_BLOCK 32
+
+typedef void (*cxl_coll_red_fn_t)(void *dst, const void *a, const void *b,
+                                  size_t count);
+
+#define CXL_COLL_RED_LOOP(_stmt) \
+    size_t _j, _i; \
+    for (_j = 0; _j + CXL_COLL_RED_BLOCK <= n; _j += CXL_COLL_RED_BLOCK) { \
+        for (_i = _j; _i < _j + CXL_COLL_RED_BLOCK; _i++) { \
+            _stmt; \
+        } \
+    } \
+    for (_i = _j; _i < n; _i++) { \
+        _stmt; \
+    }
+
+/* Kernel _name over element type _t computing _OP(x, y) per element. */
+#define CXL_COLL_RED_KERNEL(_name, _t, _OP) \
+    static void _name##_dab(_t *restrict d, const _t *restrict a, \
+                            const _t *restrict b, size_t n) \
+    { \
+        CXL_COLL_RED_LOOP(d[_i] = _OP(a[_i], b[_i])) \
+    } \
+    static void _name##_db(_t *restrict d, const _t *restrict b, size_t n) \
+    { \
+        CXL_COLL_RED_LOOP(d[_i] = _OP(d[_i], b[_i])) \
+    } \
+    static void _name##_ad(_t *restrict d, const _t *restrict a, size_t n) \
+    { \
+        CXL_COLL_RED_LOOP(d[_i] = _OP(a[_i], d[_i])) \
+    } \
+    static void _name##_dd(_t *restrict d, size_t n) \
+    { \
+        CXL_COLL_RED_LOOP(d[_i] = _OP(d[_i], d[_i])) \
+    } \
+    static void _name(void *dst, const void *a, const void *b, size_t n) \
+    { \
+        if (dst == a) { \
+            if (dst == b) { \
+                _name##_dd(dst, n); \
+            } else { \
+                _name##_db(dst, b, n); \
+            } \
+        } else if (dst == b) { \
+            _name##_ad(dst, a, n); \
+        } else { \
+            _name##_dab(dst, a, b, n); \
+        } \
+    }
+
+#define CXL_COLL_RED_SUM(_x, _y)  ((_x) + (_y))
+#define CXL_COLL_RED_PROD(_x, _y) ((_x) * (_y))
+#define CXL_COLL_RED_MIN(_x, _y)  (((_y) < (_x)) ? (_y) : (_x))
+#define CXL_COLL_RED_MAX(_x, _y)  (((_y) > (_x)) ? (_y) : (_x))
+#define CXL_COLL_RED_BAND(_x, _y) ((_x) & (_y))
+#define CXL_COLL_RED_BOR(_x, _y)  ((_x) | (_y))
+#define CXL_COLL_RED_BXOR(_x, _y) ((_x) ^ (_y))
+/* unsigned arithmetic of at least int width: no promotion to signed int */
+#define CXL_COLL_RED_USUM(_x, _y)  (1u * (_x) + (_y))
+#define CXL_COLL_RED_UPROD(_x, _y) (1u * (_x) * (_y))
+/* fmin/fmax: take y when it is smaller (larger) or x is NaN; | not || keeps
+ * the select branch-free */
+#define CXL_COLL_RED_FMIN(_x, _y) ((((_y) < (_x)) | ((_x) != (_x))) ? (_y) : (_x))
+#define CXL_COLL_RED_FMAX(_x, _y) ((((_y) > (_x)) | ((_x) != (_x))) ? (_y) : (_x))
+
+#define CXL_COLL_RED_INT_KERNELS(_bits) \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_u##_bits##_sum, uint##_bits##_t, \
+                        CXL_COLL_RED_USUM) \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_u##_bits##_prod, uint##_bits##_t, \
+                        CXL_COLL_RED_UPROD) \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_u##_bits##_band, uint##_bits##_t, \
+                        CXL_COLL_RED_BAND) \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_u##_bits##_bor, uint##_bits##_t, \
+                        CXL_COLL_RED_BOR) \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_u##_bits##_bxor, uint##_bits##_t, \
+                        CXL_COLL_RED_BXOR) \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_u##_bits##_min, uint##_bits##_t, \
+                        CXL_COLL_RED_MIN) \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_u##_bits##_max, uint##_bits##_t, \
+                        CXL_COLL_RED_MAX) \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_s##_bits##_min, int##_bits##_t, \
+                        CXL_COLL_RED_MIN) \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_s##_bits##_max, int##_bits##_t, \
+                        CXL_COLL_RED_MAX)
+
+CXL_COLL_RED_INT_KERNELS(8)
+CXL_COLL_RED_INT_KERNELS(16)
+CXL_COLL_RED_INT_KERNELS(32)
+CXL_COLL_RED_INT_KERNELS(64)
+
+CXL_COLL_RED_KERNEL(cxl_coll_red_f32_sum, float, CXL_COLL_RED_SUM)
+CXL_COLL_RED_KERNEL(cxl_coll_red_f32_prod, float, CXL_COLL_RED_PROD)
+CXL_COLL_RED_KERNEL(cxl_coll_red_f32_min, float, CXL_COLL_RED_FMIN)
+CXL_COLL_RED_KERNEL(cxl_coll_red_f32_max, float, CXL_COLL_RED_FMAX)
+CXL_COLL_RED_KERNEL(cxl_coll_red_f64_sum, double, CXL_COLL_RED_SUM)
+CXL_COLL_RED_KERNEL(cxl_coll_red_f64_prod, double, CXL_COLL_RED_PROD)
+CXL_COLL_RED_KERNEL(cxl_coll_red_f64_min, double, CXL_COLL_RED_FMIN)
+CXL_COLL_RED_KERNEL(cxl_coll_red_f64_max, double, CXL_COLL_RED_FMAX)
+
+/* 16-bit floats: sum/prod in float, rounded back; min/max compare in float
+ * and select the operand's own bits */
+#define CXL_COLL_RED_HALF_OPS(_h, _to_f32, _from_f32) \
+    static inline uint16_t cxl_coll_red_##_h##_sum1(uint16_t x, uint16_t y) \
+    { \
+        return _from_f32(_to_f32(x) + _to_f32(y)); \
+    } \
+    static inline uint16_t cxl_coll_red_##_h##_prod1(uint16_t x, uint16_t y) \
+    { \
+        return _from_f32(_to_f32(x) * _to_f32(y)); \
+    } \
+    static inline uint16_t cxl_coll_red_##_h##_min1(uint16_t x, uint16_t y) \
+    { \
+        float fx = _to_f32(x), fy = _to_f32(y); \
+        return (((fy < fx) | (fx != fx)) ? y : x); \
+    } \
+    static inline uint16_t cxl_coll_red_##_h##_max1(uint16_t x, uint16_t y) \
+    { \
+        float fx = _to_f32(x), fy = _to_f32(y); \
+        return (((fy > fx) | (fx != fx)) ? y : x); \
+    } \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_##_h##_sum, uint16_t, \
+                        cxl_coll_red_##_h##_sum1) \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_##_h##_prod, uint16_t, \
+                        cxl_coll_red_##_h##_prod1) \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_##_h##_min, uint16_t, \
+                        cxl_coll_red_##_h##_min1) \
+    CXL_COLL_RED_KERNEL(cxl_coll_red_##_h##_max, uint16_t, \
+                        cxl_coll_red_##_h##_max1)
+
+CXL_COLL_RED_HALF_OPS(f16, cxl_coll_f16_to_f32, cxl_coll_f32_to_f16)
+CXL_COLL_RED_HALF_OPS(bf16, cxl_coll_bf16_to_f32, cxl_coll_f32_to_bf16)
+
+#define CXL_COLL_RED_INT_ROW(_s, _bits) \
+    { \
+        [CXL_COLL_SUM]  = cxl_coll_red_u##_bits##_sum, \
+        [CXL_COLL_PROD] = cxl_coll_red_u##_bits##_prod, \
+        [CXL_COLL_MIN]  = cxl_coll_red_##_s##_bits##_min, \
+        [CXL_COLL_MAX]  = cxl_coll_red_##_s##_bits##_max, \
+        [CXL_COLL_BAND] = cxl_coll_red_u##_bits##_band, \
+        [CXL_COLL_BOR]  = cxl_coll_red_u##_bits##_bor, \
+        [CXL_COLL_BXOR] = cxl_coll_red_u##_bits##_bxor, \
+    }
+
+#define CXL_COLL_RED_FLOAT_ROW(_f) \
+    { \
+        [CXL_COLL_SUM]  = cxl_coll_red_##_f##_sum, \
+        [CXL_COLL_PROD] = cxl_coll_red_##_f##_prod, \
+        [CXL_COLL_MIN]  = cxl_coll_red_##_f##_min, \
+        [CXL_COLL_MAX]  = cxl_coll_red_##_f##_max, \
+    }
+
+/* NULL where cxl_coll_op_supported() says no */
+static const cxl_coll_red_fn_t
+cxl_coll_red_table[CXL_COLL_DTYPE_LAST][CXL_COLL_OP_LAST] = {
+    [CXL_COLL_INT8]     = CXL_COLL_RED_INT_ROW(s, 8),
+    [CXL_COLL_UINT8]    = CXL_COLL_RED_INT_ROW(u, 8),
+    [CXL_COLL_INT16]    = CXL_COLL_RED_INT_ROW(s, 16),
+    [CXL_COLL_UINT16]   = CXL_COLL_RED_INT_ROW(u, 16),
+    [CXL_COLL_INT32]    = CXL_COLL_RED_INT_ROW(s, 32),
+    [CXL_COLL_UINT32]   = CXL_COLL_RED_INT_ROW(u, 32),
+    [CXL_COLL_INT64]    = CXL_COLL_RED_INT_ROW(s, 64),
+    [CXL_COLL_UINT64]   = CXL_COLL_RED_INT_ROW(u, 64),
+    [CXL_COLL_FLOAT32]  = CXL_COLL_RED_FLOAT_ROW(f32),
+    [CXL_COLL_FLOAT64]  = CXL_COLL_RED_FLOAT_ROW(f64),
+    [CXL_COLL_FLOAT16]  = CXL_COLL_RED_FLOAT_ROW(f16),
+    [CXL_COLL_BFLOAT16] = CXL_COLL_RED_FLOAT_ROW(bf16),
+};
+
+#if defined(__x86_64__)
+/*
+ * float16 with the F16C conversions (8 lanes, exact, round to nearest
+ * even): 5-30 times the speed of the portable loops, whose conversions GCC
+ * vectorises badly or not at all.  min/max compare in float and blend the
+ * operands' own bits, as the portable loops do.  Every block loads both
+ * inputs before it stores, so dst may equal a or b; the remainder of fewer
+ * than 8 elements runs the portable loop.
+ */
+#define CXL_COLL_RED_F16C_LOAD(_p) \
+    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(_p)))
+
+/* 8 x 32-bit compare mask to 8 x 16-bit (0 or -1 saturate unchanged) */
+#define CXL_COLL_RED_F16C_MASK16(_m) \
+    _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(_m)), \
+                    _mm256_extractf128_si256(_mm256_castps_si256(_m), 1))
+
+__attribute__((target("avx,f16c")))
+static void cxl_coll_red_f16c(cxl_coll_op_t op, void *dst, const void *a,
+                              const void *b, size_t n)
 {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f;
-    uint32_t man = h & 0x3ff, bits;
-    float f;
+    uint16_t *d       = dst;
+    const uint16_t *x = a, *y = b;
+    size_t i          = 0;
+    __m128i hx, hy;
+    __m256 vx, vy, take_y;
 
-    if (exp == 0) {
-        f = ldexpf((float)man, -24);
-        return sign ? -f : f;
-    }
-    if (exp == 31) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    }
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
-static uint16_t cxl_coll_f_to_f16(float f)
-{
-    uint32_t bits, sign, man, lsb;
-    int32_t exp;
-    float a;
-
-    memcpy(&bits, &f, sizeof(bits));
-    sign = (bits >> 16) & 0x8000;
-    if (isnan(f)) {
-        return (uint16_t)(sign | 0x7e00);
-    }
-    a = fabsf(f);
-    if (a >= 65520.0f) {
-        return (uint16_t)(sign | 0x7c00);
-    }
-    if (a < 6.103515625e-05f) {
-        /* subnormal: a / 2^-24, rounded to nearest even */
-        return (uint16_t)(sign | (uint32_t)nearbyintf(a * 16777216.0f));
-    }
-    exp = (int32_t)((bits >> 23) & 0xff) - 127 + 15;
-    man = bits & 0x7fffff;
-    lsb = (man >> 13) & 1;
-    man += 0xfff + lsb;
-    if (man & 0x800000) {
-        man = 0;
-        exp++;
-    }
-    return (uint16_t)(sign | ((uint32_t)exp << 10) | (man >> 13));
-}
-
-static float cxl_coll_bf16_to_f(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
-static uint16_t cxl_coll_f_to_bf16(float f)
-{
-    uint32_t bits;
-
-    memcpy(&bits, &f, sizeof(bits));
-    if (isnan(f)) {
-        return (uint16_t)((bits >> 16) | 0x40);
-    }
-    bits += 0x7fff + ((bits >> 16) & 1);
-    return (uint16_t)(bits >> 16);
-}
-
-#define CXL_COLL_INT_LOOP(T, UT, ST)                                         \
-    do {                                                                     \
-        T *d = dst;                                                          \
-        const T *x = a, *y = b;                                              \
-        size_t i;                                                            \
-        for (i = 0; i < count; ++i) {                                        \
-            UT u = (UT)x[i], v = (UT)y[i];                                   \
-            ST s = (ST)x[i], t = (ST)y[i];                                   \
-            switch (op) {                                                    \
-            case CXL_COLL_SUM:  d[i] = (T)(UT)((uintmax_t)u + v); break;              \
-            case CXL_COLL_PROD: d[i] = (T)(UT)((uintmax_t)u * v); break;              \
-            case CXL_COLL_MIN:  d[i] = (T)((s < t) ? s : t); break;          \
-            case CXL_COLL_MAX:  d[i] = (T)((s > t) ? s : t); break;          \
-            case CXL_COLL_BAND: d[i] = (T)(u & v); break;                    \
-            case CXL_COLL_BOR:  d[i] = (T)(u | v); break;                    \
-            default:            d[i] = (T)(u ^ v); break;                    \
-            }                                                                \
-        }                                                                    \
-    } while (0)
-
-static float cxl_coll_fop(cxl_coll_op_t op, float x, float y)
-{
     switch (op) {
-    case CXL_COLL_SUM:  return x + y;
-    case CXL_COLL_PROD: return x * y;
-    case CXL_COLL_MIN:  return fminf(x, y);
-    default:            return fmaxf(x, y);
+    case CXL_COLL_SUM:
+        for (; i + 8 <= n; i += 8) {
+            vx = _mm256_add_ps(CXL_COLL_RED_F16C_LOAD(x + i),
+                               CXL_COLL_RED_F16C_LOAD(y + i));
+            _mm_storeu_si128((__m128i*)(d + i),
+                             _mm256_cvtps_ph(vx, _MM_FROUND_TO_NEAREST_INT));
+        }
+        break;
+    case CXL_COLL_PROD:
+        for (; i + 8 <= n; i += 8) {
+            vx = _mm256_mul_ps(CXL_COLL_RED_F16C_LOAD(x + i),
+                               CXL_COLL_RED_F16C_LOAD(y + i));
+            _mm_storeu_si128((__m128i*)(d + i),
+                             _mm256_cvtps_ph(vx, _MM_FROUND_TO_NEAREST_INT));
+        }
+        break;
+    default: /* min, max: y where y < x (y > x) or x is NaN */
+        for (; i + 8 <= n; i += 8) {
+            hx     = _mm_loadu_si128((const __m128i*)(x + i));
+            hy     = _mm_loadu_si128((const __m128i*)(y + i));
+            vx     = _mm256_cvtph_ps(hx);
+            vy     = _mm256_cvtph_ps(hy);
+            take_y = _mm256_or_ps(_mm256_cmp_ps(vx, vx, _CMP_UNORD_Q),
+                                  (op == CXL_COLL_MIN) ?
+                                  _mm256_cmp_ps(vy, vx, _CMP_LT_OQ) :
+                                  _mm256_cmp_ps(vy, vx, _CMP_GT_OQ));
+            _mm_storeu_si128((__m128i*)(d + i),
+                             _mm_blendv_epi8(hx, hy,
+                                             CXL_COLL_RED_F16C_MASK16(take_y)));
+        }
+        break;
     }
+    cxl_coll_reduce_apply_generic(CXL_COLL_FLOAT16, op, d + i, x + i, y + i,
+                                  n - i);
 }
 
-static double cxl_coll_dop(cxl_coll_op_t op, double x, double y)
+static int cxl_coll_red_have_f16c(void)
 {
-    switch (op) {
-    case CXL_COLL_SUM:  return x + y;
-    case CXL_COLL_PROD: return x * y;
-    case CXL_COLL_MIN:  return fmin(x, y);
-    default:            return fmax(x, y);
+    static int have = -1;   /* the same answer in every thread: no race */
+
+    if (have < 0) {
+        have = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    }
+    return have;
+}
+#endif
+
+void cxl_coll_reduce_apply_generic(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
+                                   void *dst, const void *a, const void *b,
+                                   size_t count)
+{
+    cxl_coll_red_fn_t fn;
+
+    if (((unsigned)dtype >= CXL_COLL_DTYPE_LAST) ||
+        ((unsigned)op >= CXL_COLL_OP_LAST)) {
+        return;
+    }
+    fn = cxl_coll_red_table[dtype][op];
+    if (fn != NULL) {
+        fn(dst, a, b, count);
     }
 }
 
 void cxl_coll_reduce_apply(cxl_coll_dtype_t dtype, cxl_coll_op_t op, void *dst,
                            const void *a, const void *b, size_t count)
 {
-    size_t i;
-
-    switch (dtype) {
-    case CXL_COLL_INT8:   CXL_COLL_INT_LOOP(int8_t, uint8_t, int8_t); break;
-    case CXL_COLL_UINT8:  CXL_COLL_INT_LOOP(uint8_t, uint8_t, uint8_t); break;
-    case CXL_COLL_INT16:  CXL_COLL_INT_LOOP(int16_t, uint16_t, int16_t); break;
-    case CXL_COLL_UINT16: CXL_COLL_INT_LOOP(uint16_t, uint16_t, uint16_t); break;
-    case CXL_COLL_INT32:  CXL_COLL_INT_LOOP(int32_t, uint32_t, int32_t); break;
-    case CXL_COLL_UINT32: CXL_COLL_INT_LOOP(uint32_t, uint32_t, uint32_t); break;
-    case CXL_COLL_INT64:  CXL_COLL_INT_LOOP(int64_t, uint64_t, int64_t); break;
-    case CXL_COLL_UINT64: CXL_COLL_INT_LOOP(uint64_t, uint64_t, uint64_t); break;
-    case CXL_COLL_FLOAT32: {
-        float *d = dst;
-        const float *x = a, *y = b;
-        for (i = 0; i < count; ++i) {
-            d[i] = cxl_coll_fop(op, x[i], y[i]);
-        }
-        break;
+#if defined(__x86_64__)
+    if ((dtype == CXL_COLL_FLOAT16) && ((unsigned)op <= CXL_COLL_MAX) &&
+        cxl_coll_red_have_f16c()) {
+        cxl_coll_red_f16c(op, dst, a, b, count);
+        return;
     }
-    case CXL_COLL_FLOAT64: {
-        double *d = dst;
-        const double *x = a, *y = b;
-        for (i = 0; i < count; ++i) {
-            d[i] = cxl_coll_dop(op, x[i], y[i]);
-        }
-        break;
-    }
-    case CXL_COLL_FLOAT16: {
-        uint16_t *d = dst;
-        const uint16_t *x = a, *y = b;
-        for (i = 0; i < count; ++i) {
-            d[i] = cxl_coll_f_to_f16(cxl_coll_fop(op, cxl_coll_f16_to_f(x[i]),
-                                                  cxl_coll_f16_to_f(y[i])));
-        }
-        break;
-    }
-    case CXL_COLL_BFLOAT16: {
-        uint16_t *d = dst;
-        const uint16_t *x = a, *y = b;
-        for (i = 0; i < count; ++i) {
-            d[i] = cxl_coll_f_to_bf16(cxl_coll_fop(op, cxl_coll_bf16_to_f(x[i]),
-                                                   cxl_coll_bf16_to_f(y[i])));
-        }
-        break;
-    }
-    default:
-        break;
-    }
+#endif
+    cxl_coll_reduce_apply_generic(dtype, op, dst, a, b, count);
 }

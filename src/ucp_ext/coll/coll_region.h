@@ -29,7 +29,7 @@
 #define CXL_COLL_OFF_SIG       384
 #define CXL_COLL_OFF_DATA      4096
 #define CXL_COLL_MIN_REGION    (64ull << 10)
-/* Bytes of payload in a signal line (words 0..4). */
+/* Bytes of payload in a signal line (words 2..6). */
 #define CXL_COLL_INLINE_MAX    40
 /* ready = tag of the step in the top bits | bytes in the low bits */
 #define CXL_COLL_READY_BITS    40
@@ -51,10 +51,15 @@ typedef struct {
 
 /*
  * Signal of one slot.  The writer of step s stores the payload (inline
- * data, or the pool offset and block stride of a user buffer), then ready,
- * then seq last; later only ready grows, as chunks land.
+ * data, or the pool offset and block stride of a user buffer) and ready,
+ * then seq, and writes the line back; later only ready grows, as chunks
+ * land.  seq is word 0: a line reaches memory whole on hardware, and the
+ * emulator writes word 0 of a line back last and reloads it first, so a
+ * reader that sees the new seq sees the rest of that write-back too.
  */
 typedef struct {
+    uint64_t seq;                 /* step published here, monotonic */
+    uint64_t ready;               /* cxl_coll_ready_make(s, bytes) */
     union {
         uint64_t inl[5];          /* payload of a small publication */
         struct {
@@ -63,8 +68,6 @@ typedef struct {
         } ext;
     } u;
     uint64_t pad;
-    uint64_t ready;               /* cxl_coll_ready_make(s, bytes) */
-    uint64_t seq;                 /* step published here, monotonic */
 } cxl_coll_sig_t;
 
 _Static_assert(sizeof(cxl_coll_sig_t) == CXL_CACHE_LINE, "signal is one line");
@@ -73,10 +76,9 @@ _Static_assert(CXL_COLL_OFF_SIG + CXL_COLL_NSLOTS * CXL_COLL_LINE_STRIDE <=
                CXL_COLL_OFF_DATA, "control area fits");
 
 /*
- * The ready word names its step, so a reader that sees a new seq but (on
- * memory that writes a line back word by word) an old ready word never
- * takes the old byte count for the new step: a slot's previous ready is
- * from step s - NSLOTS, whose tag differs.
+ * The ready word names its step, so a reader never takes a byte count of
+ * the slot's previous step (s - NSLOTS, another tag) for step s, whatever
+ * order the words of a line reach it in.
  */
 static inline uint64_t cxl_coll_ready_make(uint64_t step, uint64_t bytes)
 {

@@ -159,14 +159,6 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
         team->blocked_peer = peer;
         return CXL_COLL_INPROGRESS;
     }
-    if ((team->coh == CXL_COH_SW) && (team->peers[peer].seen != step)) {
-        /* first sight of step: memory that writes a line back word by word
-         * (the emulator) may have shown seq before the words stored ahead
-         * of it; they were all in memory before seq, so read the line
-         * again */
-        cxl_coh_invalidate(team->coh, sig, sizeof(*sig));
-        team->peers[peer].seen = step;
-    }
     ready = cxl_coll_ready_bytes(cxl_coll_load(&sig->ready), step);
     if (ready < 0) {
         team->blocked_peer = peer;

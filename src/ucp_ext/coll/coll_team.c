@@ -30,6 +30,7 @@ typedef struct {
     uint32_t host;
     uint32_t coh;
     uint64_t region;
+    uint64_t oneshot_max;   /* the algorithm choice must agree */
 } cxl_coll_oob_rec_t;
 
 void cxl_coll_team_params_init(cxl_coll_team_params_t *params)
@@ -191,6 +192,14 @@ static cxl_coll_status_t cxl_coll_team_validate(cxl_coll_team_t *team,
                                   (unsigned long long)r->region, team->rank,
                                   (unsigned long long)me->region);
         }
+        if (r->oneshot_max != me->oneshot_max) {
+            return cxl_coll_error(CXL_COLL_ERR_INVAL, "rank %d has "
+                                  "UCX_CXL_COLL_ONESHOT_MAX=%llu, rank %d %llu:"
+                                  " it must be equal", i,
+                                  (unsigned long long)r->oneshot_max,
+                                  team->rank,
+                                  (unsigned long long)me->oneshot_max);
+        }
         if ((r->part_len < r->region) || (r->part_off < team->heap_offset) ||
             (r->part_off > team->pool_size) ||
             (r->region > team->pool_size - r->part_off)) {
@@ -255,6 +264,16 @@ static void cxl_coll_team_free(cxl_coll_team_t *team)
     free(team->queue);
     free(team->pubs);
     free(team);
+}
+
+/* A saved last error without its "<strerror>: " prefix. */
+static const char *cxl_coll_team_detail(const char *msg,
+                                        cxl_coll_status_t status)
+{
+    const char *name = cxl_coll_strerror(status);
+    size_t n         = strlen(name);
+
+    return (!strncmp(msg, name, n) && (msg[n] == ':')) ? msg + n + 2 : msg;
 }
 
 cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
@@ -347,6 +366,7 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
     rec.rank    = team->rank;
     rec.size    = team->size;
     rec.region  = team->region;
+    rec.oneshot_max = team->cfg.oneshot_max;
 
     if (params->oob_allgather(params->oob_arg, &rec, recs, sizeof(rec)) != 0) {
         status = cxl_coll_error(CXL_COLL_ERR_OOB, "team creation: the "
@@ -375,7 +395,8 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
         if (verdicts[team->rank] != CXL_COLL_OK) {
             /* the own reason, with its detail */
             status = (cxl_coll_status_t)verdicts[team->rank];
-            cxl_coll_error(status, "rank %d: %s", team->rank, detail);
+            cxl_coll_error(status, "rank %d: %s", team->rank,
+                           cxl_coll_team_detail(detail, status));
         } else {
             cxl_coll_error(status, "rank %d failed team creation (%s); this "
                            "rank found nothing wrong", i,

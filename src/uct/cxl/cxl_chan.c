@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 int uct_cxl_test_skip_record_wb = 0;
+int uct_cxl_line_atomic         = 0;
 
 /*
  * Taking over from a dead owner: the producer line holds its position as
@@ -369,15 +370,25 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
     unsigned count           = 0;
     const uct_cxl_rec_bulk_t *desc;
     uct_cxl_rec_t *rec;
+    int inval                = !rx->head_fresh;
     uint64_t size;
     void *data;
 
+    rx->head_fresh = 0;
     while (count < budget) {
         rec = (uct_cxl_rec_t*)(ring + (rx->pos & mask));
-        if (!rx->head_fresh) {
+        /*
+         * sw mode: only the first look is invalidated.  After a record the
+         * next one is a plain load: a line still cached from an earlier lap
+         * holds an older sequence and does not match, so the loop ends and
+         * the next poll invalidates it; a match can only come from memory,
+         * after the sender's write-back.  This keeps a memory round trip
+         * off the path between a delivery and the reply it triggers.
+         */
+        if (inval) {
             cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
         }
-        rx->head_fresh = 0;
+        inval = rx->burst;
         if (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != rx->seq) {
             break;
         }
@@ -418,6 +429,7 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
         rx->seq++;
     }
 
+    rx->burst = (count > 1);
     if (rx->pos != rx->published) {
         /* bulk_tail first: a sender that sees the new tail must not free
          * bulk space by an older one (both only ever grow) */

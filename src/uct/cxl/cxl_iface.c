@@ -405,6 +405,7 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     }
     self->per_host = config->num_channels / self->num_hosts;
     uct_cxl_test_skip_record_wb = config->test_skip_wb;
+    uct_cxl_line_atomic         = cxl_coh_line_atomic();
     self->test_skip_owner       = config->test_skip_owner;
     if (config->test_skip_owner != UCT_CXL_TEST_SKIP_NONE) {
         ucs_warn("cxl: UCX_CXL_TEST_SKIP_OWNER_SYNC=%s is set: peers' "

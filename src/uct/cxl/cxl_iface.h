@@ -63,8 +63,10 @@ typedef struct {
     uint64_t published;    /* last value written to the consumer line */
     uint64_t bulk_tail;    /* bulk_end of the last consumed bulk record */
     uint32_t seq;          /* next expected record */
-    uint32_t head_fresh;   /* sw: the line at pos was invalidated since it
+    uint16_t head_fresh;   /* sw: the line at pos was invalidated since it
                             * was last looked at (uct_cxl_iface_progress) */
+    uint16_t burst;        /* sw: the last poll found more than one record:
+                            * invalidate each next record in the loop */
 } uct_cxl_rx_chan_t;
 
 /* Device address: the pool identity, the same length in every process. */
