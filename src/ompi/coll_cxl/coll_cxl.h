@@ -100,8 +100,14 @@ mca_coll_base_module_t *
 mca_coll_cxl_comm_query(struct ompi_communicator_t *comm, int *priority);
 const char *mca_coll_cxl_coll_name(mca_coll_cxl_coll_t coll);
 
+/* the level is checked first: per-call messages cost nothing when off */
 #define COLL_CXL_VERBOSE(_level, ...) \
-    opal_output_verbose(_level, mca_coll_cxl_component.output, __VA_ARGS__)
+    do { \
+        if (mca_coll_cxl_component.verbose >= (_level)) { \
+            opal_output_verbose(_level, mca_coll_cxl_component.output, \
+                                __VA_ARGS__); \
+        } \
+    } while (0)
 
 /* datatypes and operations (coll_cxl_dtype.c) */
 int mca_coll_cxl_reduce_dtype(const struct ompi_datatype_t *dtype,

@@ -9,6 +9,7 @@
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 
+#include <immintrin.h>
 #include <sched.h>
 
 static const char *coll_cxl_type_names[CXL_COLL_TYPE_LAST] = {
@@ -64,6 +65,8 @@ static cxl_coll_status_t coll_cxl_wait(cxl_coll_req_t *req)
         }
         if (polls >= (unsigned long)c->spin_count) {
             sched_yield();
+        } else {
+            _mm_pause();
         }
     }
 }
