@@ -13,6 +13,8 @@
 #              the program goes to BUILDDIR/test/mpi/mpi_coll_test
 #
 # Checks, each "ok ..." or "FAIL ...":
+#   ompi_info    lists coll/cxl (API 2.0.0) from the build tree and every
+#                coll_cxl_* parameter with its help text
 #   np N cxl     coll/cxl selected (--mca mca_base_component_path with the
 #                build tree first; np 1: coll_cxl_min_ranks 1 and priority
 #                90, above coll/self): every result right, every call on
@@ -112,6 +114,19 @@ echo "  $(printf '%q ' "${BASE[@]}" -np N --mca coll_cxl_verbose 1 "${ENVS[@]}" 
 PASS=0 FAIL=0
 ok()   { PASS=$((PASS + 1)); echo "ok $1"; }
 fail() { FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; sed 's/^/    /' "$3" | grep -E 'FAIL|rror|coll:cxl|mpi-coll:|timeout' | head -20; }
+
+# --- ompi_info: the component and every parameter with its help -------------
+# (ompi_info takes the component path from the environment, not --mca)
+OMPI_MCA_mca_base_component_path="$BUILD/.libs:$OMPI_COMPDIR" \
+    ompi_info --param coll cxl --level 9 --parsable >"$SCR/info.out" 2>&1
+nparam=$(grep -c '^mca:coll:cxl:param:coll_cxl_[a-z_]*:value:' "$SCR/info.out")
+nhelp=$(grep -cE '^mca:coll:cxl:param:coll_cxl_[a-z_]*:help:.{20,}' "$SCR/info.out")
+if grep -q '^mca:coll:cxl:version:"api:2.0.0"' "$SCR/info.out" &&
+   [ "$nparam" -ge 9 ] && [ "$nparam" -eq "$nhelp" ]; then
+    ok "ompi_info: coll/cxl (coll API 2.0.0), $nparam parameters, each with help"
+else
+    fail "ompi_info" "$nparam parameters, $nhelp with help" "$SCR/info.out"
+fi
 
 # job OUT ARGS...: one mpirun; sets RC, RES (its "mpi-coll:" line), DIGEST
 job() {
