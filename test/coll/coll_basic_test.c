@@ -247,6 +247,52 @@ static int rank_create(cxl_th_rank_t *r)
     return 0;
 }
 
+/* attachments of this process in the pool at spec */
+static void count_own_attach(const cxlpool_attach_info_t *att, void *arg)
+{
+    if (att->alive && (att->pid == getpid())) {
+        ++*(unsigned*)arg;
+    }
+}
+
+/* Three teams of one process at once (a communicator each, as MPI makes
+ * them): they share the process's pool handle, one attachment, not three
+ * (each open maps the whole pool and takes a slot). */
+static int rank_teams(cxl_th_rank_t *r)
+{
+    cxl_coll_team_t *team[3];
+    cxlpool_params_t params;
+    unsigned own = 0, i;
+    cxlpool_t *pool;
+
+    for (i = 0; i < 3; ++i) {
+        if (cxl_th_team(r, NULL, &team[i]) != CXL_COLL_OK) {
+            FAILF("rank %d: team %u: %s\n", r->rank, i, cxl_coll_last_error());
+        }
+    }
+    for (i = 0; i < 3; ++i) {
+        if (cxl_coll_barrier(team[i]) != CXL_COLL_OK) {
+            FAILF("rank %d: barrier of team %u: %s\n", r->rank, i,
+                  cxl_coll_last_error());
+        }
+    }
+    cxlpool_params_init(&params);
+    params.path  = r->pool;
+    params.flags = CXLPOOL_NO_ATTACH | CXLPOOL_NO_HEARTBEAT;
+    if (cxlpool_open(&params, &pool) != CXLPOOL_OK) {
+        FAILF("rank %d: inspect the pool: %s\n", r->rank, cxlpool_last_error());
+    }
+    cxlpool_foreach_attach(pool, count_own_attach, &own);
+    cxlpool_close(pool);
+    for (i = 0; i < 3; ++i) {
+        cxl_coll_team_destroy(team[i]);
+    }
+    if (own != 1) {
+        FAILF("rank %d: %u attachments for 3 teams (want 1)\n", r->rank, own);
+    }
+    return 0;
+}
+
 static int rank_same_pool(cxl_th_rank_t *r)
 {
     cxl_coll_team_t *team = NULL;
@@ -896,6 +942,11 @@ int main(int argc, char **argv)
         cxl_th_check((pool_state(g_hw_spec, &ps) == 0) &&
                      (ps.coll_extents == 0), "no team partition left after "
                      "destroy (%u)", ps.coll_extents);
+    }
+    if (want("teams", argc, argv)) {
+        failed = cxl_th_run(2, g_hw_spec, 0, rank_teams, NULL, 60, NULL);
+        cxl_th_check(failed == 0, "three teams of one process share one pool "
+                     "attachment");
     }
     if (want("same-pool", argc, argv)) {
         failed = cxl_th_run(2, g_hw_spec, 0, rank_same_pool, NULL, 60, NULL);

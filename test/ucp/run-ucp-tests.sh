@@ -53,15 +53,8 @@ set -u
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOP=$(cd "$SCRIPT_DIR/../.." && pwd)
-CXL=${CXLPOOL_BIN:-$TOP/build/cxlpool}
-if [ -n "${CXL_UCT_MODULE:-}" ]; then
-    MODULE=$CXL_UCT_MODULE
-elif [ -n "${CXLPOOL_BIN:-}" ] &&
-     [ -f "$(dirname "$CXLPOOL_BIN")/.libs/libuct_cxl.so" ]; then
-    MODULE=$(dirname "$CXLPOOL_BIN")/.libs/libuct_cxl.so   # same build tree
-else
-    MODULE=$TOP/build/.libs/libuct_cxl.so
-fi
+# cxlpool, the module, what to preload; results and pool files
+. "$TOP/test/helpers/ucx-module.sh"
 WATCHDOG=120
 ALLOC_PRIO=md:cxl,huge,thp,mmap,heap
 KEEPALIVE=1s
@@ -75,23 +68,7 @@ case "$COHERENCE" in
         exit 99 ;;
 esac
 
-if [ ! -x "$CXL" ]; then
-    echo "run-ucp-tests.sh: cxlpool '$CXL' not found or not executable (build first)" >&2
-    exit 99
-fi
-if [ ! -f "$MODULE" ]; then
-    echo "run-ucp-tests.sh: transport module '$MODULE' not found (build first)" >&2
-    exit 99
-fi
-MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")
-
-# A module built with --enable-sanitizers needs the ASan runtime loaded
-# before it ("ASan runtime does not come first in initial library list").
-PRELOAD=$MODULE
-ASAN_RT=$(ldd "$MODULE" 2>/dev/null | awk '/libasan\.so/ {print $3; exit}')
-if [ -n "$ASAN_RT" ]; then
-    PRELOAD=$ASAN_RT:$MODULE
-fi
+cxl_ucx_setup run-ucp-tests.sh "$TOP"
 
 SCR=$(mktemp -d "${TMPDIR:-/tmp}/ucp-cxl-test.XXXXXX") || exit 99
 POOLPFX=/dev/shm/ucpt-$$
@@ -137,96 +114,6 @@ if [ ! -x "$PROG" ]; then
     echo "run-ucp-tests.sh: test program '$PROG' not found" >&2
     exit 99
 fi
-
-PASS=0
-FAIL=0
-
-# ---- results of this script's own checks ----
-ok()   { PASS=$((PASS + 1)); echo "ok $1"; }
-fail() { FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; }
-
-# count OUTFILE RC NAME: add the program's summary line to the totals
-count() {
-    local out=$1 rc=$2 name=$3 line p f
-    line=$(grep -E '^ucp: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
-    if [ -z "$line" ]; then
-        fail "$name" "no 'ucp: N passed, N failed' line (exit status $rc$( \
-              [ "$rc" = 124 ] && echo ', killed by the watchdog'))"
-        return
-    fi
-    p=$(sed -E 's/^ucp: ([0-9]+) passed, ([0-9]+) failed$/\1/' <<<"$line")
-    f=$(sed -E 's/^ucp: ([0-9]+) passed, ([0-9]+) failed$/\2/' <<<"$line")
-    PASS=$((PASS + p))
-    FAIL=$((FAIL + f))
-    if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
-        fail "$name" "exit status $rc although no check failed"
-    fi
-}
-
-show() {
-    echo "--- $1 ---"
-    cat "$2"
-    echo "--- end of $1 ---"
-}
-
-# spec POOL: how programs and cxlpool name the pool (sw: the emulator)
-spec() {
-    if [ "$COHERENCE" = sw ]; then
-        echo "emulate-nc:$1"
-    else
-        echo "$1"
-    fi
-}
-
-# make_pool NAME: prints the path of a fresh pool (256 MiB; sw: 1 GiB, sw
-# coherence, 8 host partitions)
-make_pool() {
-    local pool=$POOLPFX-$1.pool
-    rm -f "$pool" "$pool".host*
-    if ! "$CXL" create "$pool" --size "$POOL_SIZE" \
-            ${CREATE_OPTS[@]+"${CREATE_OPTS[@]}"} >"$SCR/create.out" 2>&1; then
-        fail "pool create $1" "$(cat "$SCR/create.out")"
-        return 1
-    fi
-    echo "$pool"
-}
-
-# pool_clean NAME POOL: nothing left in the pool after clean exits
-pool_clean() {
-    local name=$1 pool=$2 out=$SCR/check.out rc views
-    if [ "$COHERENCE" = sw ]; then
-        # the last process of an emulated host removes its view
-        views=$(ls "$pool".host* 2>/dev/null | tr '\n' ' ')
-        if [ -z "$views" ]; then
-            ok "$name: no emulated-host view left"
-        else
-            fail "$name: no emulated-host view left" "$views"
-        fi
-    fi
-    "$CXL" check "$(spec "$pool")" >"$out" 2>&1
-    rc=$?
-    if [ $rc = 0 ]; then
-        ok "$name: cxlpool check clean"
-    else
-        fail "$name: cxlpool check clean" "exit $rc: $(tr '\n' ' ' <"$out")"
-    fi
-    "$CXL" info "$(spec "$pool")" >"$out" 2>&1
-    if grep -qE '^used +0 bytes in 0 of' "$out" &&
-       grep -qE '^attachments +0 of' "$out"; then
-        ok "$name: no extents or attachments left"
-    else
-        fail "$name: no extents or attachments left" \
-             "$(grep -E '^(used|attachments)' "$out" | tr '\n' ' ')"
-    fi
-}
-
-destroy_pool() {
-    local s
-    s=$(spec "$1")
-    "$CXL" destroy "$s" >/dev/null 2>&1 || "$CXL" destroy "$s" --force \
-        >/dev/null 2>&1 || rm -f "$1"
-    rm -f "$1".host*
-}
 
 # launch POOL ARGS...: the program under the watchdog, with UCX_TLS=cxl,
 # the module preloaded and its pool; EXTRA_ENV adds settings
@@ -316,25 +203,7 @@ if POOL=$(make_pool pf); then
              "exit $rc (expected 1), ${dead:-?} dead attachment(s), ${dext:-?} dead extent(s)"
     fi
 
-    REPAIR=()
-    if [ "$COHERENCE" = sw ]; then
-        # A process may repair only its own host partition; the dead server
-        # was an emulated host of its own, so acting as that host now that
-        # its process is dead is legitimate.  Its partition: the
-        # host_partition of the dead attachment in 'cxlpool info --json'.
-        "$CXL" info "$(spec "$POOL")" --json >"$SCR/info.json" 2>&1
-        parts=$(grep -o '{"slot":[^}]*}' "$SCR/info.json" |
-                grep '"alive":false' |
-                sed -n 's/.*"host_partition":\([0-9][0-9]*\).*/\1/p' | sort -u)
-        if [ "$(echo "$parts" | grep -c .)" = 1 ]; then
-            ok "peer-failure: the dead attachment's host partition is $parts"
-            echo "# sw mode: check --repair acts as the dead process's emulated host: --host-index $parts"
-            REPAIR=(--host-index "$parts")
-        else
-            fail "peer-failure: the dead attachment's host partition" \
-                 "expected one, found '$(echo $parts)' in: $(cat "$SCR/info.json")"
-        fi
-    fi
+    repair_args peer-failure "$POOL"
     "$CXL" check --repair ${REPAIR[@]+"${REPAIR[@]}"} "$(spec "$POOL")" >"$out" 2>&1
     rc=$?
     show "cxlpool check --repair ${REPAIR[*]:-}" "$out"

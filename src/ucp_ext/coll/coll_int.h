@@ -135,6 +135,13 @@ struct cxl_coll_req {
 
 uint64_t cxl_coll_now_ns(void);
 
+/* ---- the pools of the process, shared by its teams (coll_pool.c) ---- */
+/* The handle of pool `key` opened with params (opened on first use),
+ * counted; cxl_coll_pool_put() drops it. */
+cxl_coll_status_t cxl_coll_pool_get(const char *key, cxlpool_params_t *params,
+                                    cxlpool_t **pool_p);
+void              cxl_coll_pool_put(cxlpool_t *pool);
+
 /* ---- pool steps (coll_step.c) ---- */
 /* The slot of step is free: every peer's done >= step - NSLOTS. */
 cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team, uint64_t step);

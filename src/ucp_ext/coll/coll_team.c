@@ -82,8 +82,8 @@ static cxl_coll_status_t cxl_coll_team_open_pool(cxl_coll_team_t *team,
                                                  const char *path)
 {
     cxlpool_params_t params;
+    cxl_coll_status_t status;
     cxlpool_info_t info;
-    cxlpool_status_t st;
     char defpath[256];
 
     cxlpool_params_init(&params);
@@ -98,10 +98,10 @@ static cxl_coll_status_t cxl_coll_team_open_pool(cxl_coll_team_t *team,
     /* the mode the pool was created with (emulate-nc: always sw) */
     params.coherence = (cxlpool_probe(path, &info) == CXLPOOL_OK) ?
                        info.coherence : CXL_COH_HW;
-    st = cxlpool_open(&params, &team->pool);
-    if (st != CXLPOOL_OK) {
+    status = cxl_coll_pool_get(path, &params, &team->pool);
+    if (status != CXL_COLL_OK) {
         team->pool = NULL;
-        return cxl_coll_error(CXL_COLL_ERR_POOL, "%s", cxlpool_last_error());
+        return status;
     }
     cxlpool_info(team->pool, &info);
     team->pool_base   = cxlpool_base(team->pool);
@@ -255,7 +255,7 @@ static void cxl_coll_team_free(cxl_coll_team_t *team)
     }
     if (team->pool != NULL) {
         cxl_coll_mem_cleanup(team);
-        cxlpool_close(team->pool);
+        cxl_coll_pool_put(team->pool);
     }
     free(team->mem_offs);
     free(team->peers);

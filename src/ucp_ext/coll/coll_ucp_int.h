@@ -1,0 +1,53 @@
+/*
+ * Internals of libcxl_coll_ucp: the oob object shared by the allgather
+ * (coll_oob_ucp.c) and the TCP rendezvous bootstrap (coll_boot_ucp.c).
+ */
+#ifndef CXL_COLL_UCP_INT_H
+#define CXL_COLL_UCP_INT_H
+
+#include <ucx_cxl/coll_ucp.h>
+
+#include <stdint.h>
+
+#define CXL_COLL_UCP_MAX_RANKS 65536        /* bits 15..0 of a tag */
+#define CXL_COLL_UCP_SEQ_SHIFT 16
+#define CXL_COLL_UCP_PFX_SHIFT 48
+
+typedef struct cxl_coll_ucp_call cxl_coll_ucp_call_t;
+
+/* Error handler argument of an endpoint the bootstrap created. */
+typedef struct {
+    cxl_coll_ucp_oob_t *oob;
+    int                 rank;
+    int                 failed;     /* the handler ran */
+    ucs_status_t        status;
+} cxl_coll_ucp_peer_t;
+
+struct cxl_coll_ucp_oob {
+    ucp_worker_h         worker;
+    int                  rank;
+    int                  size;
+    ucp_ep_h            *eps;       /* size entries, NULL at rank */
+    cxl_coll_ucp_peer_t *peers;     /* bootstrap only: owned endpoints */
+    double               timeout;
+    uint64_t             prefix;    /* tag_prefix << 48 */
+    uint32_t             seq;       /* of the next allgather */
+    int                  failed;    /* status of the call that failed */
+    /* a failed call whose requests UCX may still touch: freed once owned
+     * endpoints are closed, else left (one per object at most) */
+    cxl_coll_ucp_call_t *orphan;
+};
+
+double cxl_coll_ucp_now(void);
+
+/* Record (and print) an error of rank; returns status. */
+cxl_coll_status_t cxl_coll_ucp_error(int rank, cxl_coll_status_t status,
+                                     const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Checks the fields both entry points share; allocates the object with an
+ * eps array of params->size NULLs. */
+cxl_coll_status_t cxl_coll_ucp_oob_alloc(const cxl_coll_ucp_params_t *params,
+                                         cxl_coll_ucp_oob_t **oob_p);
+
+#endif
