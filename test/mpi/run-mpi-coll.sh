@@ -46,8 +46,8 @@
 #   RUN_MPI_TIMEOUT=600               limit of each mpirun (seconds)
 #   CXL_TEST_COHERENCE=hw             sw: on the strict non-coherent pool
 #                                     emulator, each rank an emulated host
-#                                     (as run-mpi.sh; 4 host partitions per
-#                                     rank: each team opens the pool anew)
+#                                     (as run-mpi.sh; 2 host partitions per
+#                                     rank: the transport's, the library's)
 #
 # Ends with "mpi-coll: N passed, N failed"; exit 0 only when nothing failed,
 # 99 when something needed is missing or the build fails.
@@ -70,11 +70,11 @@ POOL=/dev/shm/ucx-cxl-colltest-$$.pool
 POOL2=/dev/shm/ucx-cxl-colltest2-$$.pool
 maxnp=1
 for np in $NPS; do [ "$np" -gt $maxnp ] && maxnp=$np; done
-# sw: every cxlpool_open of a process takes an emulated host of its own
-# (the transport's, and one per library team: up to 3 teams at once here)
-mpi_coherence "$POOL2" "$((4 * maxnp))"
+# sw: a process's transport and its collectives library each open the
+# pool (two copies of the pool code): two emulated hosts per rank
+mpi_coherence "$POOL2" "$((2 * maxnp))"
 SPEC2=$SPEC
-mpi_coherence "$POOL" "$((4 * maxnp))"
+mpi_coherence "$POOL" "$((2 * maxnp))"
 mpi_need "$MODULE" "$COMP" "$CXLPOOL" "$SRC" "$CONF"
 # Open MPI's own components stay on the search path after the build tree
 OMPI_COMPDIR=$(ompi_info --path pkglibdir --parsable 2>/dev/null |
