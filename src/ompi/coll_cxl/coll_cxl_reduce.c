@@ -28,6 +28,31 @@ static const char *coll_cxl_reduce_check(const struct ompi_datatype_t *dtype,
     return "";
 }
 
+/* 1: the library takes the call (args filled in); 0: the previous module
+ * does (counted, with the reason) */
+static int coll_cxl_reduce_take(mca_coll_cxl_module_t *m,
+                                mca_coll_cxl_coll_t coll, cxl_coll_type_t type,
+                                const void *sbuf, void *rbuf, int count,
+                                const struct ompi_datatype_t *dtype,
+                                const struct ompi_op_t *op, int root,
+                                cxl_coll_args_t *args)
+{
+    const char *why;
+
+    why = (m->team == NULL) ? "no team" :
+          coll_cxl_reduce_check(dtype, op, &args->dtype, &args->op);
+    if (why[0] != '\0') {
+        mca_coll_cxl_count_fallback(m, coll, why);
+        return 0;
+    }
+    args->type  = type;
+    args->sbuf  = (sbuf == MPI_IN_PLACE) ? CXL_COLL_IN_PLACE : sbuf;
+    args->rbuf  = rbuf;
+    args->count = (size_t)count;
+    args->root  = root;
+    return 1;
+}
+
 int mca_coll_cxl_reduce(const void *sbuf, void *rbuf, int count,
                         struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                         int root, struct ompi_communicator_t *comm,
@@ -35,23 +60,17 @@ int mca_coll_cxl_reduce(const void *sbuf, void *rbuf, int count,
 {
     mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
     cxl_coll_args_t args;
-    const char *why;
 
     if (count < 0) {
         return MPI_ERR_COUNT; /* the same on every rank */
     }
-    why = (m->team == NULL) ? "no team" :
-          coll_cxl_reduce_check(dtype, op, &args.dtype, &args.op);
-    if (why[0] != '\0') {
-        mca_coll_cxl_count_fallback(m, COLL_CXL_REDUCE, why);
+    /* rbuf is insignificant off the root: never handed over there */
+    if (!coll_cxl_reduce_take(m, COLL_CXL_REDUCE, CXL_COLL_REDUCE, sbuf,
+                              (ompi_comm_rank(comm) == root) ? rbuf : NULL,
+                              count, dtype, op, root, &args)) {
         return m->prev.reduce(sbuf, rbuf, count, dtype, op, root, comm,
                               m->prev.reduce_module);
     }
-    args.type  = CXL_COLL_REDUCE;
-    args.sbuf  = (sbuf == MPI_IN_PLACE) ? CXL_COLL_IN_PLACE : sbuf;
-    args.rbuf  = (ompi_comm_rank(comm) == root) ? rbuf : NULL;
-    args.count = (size_t)count;
-    args.root  = root;
     return mca_coll_cxl_run(m, &args);
 }
 
@@ -63,23 +82,15 @@ int mca_coll_cxl_allreduce(const void *sbuf, void *rbuf, int count,
 {
     mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
     cxl_coll_args_t args;
-    const char *why;
 
     if (count < 0) {
-        return MPI_ERR_COUNT; /* the same on every rank */
+        return MPI_ERR_COUNT;
     }
-    why = (m->team == NULL) ? "no team" :
-          coll_cxl_reduce_check(dtype, op, &args.dtype, &args.op);
-    if (why[0] != '\0') {
-        mca_coll_cxl_count_fallback(m, COLL_CXL_ALLREDUCE, why);
+    if (!coll_cxl_reduce_take(m, COLL_CXL_ALLREDUCE, CXL_COLL_ALLREDUCE, sbuf,
+                              rbuf, count, dtype, op, 0, &args)) {
         return m->prev.allreduce(sbuf, rbuf, count, dtype, op, comm,
                                  m->prev.allreduce_module);
     }
-    args.type  = CXL_COLL_ALLREDUCE;
-    args.sbuf  = (sbuf == MPI_IN_PLACE) ? CXL_COLL_IN_PLACE : sbuf;
-    args.rbuf  = rbuf;
-    args.count = (size_t)count;
-    args.root  = 0;
     return mca_coll_cxl_run(m, &args);
 }
 
@@ -92,23 +103,16 @@ int mca_coll_cxl_reduce_scatter_block(const void *sbuf, void *rbuf,
 {
     mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
     cxl_coll_args_t args;
-    const char *why;
 
     if (rcount < 0) {
         return MPI_ERR_COUNT;
     }
-    why = (m->team == NULL) ? "no team" :
-          coll_cxl_reduce_check(dtype, op, &args.dtype, &args.op);
-    if (why[0] != '\0') {
-        mca_coll_cxl_count_fallback(m, COLL_CXL_REDUCE_SCATTER_BLOCK, why);
+    if (!coll_cxl_reduce_take(m, COLL_CXL_REDUCE_SCATTER_BLOCK,
+                              CXL_COLL_REDUCE_SCATTER, sbuf, rbuf, rcount,
+                              dtype, op, 0, &args)) {
         return m->prev.reduce_scatter_block(sbuf, rbuf, rcount, dtype, op,
                                             comm,
                                             m->prev.reduce_scatter_block_module);
     }
-    args.type  = CXL_COLL_REDUCE_SCATTER;
-    args.sbuf  = (sbuf == MPI_IN_PLACE) ? CXL_COLL_IN_PLACE : sbuf;
-    args.rbuf  = rbuf;
-    args.count = (size_t)rcount;
-    args.root  = 0;
     return mca_coll_cxl_run(m, &args);
 }
