@@ -15,8 +15,10 @@
  *                same bytes as MPI_INT, as MPI allows) x the same counts x
  *                roots x in-place forms; gaps of the vector layout and
  *                guard bytes behind every buffer must stay untouched
- *   fallback     a derived datatype, user operations, MPI_LOR and
- *                MPI_MAXLOC: right answers through the previous module
+ *   fallback     a derived datatype (with a user operation: MPI allows
+ *                predefined ones on predefined types only), a user
+ *                operation on MPI_INT, MPI_LOR and MPI_MAXLOC: right answers
+ *                through the previous module
  *   split        MPI_Comm_split into two halves (non-powers of two): a
  *                team per communicator, used alternately
  *   dup          MPI_Comm_dup (its own team) and an intercommunicator
@@ -44,7 +46,8 @@
  *   MPI_COLL_MIN_RANKS=2      the run's coll_cxl_min_ranks: smaller split
  *                             communicators are not coll/cxl's
  *
- * Rank 0 prints "FAIL: ..." lines (the first few per rank), then
+ * Every rank prints its first failures to stderr ("FAIL: rank R: CHECK:
+ * WHAT", MPI_COLL_MAX_PRINT of them, default 5); rank 0 then prints
  * "mpi-coll: N checks, N failed" and "digest: HEX" (a hash of every result
  * of every rank, which must be the same with and without the component),
  * and "counters: calls N fallbacks N teams N" (sums over the ranks).
