@@ -54,21 +54,8 @@
 set -uo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-TOP=$(cd "$SCRIPT_DIR/../.." && pwd)
-if [ $# -ge 1 ]; then
-    BUILD=$1
-elif [ -n "${CXL_BUILDDIR:-}" ]; then
-    BUILD=$CXL_BUILDDIR
-elif [ -d "$TOP/build-release" ]; then
-    BUILD=$TOP/build-release
-else
-    BUILD=$TOP/build
-fi
-case "$BUILD" in
-    -h|--help) awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
-esac
-BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || {
-    echo "run-mpi-single-host.sh: build directory '${1:-}' not found" >&2; exit 99; }
+. "$SCRIPT_DIR/mpi-common.sh"
+mpi_builddir "$0" "$@"
 
 NP=${MPI_NP:-2}
 TLS=${SINGLE_HOST_TLS:-cxl,cma}
@@ -85,14 +72,7 @@ PS=1048576                       # ucx_perftest message size
 PN=40 PW=4                       # ucx_perftest iterations, warm-up
 PAYLOAD=$(((PN + PW) * PS))
 
-for tool in mpicc mpirun; do
-    command -v "$tool" >/dev/null 2>&1 || {
-        echo "run-mpi-single-host.sh: $tool not found (apt-get install openmpi-bin libopenmpi-dev)" >&2
-        exit 99; }
-done
-for f in "$MODULE" "$CXLPOOL" "$SRC" "$CONF"; do
-    [ -e "$f" ] || { echo "run-mpi-single-host.sh: $f not found (build first)" >&2; exit 99; }
-done
+mpi_need "$MODULE" "$CXLPOOL" "$SRC" "$CONF"
 HAVE_STRACE=0
 command -v strace >/dev/null 2>&1 && HAVE_STRACE=1
 HAVE_PERFTEST=0
@@ -103,10 +83,7 @@ SPIDS=()
 cleanup() {
     local p
     for p in ${SPIDS[@]+"${SPIDS[@]}"}; do kill -TERM "$p" 2>/dev/null; done
-    if [ -e "$POOL" ]; then
-        "$CXLPOOL" destroy "$POOL" >/dev/null 2>&1 ||
-            "$CXLPOOL" destroy "$POOL" --force >/dev/null 2>&1 || rm -f "$POOL"
-    fi
+    mpi_pool_destroy "$CXLPOOL" "$POOL" "$POOL"
     rm -rf "$SCR"
 }
 trap cleanup EXIT
@@ -134,11 +111,7 @@ vm_bytes() {
 }
 
 # --- build, pool ----------------------------------------------------------
-mkdir -p "$(dirname "$BIN")" || exit 99
-if ! mpicc -O2 -g -Wall -Wextra -Werror -o "$BIN" "$SRC"; then
-    echo "run-mpi-single-host.sh: building $SRC failed" >&2
-    exit 99
-fi
+mpi_build "$SRC" "$BIN"
 if ! "$CXLPOOL" create "$POOL" --size 1G >"$SCR/create.out" 2>&1; then
     echo "run-mpi-single-host.sh: cxlpool create $POOL: $(cat "$SCR/create.out")" >&2
     exit 99

@@ -54,21 +54,8 @@
 set -uo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-TOP=$(cd "$SCRIPT_DIR/../.." && pwd)
-if [ $# -ge 1 ]; then
-    BUILD=$1
-elif [ -n "${CXL_BUILDDIR:-}" ]; then
-    BUILD=$CXL_BUILDDIR
-elif [ -d "$TOP/build-release" ]; then
-    BUILD=$TOP/build-release
-else
-    BUILD=$TOP/build
-fi
-case "$BUILD" in
-    -h|--help) awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
-esac
-BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || {
-    echo "run-mpi.sh: build directory '${1:-}' not found" >&2; exit 99; }
+. "$SCRIPT_DIR/mpi-common.sh"
+mpi_builddir "$0" "$@"
 
 NP=${MPI_NP:-4}
 MODULE=$BUILD/.libs/libuct_cxl.so
@@ -79,46 +66,20 @@ OUTDIR=$BUILD/test/mpi
 BIN=$OUTDIR/mpi_cxl_test
 POOL=/dev/shm/ucx-cxl-mpitest-$$.pool
 ALLOC_PRIO=md:cxl,huge,thp,mmap,heap
-COHERENCE=${CXL_TEST_COHERENCE:-hw}
-case "$COHERENCE" in
-    hw) SPEC=$POOL
-        CREATE_OPTS=(--size 1G) ;;
-    sw) SPEC=emulate-nc:$POOL
-        HOSTS=$((NP + 1 > 8 ? NP + 1 : 8))
-        CREATE_OPTS=(--size "$((HOSTS > 8 ? HOSTS * 128 : 1024))M"
-                     --coherence sw --hosts "$HOSTS") ;;
-    *)  echo "run-mpi.sh: CXL_TEST_COHERENCE must be hw or sw, not '$COHERENCE'" >&2
-        exit 99 ;;
-esac
+mpi_coherence "$POOL" "$NP"
 
-for tool in mpicc mpirun; do
-    command -v "$tool" >/dev/null 2>&1 || {
-        echo "run-mpi.sh: $tool not found (apt-get install openmpi-bin libopenmpi-dev)" >&2
-        exit 99; }
-done
-for f in "$MODULE" "$CXLPOOL" "$SRC" "$CONF"; do
-    [ -e "$f" ] || { echo "run-mpi.sh: $f not found (build first)" >&2; exit 99; }
-done
+mpi_need "$MODULE" "$CXLPOOL" "$SRC" "$CONF"
 
 SCR=$(mktemp -d "${TMPDIR:-/tmp}/run-mpi.XXXXXX") || exit 99
 cleanup() {
-    if [ -e "$POOL" ]; then
-        "$CXLPOOL" destroy "$SPEC" >/dev/null 2>&1 ||
-            "$CXLPOOL" destroy "$SPEC" --force >/dev/null 2>&1 || rm -f "$POOL"
-    fi
-    rm -f "$POOL".host*
+    mpi_pool_destroy "$CXLPOOL" "$SPEC" "$POOL"
     rm -rf "$SCR"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- build -------------------------------------------------------------
-mkdir -p "$OUTDIR" || exit 99
-echo "run-mpi.sh: mpicc -O2 -g -Wall -Wextra -Werror -o $BIN $SRC"
-if ! mpicc -O2 -g -Wall -Wextra -Werror -o "$BIN" "$SRC"; then
-    echo "run-mpi.sh: build failed" >&2
-    exit 99
-fi
+mpi_build "$SRC" "$BIN"
 
 # --- private pool -------------------------------------------------------
 if ! "$CXLPOOL" create "$POOL" "${CREATE_OPTS[@]}"; then

@@ -1,0 +1,182 @@
+/*
+ * coll/cxl: an Open MPI (4.1, coll API 2.0.0, module 2.3.0) collective
+ * component that runs barrier, bcast, reduce, allreduce, gather, scatter,
+ * allgather, reduce_scatter_block and alltoall through libcxl_coll
+ * (<ucx_cxl/coll.h>) on communicators whose ranks all map one CXL pool.
+ *
+ * Each module keeps the functions of the module it replaces ("prev") and
+ * hands them every call it does not take.  A call takes the library path
+ * or the fallback on every rank alike: the decision depends only on what
+ * MPI requires to be the same on all ranks (datatype and op of the
+ * reductions, the byte count of a data movement), never on a rank's own
+ * buffer layout; a rank whose datatype is not contiguous packs and unpacks
+ * locally instead.
+ */
+#ifndef MCA_COLL_CXL_H
+#define MCA_COLL_CXL_H
+
+#include "ompi_config.h"
+
+#include "mpi.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/mca/coll/coll.h"
+
+#include <ucx_cxl/coll.h>
+
+BEGIN_C_DECLS
+
+/* Collectives the component can take (bits of mca_coll_cxl_component.colls) */
+typedef enum {
+    COLL_CXL_BARRIER = 0,
+    COLL_CXL_BCAST,
+    COLL_CXL_REDUCE,
+    COLL_CXL_ALLREDUCE,
+    COLL_CXL_GATHER,
+    COLL_CXL_SCATTER,
+    COLL_CXL_ALLGATHER,
+    COLL_CXL_REDUCE_SCATTER_BLOCK,
+    COLL_CXL_ALLTOALL,
+    COLL_CXL_LAST
+} mca_coll_cxl_coll_t;
+
+typedef struct {
+    mca_coll_base_component_2_0_0_t super;
+    int          priority;
+    bool         enable;
+    int          verbose;
+    int          output;          /* opal_output stream of coll_cxl_verbose */
+    int          min_ranks;
+    char        *collectives;     /* names, comma separated, or "all" */
+    unsigned     colls;           /* parsed: bit per mca_coll_cxl_coll_t */
+    char        *pool;            /* "" : the library's choice */
+    size_t       region_size;     /* 0 : the library's configuration */
+    int          progress_interval;
+    int          spin_count;
+    /* MPI_T performance variables (counters of this process) */
+    unsigned long long n_teams;
+    unsigned long long n_calls;
+    unsigned long long n_fallbacks;
+    unsigned long long n_errors;
+} mca_coll_cxl_component_t;
+
+OMPI_MODULE_DECLSPEC extern mca_coll_cxl_component_t mca_coll_cxl_component;
+
+/* The previous module's blocking functions, saved at enable time */
+typedef struct {
+    mca_coll_base_module_barrier_fn_t              barrier;
+    mca_coll_base_module_t                        *barrier_module;
+    mca_coll_base_module_bcast_fn_t                bcast;
+    mca_coll_base_module_t                        *bcast_module;
+    mca_coll_base_module_reduce_fn_t               reduce;
+    mca_coll_base_module_t                        *reduce_module;
+    mca_coll_base_module_allreduce_fn_t            allreduce;
+    mca_coll_base_module_t                        *allreduce_module;
+    mca_coll_base_module_gather_fn_t               gather;
+    mca_coll_base_module_t                        *gather_module;
+    mca_coll_base_module_scatter_fn_t              scatter;
+    mca_coll_base_module_t                        *scatter_module;
+    mca_coll_base_module_allgather_fn_t            allgather;
+    mca_coll_base_module_t                        *allgather_module;
+    mca_coll_base_module_reduce_scatter_block_fn_t reduce_scatter_block;
+    mca_coll_base_module_t                        *reduce_scatter_block_module;
+    mca_coll_base_module_alltoall_fn_t             alltoall;
+    mca_coll_base_module_t                        *alltoall_module;
+} mca_coll_cxl_prev_t;
+
+typedef struct {
+    mca_coll_base_module_t super;
+    ompi_communicator_t   *comm;
+    /* NULL before enable and once disabled: every call falls back */
+    cxl_coll_team_t       *team;
+    mca_coll_cxl_prev_t    prev;
+} mca_coll_cxl_module_t;
+
+OBJ_CLASS_DECLARATION(mca_coll_cxl_module_t);
+
+/* component / module */
+int mca_coll_cxl_init_query(bool enable_progress_threads,
+                            bool enable_mpi_threads);
+mca_coll_base_module_t *
+mca_coll_cxl_comm_query(struct ompi_communicator_t *comm, int *priority);
+const char *mca_coll_cxl_coll_name(mca_coll_cxl_coll_t coll);
+
+/* the level is checked first: per-call messages cost nothing when off */
+#define COLL_CXL_VERBOSE(_level, ...) \
+    do { \
+        if (mca_coll_cxl_component.verbose >= (_level)) { \
+            opal_output_verbose(_level, mca_coll_cxl_component.output, \
+                                __VA_ARGS__); \
+        } \
+    } while (0)
+
+/* datatypes and operations (coll_cxl_dtype.c) */
+int mca_coll_cxl_reduce_dtype(const struct ompi_datatype_t *dtype,
+                              cxl_coll_dtype_t *out);
+int mca_coll_cxl_reduce_op(const struct ompi_op_t *op, cxl_coll_op_t *out);
+
+/* staging of non-contiguous user buffers (coll_cxl_stage.c) */
+typedef struct {
+    void                  *ptr;    /* what the library reads/writes */
+    void                  *tmp;    /* packed copy, or NULL: ptr is the user's */
+    void                  *user;
+    const struct ompi_datatype_t *dtype;
+    size_t                 count;  /* elements of dtype */
+    size_t                 bytes;  /* count * size of dtype */
+} mca_coll_cxl_stage_t;
+
+int  mca_coll_cxl_stage_in(mca_coll_cxl_stage_t *st, const void *buf,
+                           size_t count, const struct ompi_datatype_t *dtype,
+                           int pack);
+int  mca_coll_cxl_stage_out(mca_coll_cxl_stage_t *st, int unpack);
+
+/* one collective through the library, with progress (coll_cxl_run.c) */
+int  mca_coll_cxl_run(mca_coll_cxl_module_t *m, const cxl_coll_args_t *args);
+const char *mca_coll_cxl_error_text(cxl_coll_status_t status);
+void mca_coll_cxl_count_fallback(mca_coll_cxl_module_t *m,
+                                 mca_coll_cxl_coll_t coll, const char *why);
+
+/* entry points (coll_cxl_reduce.c, coll_cxl_move.c) */
+int mca_coll_cxl_barrier(struct ompi_communicator_t *comm,
+                         mca_coll_base_module_t *module);
+int mca_coll_cxl_bcast(void *buf, int count, struct ompi_datatype_t *dtype,
+                       int root, struct ompi_communicator_t *comm,
+                       mca_coll_base_module_t *module);
+int mca_coll_cxl_reduce(const void *sbuf, void *rbuf, int count,
+                        struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                        int root, struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module);
+int mca_coll_cxl_allreduce(const void *sbuf, void *rbuf, int count,
+                           struct ompi_datatype_t *dtype,
+                           struct ompi_op_t *op,
+                           struct ompi_communicator_t *comm,
+                           mca_coll_base_module_t *module);
+int mca_coll_cxl_reduce_scatter_block(const void *sbuf, void *rbuf,
+                                      int rcount,
+                                      struct ompi_datatype_t *dtype,
+                                      struct ompi_op_t *op,
+                                      struct ompi_communicator_t *comm,
+                                      mca_coll_base_module_t *module);
+int mca_coll_cxl_gather(const void *sbuf, int scount,
+                        struct ompi_datatype_t *sdtype, void *rbuf,
+                        int rcount, struct ompi_datatype_t *rdtype, int root,
+                        struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module);
+int mca_coll_cxl_scatter(const void *sbuf, int scount,
+                         struct ompi_datatype_t *sdtype, void *rbuf,
+                         int rcount, struct ompi_datatype_t *rdtype, int root,
+                         struct ompi_communicator_t *comm,
+                         mca_coll_base_module_t *module);
+int mca_coll_cxl_allgather(const void *sbuf, int scount,
+                           struct ompi_datatype_t *sdtype, void *rbuf,
+                           int rcount, struct ompi_datatype_t *rdtype,
+                           struct ompi_communicator_t *comm,
+                           mca_coll_base_module_t *module);
+int mca_coll_cxl_alltoall(const void *sbuf, int scount,
+                          struct ompi_datatype_t *sdtype, void *rbuf,
+                          int rcount, struct ompi_datatype_t *rdtype,
+                          struct ompi_communicator_t *comm,
+                          mca_coll_base_module_t *module);
+
+END_C_DECLS
+
+#endif

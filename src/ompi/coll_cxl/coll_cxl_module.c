@@ -1,0 +1,296 @@
+/*
+ * coll/cxl module: which communicators it takes, the library team of each
+ * and the previous module's functions it falls back on.
+ *
+ * Every rank of a communicator must decide alike, or some would wait in
+ * the library for ranks that went to the previous module.  comm_query
+ * decides from what all ranks share (size, inter or intra, the MCA
+ * parameters); enable then creates the team collectively, and
+ * cxl_coll_team_create() fails on every rank alike (members on different
+ * pools: CXL_COLL_ERR_NOT_SAME_POOL), so a failure declines the
+ * communicator everywhere.
+ *
+ * The team is destroyed (collectively, over the previous allgather) from
+ * the delete callback of a communicator attribute: MPI_Comm_free and
+ * MPI_Finalize delete attributes while the communicator still works.  Its
+ * destructor would be too late: point-to-point requests retain and release
+ * the communicator, and a release from inside its destructor runs the
+ * destructor again.
+ */
+#include "coll_cxl.h"
+
+#include "ompi/attribute/attribute.h"
+#include "opal/util/output.h"
+
+#include <limits.h>
+#include <string.h>
+
+static void coll_cxl_module_construct(mca_coll_cxl_module_t *m)
+{
+    m->comm = NULL;
+    m->team = NULL;
+    memset(&m->prev, 0, sizeof(m->prev));
+}
+
+#define COLL_CXL_PREV_RELEASE(_m, _f) \
+    do { \
+        if ((_m)->prev._f##_module != NULL) { \
+            OBJ_RELEASE((_m)->prev._f##_module); \
+            (_m)->prev._f##_module = NULL; \
+        } \
+    } while (0)
+
+static void coll_cxl_module_destruct(mca_coll_cxl_module_t *m)
+{
+    /* the attribute's delete callback holds a reference: the team is gone
+     * unless the attribute could not be set (then it stays until exit:
+     * nothing collective can run on a communicator being destructed) */
+    if (m->team != NULL) {
+        opal_output(0, "coll:cxl: a team outlived its communicator; its pool "
+                    "memory is released when the process ends");
+    }
+    COLL_CXL_PREV_RELEASE(m, barrier);
+    COLL_CXL_PREV_RELEASE(m, bcast);
+    COLL_CXL_PREV_RELEASE(m, reduce);
+    COLL_CXL_PREV_RELEASE(m, allreduce);
+    COLL_CXL_PREV_RELEASE(m, gather);
+    COLL_CXL_PREV_RELEASE(m, scatter);
+    COLL_CXL_PREV_RELEASE(m, allgather);
+    COLL_CXL_PREV_RELEASE(m, reduce_scatter_block);
+    COLL_CXL_PREV_RELEASE(m, alltoall);
+}
+
+OBJ_CLASS_INSTANCE(mca_coll_cxl_module_t, mca_coll_base_module_t,
+                   coll_cxl_module_construct, coll_cxl_module_destruct);
+
+/* The library's out-of-band allgather: the previous module's allgather
+ * of this communicator (point-to-point based; never this module's) */
+static int coll_cxl_oob_allgather(void *arg, const void *sbuf, void *rbuf,
+                                  size_t len)
+{
+    mca_coll_cxl_module_t *m = arg;
+    int rc;
+
+    if (len > INT_MAX) {
+        return -1;
+    }
+    rc = m->prev.allgather(sbuf, (int)len, MPI_BYTE, rbuf, (int)len,
+                           MPI_BYTE, m->comm, m->prev.allgather_module);
+    return (rc == OMPI_SUCCESS) ? 0 : -1;
+}
+
+/* Delete callback of the communicator's coll/cxl attribute: called on
+ * every rank by MPI_Comm_free / MPI_Finalize while the communicator works.
+ * Calls the previous allgather makes meanwhile find m->team NULL and fall
+ * back instead of entering the team being destroyed. */
+static int coll_cxl_attr_delete(MPI_Comm comm, int keyval, void *attr,
+                                void *extra)
+{
+    mca_coll_cxl_module_t *m = attr;
+    cxl_coll_team_t *team = m->team;
+
+    (void)comm;
+    (void)keyval;
+    (void)extra;
+    if (team != NULL) {
+        m->team = NULL;
+        cxl_coll_team_destroy(team);
+        --mca_coll_cxl_component.n_teams;
+    }
+    OBJ_RELEASE(m);
+    return MPI_SUCCESS;
+}
+
+/* MPI_Comm_dup does not copy the attribute */
+static int coll_cxl_attr_copy(MPI_Comm oldcomm, int keyval, void *extra,
+                              void *attr_in, void *attr_out, int *flag,
+                              MPI_Comm newcomm)
+{
+    (void)oldcomm;
+    (void)keyval;
+    (void)extra;
+    (void)attr_in;
+    (void)attr_out;
+    (void)newcomm;
+    *flag = 0;
+    return MPI_SUCCESS;
+}
+
+static int coll_cxl_keyval = MPI_KEYVAL_INVALID;
+
+/* ties the team's life to the communicator's attributes */
+static int coll_cxl_attach(mca_coll_cxl_module_t *m, ompi_communicator_t *comm)
+{
+    ompi_attribute_fn_ptr_union_t copy_fn, del_fn;
+    int rc;
+
+    if (coll_cxl_keyval == MPI_KEYVAL_INVALID) {
+        /* not copied by MPI_Comm_dup: the new communicator gets a
+         * selection, and a team, of its own */
+        copy_fn.attr_communicator_copy_fn = coll_cxl_attr_copy;
+        del_fn.attr_communicator_delete_fn = coll_cxl_attr_delete;
+        rc = ompi_attr_create_keyval(COMM_ATTR, copy_fn, del_fn,
+                                     &coll_cxl_keyval, NULL, 0, NULL);
+        if (rc != OMPI_SUCCESS) {
+            coll_cxl_keyval = MPI_KEYVAL_INVALID;
+            return rc;
+        }
+    }
+    OBJ_RETAIN(m);
+    rc = ompi_attr_set_c(COMM_ATTR, comm, &comm->c_keyhash, coll_cxl_keyval,
+                         m, false);
+    if (rc != OMPI_SUCCESS) {
+        OBJ_RELEASE(m);
+    }
+    return rc;
+}
+
+static void coll_cxl_decline(ompi_communicator_t *comm, const char *why)
+{
+    COLL_CXL_VERBOSE(1, "coll:cxl: comm %s (cid %u, rank %d of %d): "
+                     "declined: %s", comm->c_name, (unsigned)comm->c_contextid,
+                     ompi_comm_rank(comm), ompi_comm_size(comm), why);
+}
+
+#define COLL_CXL_SAVE(_m, _comm, _f) \
+    do { \
+        (_m)->prev._f         = (_comm)->c_coll->coll_##_f; \
+        (_m)->prev._f##_module = (_comm)->c_coll->coll_##_f##_module; \
+        if ((_m)->prev._f##_module != NULL) { \
+            OBJ_RETAIN((_m)->prev._f##_module); \
+        } \
+    } while (0)
+
+static int coll_cxl_module_enable(mca_coll_base_module_t *module,
+                                  struct ompi_communicator_t *comm)
+{
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+    mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
+    cxl_coll_team_params_t params;
+    cxl_coll_status_t status;
+    char why[320];
+
+    m->comm = comm;
+    /* modules are enabled from the lowest priority up: what the
+     * communicator holds now is what this module replaces */
+    COLL_CXL_SAVE(m, comm, barrier);
+    COLL_CXL_SAVE(m, comm, bcast);
+    COLL_CXL_SAVE(m, comm, reduce);
+    COLL_CXL_SAVE(m, comm, allreduce);
+    COLL_CXL_SAVE(m, comm, gather);
+    COLL_CXL_SAVE(m, comm, scatter);
+    COLL_CXL_SAVE(m, comm, allgather);
+    COLL_CXL_SAVE(m, comm, reduce_scatter_block);
+    COLL_CXL_SAVE(m, comm, alltoall);
+    if ((m->prev.barrier == NULL) || (m->prev.bcast == NULL) ||
+        (m->prev.reduce == NULL) || (m->prev.allreduce == NULL) ||
+        (m->prev.gather == NULL) || (m->prev.scatter == NULL) ||
+        (m->prev.allgather == NULL) || (m->prev.reduce_scatter_block == NULL) ||
+        (m->prev.alltoall == NULL)) {
+        /* the same lower modules run on every rank: all decline */
+        coll_cxl_decline(comm, "no lower-priority module to fall back on");
+        return OMPI_ERROR;
+    }
+
+    cxl_coll_team_params_init(&params);
+    params.rank          = ompi_comm_rank(comm);
+    params.size          = ompi_comm_size(comm);
+    params.oob_allgather = coll_cxl_oob_allgather;
+    params.oob_arg       = m;
+    if ((c->pool != NULL) && (c->pool[0] != '\0')) {
+        params.pool_path = c->pool;
+    }
+    if (c->region_size != 0) {
+        params.region_size = c->region_size;
+    }
+    status = cxl_coll_team_create(&params, &m->team);
+    if (status != CXL_COLL_OK) {
+        m->team = NULL;
+        snprintf(why, sizeof(why), "team creation failed: %s",
+                 mca_coll_cxl_error_text(status));
+        coll_cxl_decline(comm, why);
+        return OMPI_ERROR;
+    }
+
+    ++c->n_teams;
+    if (coll_cxl_attach(m, comm) != OMPI_SUCCESS) {
+        /* a local failure (memory): the team stays usable, only its pool
+         * memory is not given back before the process ends */
+        opal_output(0, "coll:cxl: comm %s (cid %u): could not set the "
+                    "attribute that frees the team", comm->c_name,
+                    (unsigned)comm->c_contextid);
+    }
+    COLL_CXL_VERBOSE(1, "coll:cxl: comm %s (cid %u, rank %d of %d): "
+                     "accepted: library team of %d ranks, priority %d, "
+                     "collectives %s", comm->c_name,
+                     (unsigned)comm->c_contextid, params.rank, params.size,
+                     cxl_coll_team_size(m->team), c->priority,
+                     c->collectives);
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_cxl_init_query(bool enable_progress_threads,
+                            bool enable_mpi_threads)
+{
+    /* a team serves one thread at a time; MPI allows one collective per
+     * communicator at a time, so MPI_THREAD_MULTIPLE is fine too */
+    (void)enable_progress_threads;
+    (void)enable_mpi_threads;
+    return OMPI_SUCCESS;
+}
+
+mca_coll_base_module_t *
+mca_coll_cxl_comm_query(struct ompi_communicator_t *comm, int *priority)
+{
+    mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
+    mca_coll_cxl_module_t *m;
+    mca_coll_base_module_t *b;
+    char why[128];
+
+    if (!c->enable) {
+        coll_cxl_decline(comm, "coll_cxl_enable is false");
+        return NULL;
+    }
+    if (OMPI_COMM_IS_INTER(comm)) {
+        coll_cxl_decline(comm, "intercommunicator");
+        return NULL;
+    }
+    if (ompi_comm_size(comm) < c->min_ranks) {
+        snprintf(why, sizeof(why), "%d rank(s), fewer than coll_cxl_min_ranks=%d",
+                 ompi_comm_size(comm), c->min_ranks);
+        coll_cxl_decline(comm, why);
+        return NULL;
+    }
+    if (c->colls == 0) {
+        coll_cxl_decline(comm, "coll_cxl_collectives names no collective");
+        return NULL;
+    }
+    if (c->priority < 0) {
+        coll_cxl_decline(comm, "negative coll_cxl_priority");
+        return NULL;
+    }
+
+    m = OBJ_NEW(mca_coll_cxl_module_t);
+    if (m == NULL) {
+        return NULL;
+    }
+    b = &m->super;
+    b->coll_module_enable  = coll_cxl_module_enable;
+#define COLL_CXL_TAKE(_bit, _f) \
+    if (c->colls & (1u << (_bit))) { \
+        b->coll_##_f = mca_coll_cxl_##_f; \
+    }
+    COLL_CXL_TAKE(COLL_CXL_BARRIER, barrier);
+    COLL_CXL_TAKE(COLL_CXL_BCAST, bcast);
+    COLL_CXL_TAKE(COLL_CXL_REDUCE, reduce);
+    COLL_CXL_TAKE(COLL_CXL_ALLREDUCE, allreduce);
+    COLL_CXL_TAKE(COLL_CXL_GATHER, gather);
+    COLL_CXL_TAKE(COLL_CXL_SCATTER, scatter);
+    COLL_CXL_TAKE(COLL_CXL_ALLGATHER, allgather);
+    COLL_CXL_TAKE(COLL_CXL_REDUCE_SCATTER_BLOCK, reduce_scatter_block);
+    COLL_CXL_TAKE(COLL_CXL_ALLTOALL, alltoall);
+#undef COLL_CXL_TAKE
+
+    *priority = c->priority;
+    return b;
+}

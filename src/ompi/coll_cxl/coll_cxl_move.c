@@ -1,0 +1,265 @@
+/*
+ * barrier and the data movements: bcast, gather, scatter, allgather,
+ * alltoall.  The library moves count bytes per rank (CXL_COLL_UINT8):
+ * MPI requires every rank's send and receive descriptions to carry the
+ * same number of bytes, while the datatypes themselves may differ from
+ * rank to rank.  So every rank takes the library path whatever its own
+ * datatype, and one whose buffer is not contiguous packs/unpacks it
+ * (coll_cxl_stage.c).  Arguments MPI calls insignificant on a rank (the
+ * receive side of a non-root gather, the send side of a non-root scatter)
+ * are never looked at.
+ */
+#include "coll_cxl.h"
+
+#include "ompi/datatype/ompi_datatype.h"
+
+/* Run a byte movement of 'per' bytes per rank from s (NULL: in place, or
+ * nothing to send on this rank) into r (NULL: nothing received here, or
+ * in place for the root of scatter), then unpack r and release both. */
+static int coll_cxl_move(mca_coll_cxl_module_t *m, cxl_coll_type_t type,
+                         mca_coll_cxl_stage_t *s, const void *sbuf_arg,
+                         mca_coll_cxl_stage_t *r, void *rbuf_arg,
+                         size_t per, int root)
+{
+    cxl_coll_args_t args;
+    int rc, rc2;
+
+    args.type  = type;
+    args.sbuf  = (s != NULL) ? s->ptr : sbuf_arg;
+    args.rbuf  = (r != NULL) ? r->ptr : rbuf_arg;
+    args.count = per;
+    args.dtype = CXL_COLL_UINT8;
+    args.op    = CXL_COLL_SUM;
+    args.root  = root;
+    rc = mca_coll_cxl_run(m, &args);
+    if (s != NULL) {
+        (void)mca_coll_cxl_stage_out(s, 0);
+    }
+    if (r != NULL) {
+        rc2 = mca_coll_cxl_stage_out(r, rc == MPI_SUCCESS);
+        if (rc == MPI_SUCCESS) {
+            rc = rc2;
+        }
+    }
+    return rc;
+}
+
+static size_t coll_cxl_bytes(int count, const struct ompi_datatype_t *dtype)
+{
+    size_t size;
+
+    ompi_datatype_type_size(dtype, &size);
+    return (count > 0) ? (size_t)count * size : 0;
+}
+
+int mca_coll_cxl_barrier(struct ompi_communicator_t *comm,
+                         mca_coll_base_module_t *module)
+{
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+    cxl_coll_args_t args = {.type = CXL_COLL_BARRIER, .dtype = CXL_COLL_UINT8};
+
+    if (m->team == NULL) {
+        mca_coll_cxl_count_fallback(m, COLL_CXL_BARRIER, "no team");
+        return m->prev.barrier(comm, m->prev.barrier_module);
+    }
+    return mca_coll_cxl_run(m, &args);
+}
+
+int mca_coll_cxl_bcast(void *buf, int count, struct ompi_datatype_t *dtype,
+                       int root, struct ompi_communicator_t *comm,
+                       mca_coll_base_module_t *module)
+{
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+    int is_root = (ompi_comm_rank(comm) == root);
+    mca_coll_cxl_stage_t b;
+    int rc;
+
+    if (m->team == NULL) {
+        mca_coll_cxl_count_fallback(m, COLL_CXL_BCAST, "no team");
+        return m->prev.bcast(buf, count, dtype, root, comm,
+                             m->prev.bcast_module);
+    }
+    rc = mca_coll_cxl_stage_in(&b, buf, (count > 0) ? (size_t)count : 0,
+                               dtype, is_root);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    /* the root's copy is only read: nothing to unpack there */
+    if (is_root) {
+        return coll_cxl_move(m, CXL_COLL_BCAST, &b, NULL, NULL, b.ptr,
+                             b.bytes, root);
+    }
+    return coll_cxl_move(m, CXL_COLL_BCAST, NULL, NULL, &b, NULL, b.bytes,
+                         root);
+}
+
+int mca_coll_cxl_gather(const void *sbuf, int scount,
+                        struct ompi_datatype_t *sdtype, void *rbuf,
+                        int rcount, struct ompi_datatype_t *rdtype, int root,
+                        struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module)
+{
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+    int size = ompi_comm_size(comm);
+    int in_place = (sbuf == MPI_IN_PLACE);
+    mca_coll_cxl_stage_t s, r;
+    size_t per;
+    int rc;
+
+    if (m->team == NULL) {
+        mca_coll_cxl_count_fallback(m, COLL_CXL_GATHER, "no team");
+        return m->prev.gather(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                              root, comm, m->prev.gather_module);
+    }
+    if (ompi_comm_rank(comm) != root) {
+        rc = mca_coll_cxl_stage_in(&s, sbuf, (scount > 0) ? (size_t)scount : 0,
+                                   sdtype, 1);
+        if (rc != OMPI_SUCCESS) {
+            return rc;
+        }
+        return coll_cxl_move(m, CXL_COLL_GATHER, &s, NULL, NULL, NULL,
+                             s.bytes, root);
+    }
+
+    per = coll_cxl_bytes(rcount, rdtype);
+    if (!in_place && (coll_cxl_bytes(scount, sdtype) != per)) {
+        return MPI_ERR_TRUNCATE;   /* erroneous: signatures differ */
+    }
+    rc = mca_coll_cxl_stage_in(&r, rbuf, (per != 0) ?
+                               (size_t)rcount * (size_t)size : 0, rdtype,
+                               in_place);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    if (in_place) {
+        return coll_cxl_move(m, CXL_COLL_GATHER, NULL, CXL_COLL_IN_PLACE,
+                             &r, NULL, per, root);
+    }
+    rc = mca_coll_cxl_stage_in(&s, sbuf, (size_t)scount, sdtype, 1);
+    if (rc != OMPI_SUCCESS) {
+        (void)mca_coll_cxl_stage_out(&r, 0);
+        return rc;
+    }
+    return coll_cxl_move(m, CXL_COLL_GATHER, &s, NULL, &r, NULL, per, root);
+}
+
+int mca_coll_cxl_scatter(const void *sbuf, int scount,
+                         struct ompi_datatype_t *sdtype, void *rbuf,
+                         int rcount, struct ompi_datatype_t *rdtype, int root,
+                         struct ompi_communicator_t *comm,
+                         mca_coll_base_module_t *module)
+{
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+    int size = ompi_comm_size(comm);
+    mca_coll_cxl_stage_t s, r;
+    size_t per;
+    int rc;
+
+    if (m->team == NULL) {
+        mca_coll_cxl_count_fallback(m, COLL_CXL_SCATTER, "no team");
+        return m->prev.scatter(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                               root, comm, m->prev.scatter_module);
+    }
+    if (ompi_comm_rank(comm) != root) {
+        rc = mca_coll_cxl_stage_in(&r, rbuf, (rcount > 0) ? (size_t)rcount : 0,
+                                   rdtype, 0);
+        if (rc != OMPI_SUCCESS) {
+            return rc;
+        }
+        return coll_cxl_move(m, CXL_COLL_SCATTER, NULL, NULL, &r, NULL,
+                             r.bytes, root);
+    }
+
+    per = coll_cxl_bytes(scount, sdtype);
+    if ((rbuf != MPI_IN_PLACE) && (coll_cxl_bytes(rcount, rdtype) != per)) {
+        return MPI_ERR_TRUNCATE;
+    }
+    rc = mca_coll_cxl_stage_in(&s, sbuf, (per != 0) ?
+                               (size_t)scount * (size_t)size : 0, sdtype, 1);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    if (rbuf == MPI_IN_PLACE) {
+        /* the root's own block stays where it is in sbuf */
+        return coll_cxl_move(m, CXL_COLL_SCATTER, &s, NULL, NULL,
+                             (void *)CXL_COLL_IN_PLACE, per, root);
+    }
+    rc = mca_coll_cxl_stage_in(&r, rbuf, (size_t)rcount, rdtype, 0);
+    if (rc != OMPI_SUCCESS) {
+        (void)mca_coll_cxl_stage_out(&s, 0);
+        return rc;
+    }
+    return coll_cxl_move(m, CXL_COLL_SCATTER, &s, NULL, &r, NULL, per, root);
+}
+
+/* allgather and alltoall: the same shape; the send side holds one block
+ * (allgather) or one per rank (alltoall) */
+static int coll_cxl_all(mca_coll_cxl_module_t *m, cxl_coll_type_t type,
+                        const void *sbuf, int scount,
+                        const struct ompi_datatype_t *sdtype, size_t sblocks,
+                        void *rbuf, int rcount, const struct ompi_datatype_t *rdtype,
+                        int size)
+{
+    int in_place = (sbuf == MPI_IN_PLACE);
+    mca_coll_cxl_stage_t s, r;
+    size_t per;
+    int rc;
+
+    per = in_place ? coll_cxl_bytes(rcount, rdtype) :
+                     coll_cxl_bytes(scount, sdtype);
+    if (!in_place && (coll_cxl_bytes(rcount, rdtype) != per)) {
+        return MPI_ERR_TRUNCATE;
+    }
+    rc = mca_coll_cxl_stage_in(&r, rbuf, (per != 0) ?
+                               (size_t)rcount * (size_t)size : 0, rdtype,
+                               in_place);
+    if (rc != OMPI_SUCCESS) {
+        return rc;
+    }
+    if (in_place) {
+        return coll_cxl_move(m, type, NULL, CXL_COLL_IN_PLACE, &r, NULL,
+                             per, 0);
+    }
+    rc = mca_coll_cxl_stage_in(&s, sbuf, (per != 0) ?
+                               (size_t)scount * sblocks : 0, sdtype, 1);
+    if (rc != OMPI_SUCCESS) {
+        (void)mca_coll_cxl_stage_out(&r, 0);
+        return rc;
+    }
+    return coll_cxl_move(m, type, &s, NULL, &r, NULL, per, 0);
+}
+
+int mca_coll_cxl_allgather(const void *sbuf, int scount,
+                           struct ompi_datatype_t *sdtype, void *rbuf,
+                           int rcount, struct ompi_datatype_t *rdtype,
+                           struct ompi_communicator_t *comm,
+                           mca_coll_base_module_t *module)
+{
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+
+    if (m->team == NULL) {
+        mca_coll_cxl_count_fallback(m, COLL_CXL_ALLGATHER, "no team");
+        return m->prev.allgather(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                 comm, m->prev.allgather_module);
+    }
+    return coll_cxl_all(m, CXL_COLL_ALLGATHER, sbuf, scount, sdtype, 1,
+                        rbuf, rcount, rdtype, ompi_comm_size(comm));
+}
+
+int mca_coll_cxl_alltoall(const void *sbuf, int scount,
+                          struct ompi_datatype_t *sdtype, void *rbuf,
+                          int rcount, struct ompi_datatype_t *rdtype,
+                          struct ompi_communicator_t *comm,
+                          mca_coll_base_module_t *module)
+{
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+    int size = ompi_comm_size(comm);
+
+    if (m->team == NULL) {
+        mca_coll_cxl_count_fallback(m, COLL_CXL_ALLTOALL, "no team");
+        return m->prev.alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                comm, m->prev.alltoall_module);
+    }
+    return coll_cxl_all(m, CXL_COLL_ALLTOALL, sbuf, scount, sdtype,
+                        (size_t)size, rbuf, rcount, rdtype, size);
+}

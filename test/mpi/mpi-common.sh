@@ -1,0 +1,85 @@
+# mpi-common.sh - shell functions the test/mpi scripts share (sourced):
+#
+#   mpi_builddir SCRIPT [BUILDDIR|-h|--help]
+#       --help: print SCRIPT's header comment and exit 0; else set BUILD to
+#       BUILDDIR, $CXL_BUILDDIR, build-release/ or build/ at the top of the
+#       source tree (absolute), and TOP; exit 99 if it is not there
+#   mpi_need FILE...
+#       mpicc and mpirun on PATH and every FILE present, else exit 99
+#   mpi_build SRC BIN
+#       mpicc -O2 -g -Wall -Wextra -Werror -o BIN SRC, else exit 99
+#   mpi_coherence POOL NP
+#       from CXL_TEST_COHERENCE (hw, the default, or sw): COHERENCE, SPEC
+#       (the pool as the ranks name it: POOL, or emulate-nc:POOL) and
+#       CREATE_OPTS (cxlpool create: 1 GiB; sw: on the strict emulator with
+#       at least 8 host partitions and one more than NP); exit 99 if bad
+#   mpi_pool_destroy CXLPOOL SPEC POOL
+#       destroy the pool (forced if it must be) and any emulated-host view
+#
+# The caller sets SCRIPT_DIR (its own directory) before sourcing.
+
+mpi_builddir() {
+    local script=$1 name
+    shift
+    name=$(basename "$script")
+    TOP=$(cd "$SCRIPT_DIR/../.." && pwd)
+    if [ $# -ge 1 ]; then
+        BUILD=$1
+    elif [ -n "${CXL_BUILDDIR:-}" ]; then
+        BUILD=$CXL_BUILDDIR
+    elif [ -d "$TOP/build-release" ]; then
+        BUILD=$TOP/build-release
+    else
+        BUILD=$TOP/build
+    fi
+    case "$BUILD" in
+        -h|--help) awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$script"; exit 0 ;;
+    esac
+    BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || {
+        echo "$name: build directory '${1:-}' not found" >&2; exit 99; }
+}
+
+mpi_need() {
+    local tool f
+    for tool in mpicc mpirun; do
+        command -v "$tool" >/dev/null 2>&1 || {
+            echo "$(basename "$0"): $tool not found (apt-get install openmpi-bin libopenmpi-dev)" >&2
+            exit 99; }
+    done
+    for f in "$@"; do
+        [ -e "$f" ] || { echo "$(basename "$0"): $f not found (build first)" >&2; exit 99; }
+    done
+}
+
+mpi_build() {
+    mkdir -p "$(dirname "$2")" || exit 99
+    echo "$(basename "$0"): mpicc -O2 -g -Wall -Wextra -Werror -o $2 $1"
+    if ! mpicc -O2 -g -Wall -Wextra -Werror -o "$2" "$1"; then
+        echo "$(basename "$0"): building $1 failed" >&2
+        exit 99
+    fi
+}
+
+mpi_coherence() {
+    local hosts
+    COHERENCE=${CXL_TEST_COHERENCE:-hw}
+    case "$COHERENCE" in
+        hw) SPEC=$1
+            CREATE_OPTS=(--size 1G) ;;
+        sw) SPEC=emulate-nc:$1
+            hosts=$(($2 + 1 > 8 ? $2 + 1 : 8))
+            CREATE_OPTS=(--size "$((hosts > 8 ? hosts * 128 : 1024))M"
+                         --coherence sw --hosts "$hosts") ;;
+        *)  echo "$(basename "$0"): CXL_TEST_COHERENCE must be hw or sw, not '$COHERENCE'" >&2
+            exit 99 ;;
+    esac
+}
+
+mpi_pool_destroy() {
+    local cxlpool=$1 spec=$2 pool=$3
+    if [ -e "$pool" ]; then
+        "$cxlpool" destroy "$spec" >/dev/null 2>&1 ||
+            "$cxlpool" destroy "$spec" --force >/dev/null 2>&1 || rm -f "$pool"
+    fi
+    rm -f "$pool".host*
+}

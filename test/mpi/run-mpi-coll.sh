@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+#
+# run-mpi-coll.sh - Open MPI's collectives through coll/cxl: build
+# test/mpi/mpi_coll_test.c and run it over pml ucx with UCX_TLS=cxl (the
+# transport preloaded, contrib/openmpi-cxl.conf as run-mpi.sh uses it) at
+# every np, once with coll/cxl from the build tree and once without it.
+#
+#   test/mpi/run-mpi-coll.sh [BUILDDIR]
+#
+#   BUILDDIR   build directory holding .libs/libuct_cxl.so,
+#              .libs/mca_coll_cxl.so and cxlpool (default: $CXL_BUILDDIR,
+#              else build-release/ or build/ at the top of the source tree);
+#              the program goes to BUILDDIR/test/mpi/mpi_coll_test
+#
+# Checks, each "ok ..." or "FAIL ...":
+#   ompi_info    lists coll/cxl (API 2.0.0) from the build tree and every
+#                coll_cxl_* parameter with its help text
+#   np N cxl     coll/cxl selected (--mca mca_base_component_path with the
+#                build tree first; np 1: coll_cxl_min_ranks 1 and priority
+#                90, above coll/self): every result right, every call on
+#                the path expected (the program reads coll/cxl's MPI_T
+#                counters per call), and every rank's verbose output says
+#                MPI_COMM_WORLD was accepted and the intercommunicator (np
+#                >= 2) declined
+#   np N off     the same program with --mca coll ^cxl --mca op ^avx (see
+#                op/avx): every result right and the same digest of all
+#                results as with coll/cxl
+#   declined     np 2 with the ranks' teams on two different pools
+#                (UCX_CXL_COLL_POOL): every rank declines (verbose:
+#                "team creation failed"), every call runs in the previous
+#                module (with --mca op ^avx), results right
+#   control      coll/cxl loaded but below coll/tuned (priority 20): the
+#                program must fail (its per-call path check catches a
+#                component that is selected nowhere); and with Open MPI's
+#                progress engine never called while waiting
+#                (coll_cxl_progress_interval 2000000000) the program's
+#                progress check must hang until its watchdog ends it
+#   op/avx       an observation, no check: Open MPI's default operations
+#                on 262144 MPI_INT8_T values (op/avx) without coll/cxl;
+#                with coll/cxl the sum must wrap as C does (np N cxl)
+#
+# Environment:
+#   MPI_COLL_NPS="1 2 3 4 5 6 7 8"   the np values
+#   MPI_COLL_LARGE=65537              elements of the large counts
+#   MPI_COLL_TIMEOUT=300              watchdog of the program (seconds)
+#   RUN_MPI_TIMEOUT=600               limit of each mpirun (seconds)
+#   CXL_TEST_COHERENCE=hw             sw: on the strict non-coherent pool
+#                                     emulator, each rank an emulated host
+#                                     (as run-mpi.sh; 2 host partitions per
+#                                     rank: the transport's, the library's)
+#
+# Ends with "mpi-coll: N passed, N failed"; exit 0 only when nothing failed,
+# 99 when something needed is missing or the build fails.
+set -uo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$SCRIPT_DIR/mpi-common.sh"
+mpi_builddir "$0" "$@"
+
+NPS=${MPI_COLL_NPS:-1 2 3 4 5 6 7 8}
+LARGE=${MPI_COLL_LARGE:-65537}
+LIMIT=${RUN_MPI_TIMEOUT:-600}
+MODULE=$BUILD/.libs/libuct_cxl.so
+COMP=$BUILD/.libs/mca_coll_cxl.so
+CXLPOOL=$BUILD/cxlpool
+CONF=$TOP/contrib/openmpi-cxl.conf
+SRC=$SCRIPT_DIR/mpi_coll_test.c
+BIN=$BUILD/test/mpi/mpi_coll_test
+POOL=/dev/shm/ucx-cxl-colltest-$$.pool
+POOL2=/dev/shm/ucx-cxl-colltest2-$$.pool
+maxnp=1
+for np in $NPS; do [ "$np" -gt $maxnp ] && maxnp=$np; done
+# sw: a process's transport and its collectives library each open the
+# pool (two copies of the pool code): two emulated hosts per rank
+mpi_coherence "$POOL2" "$((2 * maxnp))"
+SPEC2=$SPEC
+mpi_coherence "$POOL" "$((2 * maxnp))"
+mpi_need "$MODULE" "$COMP" "$CXLPOOL" "$SRC" "$CONF"
+# Open MPI's own components stay on the search path after the build tree
+OMPI_COMPDIR=$(ompi_info --path pkglibdir --parsable 2>/dev/null |
+               sed -n 's/^path:pkglibdir://p')
+OMPI_COMPDIR=${OMPI_COMPDIR:-/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3}
+
+SCR=$(mktemp -d "${TMPDIR:-/tmp}/run-mpi-coll.XXXXXX") || exit 99
+cleanup() {
+    mpi_pool_destroy "$CXLPOOL" "$SPEC" "$POOL"
+    mpi_pool_destroy "$CXLPOOL" "$SPEC2" "$POOL2"
+    rm -rf "$SCR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mpi_build "$SRC" "$BIN"
+for p in "$POOL" "$POOL2"; do
+    if ! "$CXLPOOL" create "$p" "${CREATE_OPTS[@]}" >"$SCR/create.out" 2>&1; then
+        echo "run-mpi-coll.sh: cxlpool create $p: $(cat "$SCR/create.out")" >&2
+        exit 99
+    fi
+done
+
+BASE=(mpirun --allow-run-as-root --oversubscribe --tune "$CONF"
+      --mca mca_base_component_path "$BUILD/.libs:$OMPI_COMPDIR")
+ENVS=(-x "LD_PRELOAD=$MODULE" -x UCX_TLS=cxl -x "UCX_CXL_POOL=$SPEC"
+      -x "MPI_COLL_LARGE=$LARGE" -x "MPI_COLL_TIMEOUT=${MPI_COLL_TIMEOUT:-300}")
+if [ "$COHERENCE" = sw ]; then
+    unset UCX_CXL_HOST_INDEX      # each rank an emulated host of its own
+    ENVS+=(-x UCX_CXL_COHERENCE=sw)
+fi
+echo "run-mpi-coll.sh: pool $SPEC (${CREATE_OPTS[*]}), component $COMP"
+echo "run-mpi-coll.sh: mpirun line (np N, coll/cxl):"
+echo "  $(printf '%q ' "${BASE[@]}" -np N --mca coll_cxl_verbose 1 "${ENVS[@]}" \
+      -x MPI_COLL_EXPECT=cxl -x MPI_COLL_AVX=require "$BIN")"
+
+PASS=0 FAIL=0
+ok()   { PASS=$((PASS + 1)); echo "ok $1"; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; sed 's/^/    /' "$3" | grep -E 'FAIL|rror|coll:cxl|mpi-coll:|timeout' | head -20; }
+
+# --- ompi_info: the component and every parameter with its help -------------
+# (ompi_info takes the component path from the environment, not --mca)
+OMPI_MCA_mca_base_component_path="$BUILD/.libs:$OMPI_COMPDIR" \
+    ompi_info --param coll cxl --level 9 --parsable >"$SCR/info.out" 2>&1
+nparam=$(grep -c '^mca:coll:cxl:param:coll_cxl_[a-z_]*:value:' "$SCR/info.out")
+nhelp=$(grep -cE '^mca:coll:cxl:param:coll_cxl_[a-z_]*:help:.{20,}' "$SCR/info.out")
+if grep -q '^mca:coll:cxl:version:"api:2.0.0"' "$SCR/info.out" &&
+   [ "$nparam" -ge 9 ] && [ "$nparam" -eq "$nhelp" ]; then
+    ok "ompi_info: coll/cxl (coll API 2.0.0), $nparam parameters, each with help"
+else
+    fail "ompi_info" "$nparam parameters, $nhelp with help" "$SCR/info.out"
+fi
+
+# job OUT ARGS...: one mpirun; sets RC, RES (its "mpi-coll:" line), DIGEST
+job() {
+    local out=$1 t0 t1
+    shift
+    t0=$(date +%s.%N)
+    timeout --kill-after=15 "$LIMIT" "${BASE[@]}" "$@" >"$out" 2>&1
+    RC=$?
+    t1=$(date +%s.%N)
+    SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    RES=$(grep -E '^mpi-coll: [0-9]+ checks, [0-9]+ failed' "$out" | tail -n 1)
+    DIGEST=$(sed -n 's/^digest: //p' "$out" | tail -n 1)
+}
+
+# passed: rc 0 and "N checks, 0 failed" with N > 0
+passed() {
+    [ "$RC" -eq 0 ] && [[ $RES =~ ^mpi-coll:\ [1-9][0-9]*\ checks,\ 0\ failed ]]
+}
+
+for np in $NPS; do
+    extra=() min=2
+    if [ "$np" -eq 1 ]; then
+        # a single-rank MPI_COMM_WORLD is coll/self's (priority 75) unless
+        # coll/cxl is above it and takes one rank
+        extra=(--mca coll_cxl_min_ranks 1 --mca coll_cxl_priority 90)
+        min=1
+    fi
+    out=$SCR/cxl.$np.out
+    job "$out" -np "$np" "${extra[@]}" --mca coll_cxl_verbose 1 "${ENVS[@]}" \
+        -x MPI_COLL_EXPECT=cxl -x "MPI_COLL_MIN_RANKS=$min" \
+        -x MPI_COLL_AVX=require "$BIN"
+    acc=$(grep -cE "coll:cxl: comm MPI_COMM_WORLD \(cid 0, rank [0-9]+ of $np\): accepted" "$out")
+    # the intercommunicator of the program's "dup" section: declined
+    inter=$(grep -cE 'coll:cxl: comm .*: declined: intercommunicator' "$out")
+    [ "$np" -lt 2 ] && inter=$np
+    cxl_digest=$DIGEST
+    cnt=$(sed -n 's/^counters: //p' "$out" | tail -n 1)
+    if passed && [ "$acc" -eq "$np" ] && [ "$inter" -eq "$np" ]; then
+        ok "np $np cxl: ${RES#mpi-coll: }; $cnt; MPI_COMM_WORLD accepted on $acc ranks, the intercommunicator declined (${SECS} s)"
+    else
+        fail "np $np cxl" "rc $RC, '${RES:-no result line}', MPI_COMM_WORLD accepted on $acc of $np ranks, intercommunicator declined on $inter" "$out"
+    fi
+    [ "$np" -eq 2 ] && grep -m1 '^avx-check:' "$out" | sed 's/^/    with coll\/cxl: /'
+
+    out=$SCR/off.$np.out
+    job "$out" -np "$np" --mca coll ^cxl --mca op ^avx "${ENVS[@]}" \
+        -x MPI_COLL_EXPECT=off -x MPI_COLL_AVX=require "$BIN"
+    obs=$(sed -n 's/^observed: \([0-9]*\) .*/\1/p' "$out" | tail -n 1)
+    if passed && [ -n "$DIGEST" ] && [ "$DIGEST" = "$cxl_digest" ]; then
+        ok "np $np off: ${RES#mpi-coll: }; digest $DIGEST as with coll/cxl (${SECS} s; ${obs:-?} MPI_UNSIGNED_LONG MIN/MAX results of Open MPI's own ops differ from C)"
+    else
+        fail "np $np off" "rc $RC, '${RES:-no result line}', digest '$DIGEST' (coll/cxl: '$cxl_digest')" "$out"
+    fi
+done
+
+# --- the ranks' teams on two pools: declined, previous module -------------
+out=$SCR/declined.out
+# (-x applies to one application context: each gets all)
+DENVS=("${ENVS[@]}" -x MPI_COLL_EXPECT=declined -x MPI_COLL_AVX=require)
+job "$out" --mca coll_cxl_verbose 1 --mca op ^avx \
+    -np 1 "${DENVS[@]}" env "UCX_CXL_COLL_POOL=$SPEC" "$BIN" : \
+    -np 1 "${DENVS[@]}" env "UCX_CXL_COLL_POOL=$SPEC2" "$BIN"
+dec=$(grep -cE 'coll:cxl: comm MPI_COMM_WORLD \(cid 0, rank [0-9]+ of 2\): declined: team creation failed' "$out")
+if passed && [ "$dec" -eq 2 ]; then
+    ok "declined: teams on two pools: MPI_COMM_WORLD declined on both ranks, ${RES#mpi-coll: } (${SECS} s)"
+    grep -m1 'declined: team creation failed' "$out" | sed 's/^/    /'
+else
+    fail "declined" "rc $RC, '${RES:-no result line}', declined on $dec of 2 ranks" "$out"
+fi
+
+# --- control: a component that runs nowhere must fail the program -----------
+out=$SCR/control.out
+job "$out" -np 2 --mca coll_cxl_priority 20 "${ENVS[@]}" -x MPI_COLL_EXPECT=cxl \
+    -x MPI_COLL_ONLY=barrier,fallbacks "$BIN"
+if [ "$RC" -ne 0 ] && grep -q 'not run by the library' "$out"; then
+    ok "control: coll/cxl below coll/tuned fails the program (rc $RC, 'not run by the library')"
+else
+    fail "control" "rc $RC, '${RES:-no result line}': the path check did not catch it" "$out"
+fi
+
+# --- control: without Open MPI's progress while waiting, the progress
+# --- section must hang (and its watchdog end it) ----------------------------
+out=$SCR/control-progress.out
+job "$out" -np 2 --mca coll_cxl_progress_interval 2000000000 "${ENVS[@]}" \
+    -x MPI_COLL_EXPECT=cxl -x MPI_COLL_ONLY=progress -x MPI_COLL_TIMEOUT=15 "$BIN"
+if [ "$RC" -ne 0 ] && grep -q 'timeout in check: progress' "$out"; then
+    ok "control: coll_cxl_progress_interval 2000000000 (no progress while waiting) hangs the progress check (watchdog, rc $RC)"
+else
+    fail "control (progress)" "rc $RC, '${RES:-no result line}': the progress check did not catch it" "$out"
+fi
+
+# --- op/avx: Open MPI's default operations, an observation --------------------
+out=$SCR/avx.out
+job "$out" -np 2 --mca coll ^cxl "${ENVS[@]}" -x MPI_COLL_EXPECT=off \
+    -x MPI_COLL_ONLY=avx "$BIN"
+avx=$(grep -m1 '^avx-check:' "$out")
+if [ "$RC" -eq 0 ] && [ -n "$avx" ]; then
+    echo "# observation: without coll/cxl, Open MPI's default ops: $avx"
+    case "$avx" in
+        "avx-check: saturated"*)
+            echo "#   (op/avx saturates 8-bit sums; the 'np N off' runs use --mca op ^avx)" ;;
+    esac
+else
+    echo "# observation: op/avx run failed (rc $RC)"
+fi
+
+echo "mpi-coll: $PASS passed, $FAIL failed"
+[ $FAIL -eq 0 ]
