@@ -58,7 +58,7 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
     uint8_t inl[CXL_COLL_INLINE_MAX];
     cxl_coll_status_t status;
     uint8_t *slot;
-    uint64_t x, n;
+    uint64_t x, n, pos;
     unsigned j;
 
     status = cxl_coll_slot_acquire(team, step);
@@ -88,10 +88,20 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
     slot = cxl_coll_my_slot(team, step);
     for (j = 0; j < req->nblocks; ++j) {
         for (x = 0; x < len; x += n) {
+            pos = j * req->slot_stride + x;
+            if ((pos >= req->skip_lo) && (pos < req->skip_hi)) {
+                /* nobody reads it: the own block or reduction slice */
+                n = (req->skip_hi - pos < len - x) ? req->skip_hi - pos :
+                    len - x;
+                continue;
+            }
             n = (len - x < chunk) ? len - x : chunk;
-            cxl_coll_put(team, slot + j * req->slot_stride + x,
+            if ((pos < req->skip_lo) && (req->skip_lo - pos < n)) {
+                n = req->skip_lo - pos;
+            }
+            cxl_coll_put(team, slot + pos,
                          req->src + j * req->src_stride + off + x, n);
-            cxl_coll_publish_ready(team, step, j * req->slot_stride + x + n);
+            cxl_coll_publish_ready(team, step, pos + n);
         }
     }
     return CXL_COLL_OK;
@@ -258,6 +268,11 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
                        cxl_coll_in_pool(team, req->src,
                                         (req->nblocks - 1) * req->src_stride +
                                         req->bytes);
+    if (multi) {
+        /* the own block moves by the local copy: never into the slot */
+        req->skip_lo = (uint64_t)me * req->slot_stride;
+        req->skip_hi = req->skip_lo + req->slot_stride;
+    }
     req->progress = cxl_coll_move_progress;
     cxl_coll_move_local(req);
 
