@@ -21,6 +21,7 @@ static const char *g_coll;
 static size_t      g_bytes;
 static unsigned    g_iters = 200;
 static int         g_root;
+static int         g_all; /* COLL_BW_ALL=1: every rank prints */
 
 static double now_us(void)
 {
@@ -102,10 +103,10 @@ static int bw_rank(cxl_th_rank_t *r)
         sum += t[i];
     }
     qsort(t, g_iters, sizeof(*t), cmp_double);
-    if (r->rank == 0) {
-        printf("%s np %d %zu B: median %.2f us, mean %.2f us (%u calls)\n",
+    if ((r->rank == 0) || g_all) {
+        printf("%s np %d %zu B: median %.2f us, mean %.2f us (%u calls)%s\n",
                g_coll, r->size, g_bytes, t[g_iters / 2], sum / g_iters,
-               g_iters);
+               g_iters, g_all ? (r->rank == 0 ? " rank 0" : " other") : "");
     }
     cxl_coll_team_destroy(team);
     return 0;
@@ -122,6 +123,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: coll_bw POOL NP COLL BYTES [ITERS [ROOT]]\n");
         return 2;
     }
+    g_all   = getenv("COLL_BW_ALL") != NULL;
     np      = atoi(argv[2]);
     g_coll  = argv[3];
     g_bytes = strtoull(argv[4], NULL, 0);
