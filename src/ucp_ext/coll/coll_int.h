@@ -130,6 +130,7 @@ struct cxl_coll_req {
     uint8_t            *dst;         /* resolved output: data of rank w */
     uint64_t            dst_stride;  /*   at dst + w * dst_stride */
     int                 src_in_pool; /* peers read src in place */
+    int                 local_left;  /* the own block's local copy is due */
     int                 oneshot;     /* reductions: one-shot or two-shot */
     int                 own_src;     /* reductions: the own input is read
                                         from src, not from the publication */
