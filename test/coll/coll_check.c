@@ -1106,6 +1106,18 @@ static void ck_list_large(ck_list_t *l, int np, int per_type)
             c->poolbuf = (j == 1);
         }
     }
+    /* in place with the last rank as root: the result overwrites the
+     * input of a rank >= 2 while it reduces (rooted reduce in rounds) */
+    for (t = CXL_COLL_REDUCE; t <= CXL_COLL_ALLREDUCE; t++) {
+        c          = ck_add(l);
+        c->type    = t;
+        c->dtype   = CXL_COLL_FLOAT32;
+        c->op      = CXL_COLL_SUM;
+        c->count   = ((3u << 20) + 4096) / 4 + 3;
+        c->root    = np - 1;
+        c->inplace = 1;
+        c->poolbuf = 0;
+    }
 }
 
 /* back-to-back: many small calls, data changing every call */

@@ -130,7 +130,13 @@ struct cxl_coll_req {
     uint8_t            *dst;         /* resolved output: data of rank w */
     uint64_t            dst_stride;  /*   at dst + w * dst_stride */
     int                 src_in_pool; /* peers read src in place */
+    int                 local_left;  /* the own block's local copy is due */
     int                 oneshot;     /* reductions: one-shot or two-shot */
+    int                 own_src;     /* reductions: the own input is read
+                                        from src, not from the publication */
+    uint64_t            skip_lo;     /* write_round leaves [skip_lo, skip_hi) */
+    uint64_t            skip_hi;     /*   of the slot layout out: nobody reads
+                                        it (the own block or slice) */
 };
 
 uint64_t cxl_coll_now_ns(void);
@@ -204,7 +210,8 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req);
 /*
  * Publish this rank's blocks of a round (bytes [off, off+len) of each
  * block of req->src): inline, in place from the pool, or chunk by chunk
- * through the slot.  INPROGRESS while the slot is still being read.
+ * through the slot, leaving out [req->skip_lo, req->skip_hi) of the slot
+ * layout.  INPROGRESS while the slot is still being read.
  */
 cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req, uint64_t step,
                                        uint64_t off, uint64_t len);

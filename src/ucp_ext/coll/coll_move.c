@@ -58,7 +58,7 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
     uint8_t inl[CXL_COLL_INLINE_MAX];
     cxl_coll_status_t status;
     uint8_t *slot;
-    uint64_t x, n;
+    uint64_t x, n, pos;
     unsigned j;
 
     status = cxl_coll_slot_acquire(team, step);
@@ -88,10 +88,20 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
     slot = cxl_coll_my_slot(team, step);
     for (j = 0; j < req->nblocks; ++j) {
         for (x = 0; x < len; x += n) {
+            pos = j * req->slot_stride + x;
+            if ((pos >= req->skip_lo) && (pos < req->skip_hi)) {
+                /* nobody reads it: the own block or reduction slice */
+                n = (req->skip_hi - pos < len - x) ? req->skip_hi - pos :
+                    len - x;
+                continue;
+            }
             n = (len - x < chunk) ? len - x : chunk;
-            cxl_coll_put(team, slot + j * req->slot_stride + x,
+            if ((pos < req->skip_lo) && (req->skip_lo - pos < n)) {
+                n = req->skip_lo - pos;
+            }
+            cxl_coll_put(team, slot + pos,
                          req->src + j * req->src_stride + off + x, n);
-            cxl_coll_publish_ready(team, step, j * req->slot_stride + x + n);
+            cxl_coll_publish_ready(team, step, pos + n);
         }
     }
     return CXL_COLL_OK;
@@ -141,41 +151,6 @@ static cxl_coll_status_t cxl_coll_move_read(cxl_coll_req_t *req,
     return missing ? CXL_COLL_INPROGRESS : CXL_COLL_OK;
 }
 
-static cxl_coll_status_t cxl_coll_move_progress(cxl_coll_req_t *req)
-{
-    cxl_coll_team_t *team = req->team;
-    cxl_coll_status_t status;
-    uint64_t step, off, len;
-
-    while (req->k < req->nsteps) {
-        step = req->step0 + req->k;
-        off  = req->k * req->round;
-        len  = (req->bytes - off < req->round) ? req->bytes - off : req->round;
-        if (req->phase == 0) {
-            if (cxl_coll_move_publishes(req, team->rank)) {
-                status = cxl_coll_write_round(req, step, off, len);
-                if (status != CXL_COLL_OK) {
-                    return status;
-                }
-            }
-            req->phase = 1;
-        }
-        status = cxl_coll_move_read(req, step, off, len);
-        if (status != CXL_COLL_OK) {
-            return status;
-        }
-        cxl_coll_step_done(team, step);
-        memset(req->got, 0, team->size * sizeof(*req->got));
-        req->phase = 0;
-        req->k++;
-    }
-    if (req->user_step != 0) {
-        /* the user may reuse the buffer once nobody reads it */
-        return cxl_coll_peers_done(team, req->user_step);
-    }
-    return CXL_COLL_OK;
-}
-
 /* This rank's own block: a local copy, unless it is in place already. */
 static void cxl_coll_move_local(cxl_coll_req_t *req)
 {
@@ -215,6 +190,46 @@ static void cxl_coll_move_local(cxl_coll_req_t *req)
     if ((from != NULL) && (from != to)) {
         memmove(to, from, req->bytes);
     }
+}
+
+static cxl_coll_status_t cxl_coll_move_progress(cxl_coll_req_t *req)
+{
+    cxl_coll_team_t *team = req->team;
+    cxl_coll_status_t status;
+    uint64_t step, off, len;
+
+    while (req->k < req->nsteps) {
+        step = req->step0 + req->k;
+        off  = req->k * req->round;
+        len  = (req->bytes - off < req->round) ? req->bytes - off : req->round;
+        if (req->phase == 0) {
+            if (cxl_coll_move_publishes(req, team->rank)) {
+                status = cxl_coll_write_round(req, step, off, len);
+                if (status != CXL_COLL_OK) {
+                    return status;
+                }
+            }
+            req->phase = 1;
+        }
+        status = cxl_coll_move_read(req, step, off, len);
+        if (status != CXL_COLL_OK) {
+            return status;
+        }
+        cxl_coll_step_done(team, step);
+        memset(req->got, 0, team->size * sizeof(*req->got));
+        req->phase = 0;
+        req->k++;
+    }
+    if (req->local_left) {
+        /* last: the readers of the last rounds copy meanwhile */
+        cxl_coll_move_local(req);
+        req->local_left = 0;
+    }
+    if (req->user_step != 0) {
+        /* the user may reuse the buffer once nobody reads it */
+        return cxl_coll_peers_done(team, req->user_step);
+    }
+    return CXL_COLL_OK;
 }
 
 cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
@@ -258,8 +273,13 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
                        cxl_coll_in_pool(team, req->src,
                                         (req->nblocks - 1) * req->src_stride +
                                         req->bytes);
-    req->progress = cxl_coll_move_progress;
-    cxl_coll_move_local(req);
+    if (multi) {
+        /* the own block moves by the local copy: never into the slot */
+        req->skip_lo = (uint64_t)me * req->slot_stride;
+        req->skip_hi = req->skip_lo + req->slot_stride;
+    }
+    req->progress   = cxl_coll_move_progress;
+    req->local_left = 1;
 
     if (team->cfg.log) {
         how = (req->nsteps == 0) ? "nothing to move" :

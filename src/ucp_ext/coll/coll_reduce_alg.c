@@ -20,6 +20,9 @@
 
 #include <string.h>
 
+/* reduce on up to this many ranks: rooted (one-shot in rounds) */
+#define CXL_COLL_RED_ROOTED_MAX 3
+
 enum {
     CXL_COLL_RED_WRITE = 0, /* publish the input of the round (step A) */
     CXL_COLL_RED_OPEN_B,    /* open step B for the reduced slice */
@@ -39,6 +42,17 @@ static int cxl_coll_red_result(const cxl_coll_req_t *req)
            (req->team->rank == req->args.root);
 }
 
+/*
+ * Whether this rank publishes its input: not the root of a one-shot
+ * reduce that reads its own input from src (nobody else reads it).
+ */
+static int cxl_coll_red_publishes(const cxl_coll_req_t *req)
+{
+    return !(req->oneshot && req->own_src &&
+             (req->args.type == CXL_COLL_REDUCE) &&
+             (req->team->rank == req->args.root));
+}
+
 /* Slice of rank i in a round of len bytes: 64-byte aligned parts. */
 static void cxl_coll_red_slice(const cxl_coll_req_t *req, uint64_t len, int i,
                                uint64_t *lo, uint64_t *hi)
@@ -52,20 +66,31 @@ static void cxl_coll_red_slice(const cxl_coll_req_t *req, uint64_t len, int i,
 
 /*
  * dst[0, n) = OP over ranks of bytes [boff, boff+n) of block bi of their
- * publications of step; INPROGRESS until all have them ready.
+ * publications of step (the own one from req->src where req->own_src);
+ * INPROGRESS until all have them ready.  dst may be the own input only
+ * where the own rank is 0 or 1: the first operation reads x0 and x1
+ * before it writes.
  */
 static cxl_coll_status_t cxl_coll_red_chunk(cxl_coll_req_t *req, uint64_t step,
-                                            uint64_t len, unsigned bi,
-                                            uint64_t boff, uint64_t n,
-                                            void *dst)
+                                            uint64_t off, uint64_t len,
+                                            unsigned bi, uint64_t boff,
+                                            uint64_t n, void *dst)
 {
     cxl_coll_team_t *team = req->team;
     cxl_coll_pub_t *pubs  = team->pubs;
+    int me = team->rank;
     cxl_coll_status_t status;
-    const uint8_t *p;
+    const uint8_t *p, *p0 = NULL;
     int w;
 
     for (w = 0; w < team->size; ++w) {
+        if ((w == me) && req->own_src) {
+            pubs[w].base   = req->src + off;
+            pubs[w].stride = req->src_stride;
+            pubs[w].ready  = UINT64_MAX;
+            pubs[w].inl    = 1; /* own memory: nothing to invalidate */
+            continue;
+        }
         status = cxl_coll_peek(team, w, step, req->nblocks, len,
                                req->slot_stride, &pubs[w]);
         if (status != CXL_COLL_OK) {
@@ -80,37 +105,50 @@ static cxl_coll_status_t cxl_coll_red_chunk(cxl_coll_req_t *req, uint64_t step,
         p = pubs[w].base + bi * pubs[w].stride + boff;
         cxl_coll_fetch(team, &pubs[w], p, n);
         if (w == 0) {
-            memcpy(dst, p, n);
+            p0 = p;
+            if (team->size == 1) {
+                memcpy(dst, p, n);
+            }
         } else {
-            cxl_coll_reduce_apply(req->args.dtype, req->args.op, dst, dst, p,
-                                  n / req->es);
+            /* x0 OP x1 in one pass, then the rest in rank order */
+            cxl_coll_reduce_apply(req->args.dtype, req->args.op, dst,
+                                  (w == 1) ? p0 : dst, p, n / req->es);
         }
     }
     return CXL_COLL_OK;
 }
 
-/* Reduce [lo, hi) of the round into out (+ the slot signal of step B). */
+/*
+ * Reduce [lo, hi) of the round into out; in_slot: out is the slot of
+ * step B, each chunk signalled there, and copied on into copy (if not
+ * NULL) while it is still in the cache.
+ */
 static cxl_coll_status_t cxl_coll_red_reduce(cxl_coll_req_t *req,
-                                             uint64_t step, uint64_t len,
-                                             unsigned bi, uint64_t lo,
-                                             uint64_t hi, uint8_t *out,
-                                             uint64_t step_b, int in_slot)
+                                             uint64_t step, uint64_t off,
+                                             uint64_t len, unsigned bi,
+                                             uint64_t lo, uint64_t hi,
+                                             uint8_t *out, uint64_t step_b,
+                                             int in_slot, uint8_t *copy)
 {
     cxl_coll_team_t *team = req->team;
     cxl_coll_status_t status;
-    uint64_t n;
+    uint64_t n, c;
 
     while (req->cursor < hi - lo) {
-        n = hi - lo - req->cursor;
+        c = req->cursor;
+        n = hi - lo - c;
         n = (n < team->cfg.chunk_size) ? n : team->cfg.chunk_size;
-        status = cxl_coll_red_chunk(req, step, len, bi, lo + req->cursor, n,
-                                    out + req->cursor);
+        status = cxl_coll_red_chunk(req, step, off, len, bi, lo + c, n,
+                                    out + c);
         if (status != CXL_COLL_OK) {
             return status;
         }
         req->cursor += n;
         if (in_slot) {
-            cxl_coll_put_wb(team, out + req->cursor - n, n);
+            if (copy != NULL) {
+                memcpy(copy + c, out + c, n);
+            }
+            cxl_coll_put_wb(team, out + c, n);
             cxl_coll_publish_ready(team, step_b, req->cursor);
         }
     }
@@ -129,7 +167,7 @@ static cxl_coll_status_t cxl_coll_red_gather(cxl_coll_req_t *req,
     cxl_coll_pub_t pub;
     const uint8_t *p;
 
-    for (i = 0; i < team->size; ++i) {
+    for (i = 1; i < team->size; ++i) { /* the own slice is there already */
         w = (me + i) % team->size;
         cxl_coll_red_slice(req, len, w, &lo, &hi);
         if (req->got[w] == hi - lo) {
@@ -165,7 +203,7 @@ static cxl_coll_status_t cxl_coll_red_progress(cxl_coll_req_t *req)
     uint64_t per = twoshot ? 2 : 1;
     uint64_t step, step_b, r, off, len, lo, hi;
     cxl_coll_status_t status;
-    int in_slot;
+    int in_slot, result = cxl_coll_red_result(req);
     uint8_t *out;
 
     while (req->k < req->nsteps) {
@@ -184,9 +222,16 @@ static cxl_coll_status_t cxl_coll_red_progress(cxl_coll_req_t *req)
 
         switch (req->phase) {
         case CXL_COLL_RED_WRITE:
-            status = cxl_coll_write_round(req, step, off, len);
-            if (status != CXL_COLL_OK) {
-                return status;
+            if (twoshot) {
+                /* the own slice is reduced from src: never published */
+                req->skip_lo = lo;
+                req->skip_hi = hi;
+            }
+            if (cxl_coll_red_publishes(req)) {
+                status = cxl_coll_write_round(req, step, off, len);
+                if (status != CXL_COLL_OK) {
+                    return status;
+                }
             }
             req->phase = twoshot ? CXL_COLL_RED_OPEN_B : CXL_COLL_RED_REDUCE;
             /* fall through */
@@ -206,24 +251,30 @@ static cxl_coll_status_t cxl_coll_red_progress(cxl_coll_req_t *req)
         case CXL_COLL_RED_REDUCE:
             if (twoshot) {
                 out = in_slot ? cxl_coll_my_slot(team, step_b) : tmp;
-                status = cxl_coll_red_reduce(req, step, len, 0, lo, hi, out,
-                                             step_b, in_slot);
+                status = cxl_coll_red_reduce(req, step, off, len, 0, lo, hi,
+                                             out, step_b, in_slot,
+                                             result ? req->dst + off + lo :
+                                             NULL);
                 if (status != CXL_COLL_OK) {
                     return status;
                 }
                 if (!in_slot) {
                     cxl_coll_publish(team, step_b, tmp, hi - lo, NULL, hi - lo,
                                      hi - lo);
+                    if (result && (hi > lo)) {
+                        memcpy(req->dst + off + lo, tmp, hi - lo);
+                    }
                 }
             } else if (req->args.type == CXL_COLL_REDUCE_SCATTER) {
-                status = cxl_coll_red_reduce(req, step, len, (unsigned)me, 0,
-                                             len, req->dst + off, 0, 0);
+                status = cxl_coll_red_reduce(req, step, off, len, (unsigned)me,
+                                             0, len, req->dst + off, 0, 0,
+                                             NULL);
                 if (status != CXL_COLL_OK) {
                     return status;
                 }
-            } else if (cxl_coll_red_result(req)) {
-                status = cxl_coll_red_reduce(req, step, len, 0, 0, len,
-                                             req->dst + off, 0, 0);
+            } else if (result) {
+                status = cxl_coll_red_reduce(req, step, off, len, 0, 0, len,
+                                             req->dst + off, 0, 0, NULL);
                 if (status != CXL_COLL_OK) {
                     return status;
                 }
@@ -238,7 +289,7 @@ static cxl_coll_status_t cxl_coll_red_progress(cxl_coll_req_t *req)
             }
             /* fall through */
         default:
-            if (cxl_coll_red_result(req)) {
+            if (result) {
                 status = cxl_coll_red_gather(req, step_b, off, len);
                 if (status != CXL_COLL_OK) {
                     return status;
@@ -271,8 +322,21 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
     req->src_stride = rs ? req->bytes : 0;
     req->dst_stride = 0;
     cxl_coll_plan_rounds(req, rs ? (unsigned)team->size : 1);
-    req->oneshot = !rs && (req->bytes <= team->cfg.oneshot_max) &&
-                   (req->nrounds <= 1);
+    /* reduce on few ranks: the root reduces everything, in rounds (it
+     * reads p vectors once; two-shot moves more bytes through it) */
+    req->oneshot = !rs && (((req->bytes <= team->cfg.oneshot_max) &&
+                            (req->nrounds <= 1)) ||
+                           ((a->type == CXL_COLL_REDUCE) &&
+                            (team->size <= CXL_COLL_RED_ROOTED_MAX)));
+    /* the own input is read from src, unless the result overwrites it
+     * under the reduction (one-shot in place: rbuf is the own input and
+     * the result; safe only for ranks 0 and 1, see cxl_coll_red_chunk) */
+    req->own_src = !(in_place && req->oneshot && (team->rank >= 2));
+    if (rs) {
+        /* rank i reduces block i from its own src: never published */
+        req->skip_lo = (uint64_t)team->rank * req->slot_stride;
+        req->skip_hi = req->skip_lo + req->slot_stride;
+    }
     req->nsteps  = (team->size == 1) ? 0 :
                    (rs || req->oneshot) ? req->nrounds : 2 * req->nrounds;
     /* peers may read the input in place, unless this rank overwrites it */
@@ -297,7 +361,8 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
                      rootstr,
                      (req->nsteps == 0) ? "local" :
                      rs ? "flat reduce-scatter" :
-                     req->oneshot ? "one-shot" : "two-shot",
+                     !req->oneshot ? "two-shot" :
+                     (req->nrounds > 1) ? "rooted" : "one-shot",
                      (unsigned long long)req->nrounds,
                      cxl_coll_bytes_str(req->round, b1, sizeof(b1)),
                      cxl_coll_bytes_str(team->cfg.chunk_size, b2, sizeof(b2)),

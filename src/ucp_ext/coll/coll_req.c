@@ -152,6 +152,10 @@ cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
     req->step0       = team->next_step;
     req->es          = cxl_coll_dtype_size(args->dtype);
     req->src_in_pool = 0;
+    req->oneshot     = 0;
+    req->own_src     = 0;
+    req->skip_lo     = 0;
+    req->skip_hi     = 0;
     req->post_ns     = cxl_coll_now_ns();
     switch (args->type) {
     case CXL_COLL_BARRIER:
