@@ -39,7 +39,7 @@ typedef enum {
     CXL_COLL_ERR_NO_MEMORY,     /* no pool space or host memory */
     CXL_COLL_ERR_NOT_SAME_POOL, /* team members map different pools */
     CXL_COLL_ERR_PEER_DEAD,     /* a member's lease expired mid-collective */
-    CXL_COLL_ERR_TIMEOUT,       /* UCX_CXL_COLL_TIMEOUT passed */
+    CXL_COLL_ERR_TIMEOUT,       /* CXL_COLL_TIMEOUT passed */
     CXL_COLL_ERR_OOB,           /* the out-of-band allgather failed */
     CXL_COLL_ERR_POOL,          /* the pool could not be opened or used */
     CXL_COLL_ERR_BUSY,          /* too many outstanding requests */
@@ -102,11 +102,11 @@ typedef struct {
     int                      size;
     cxl_coll_oob_allgather_t oob_allgather;
     void                    *oob_arg;
-    /* Pool to use; NULL: UCX_CXL_COLL_POOL, else the first pool of
+    /* Pool to use; NULL: CXL_COLL_POOL, else the first pool of
      * UCX_CXL_POOL (unless "auto"), else the per-user default pool. */
     const char              *pool_path;
     /* Bytes of pool memory each rank owns for the team; 0: the
-     * configuration (UCX_CXL_COLL_REGION_SIZE). */
+     * configuration (CXL_COLL_REGION_SIZE). */
     size_t                   region_size;
 } cxl_coll_team_params_t;
 

@@ -438,7 +438,7 @@ static int rank_nb(cxl_th_rank_t *r)
     int i, w;
     size_t j;
 
-    setenv("UCX_CXL_COLL_MAX_REQS", "4", 1);
+    setenv("CXL_COLL_MAX_REQS", "4", 1);
     if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
         FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
     }
@@ -460,7 +460,7 @@ static int rank_nb(cxl_th_rank_t *r)
             FAILF("rank %d: post %d: %s\n", r->rank, i, cxl_coll_last_error());
         }
     }
-    /* one more than UCX_CXL_COLL_MAX_REQS */
+    /* one more than CXL_COLL_MAX_REQS */
     st = cxl_coll_post(team, &a, &req[NREQ]);
     if (st != CXL_COLL_ERR_BUSY) {
         FAILF("rank %d: post beyond the limit gave %s\n", r->rank,
@@ -602,7 +602,7 @@ static int rank_inplace(cxl_th_rank_t *r)
     if ((freopen(logpath, "w", stderr) == NULL)) {
         return 1;
     }
-    setenv("UCX_CXL_COLL_LOG", "1", 1);
+    setenv("CXL_COLL_LOG", "1", 1);
     if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
         FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
     }
@@ -648,7 +648,7 @@ static int rank_skipwb(cxl_th_rank_t *r)
     long bad = 0;
     unsigned it;
 
-    setenv("UCX_CXL_COLL_TEST_SKIP_WB", "y", 1);
+    setenv("CXL_COLL_TEST_SKIP_WB", "y", 1);
     if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
         FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
     }
@@ -711,22 +711,22 @@ static int rank_kill(cxl_th_rank_t *r)
     return 0;
 }
 
-/* A bad UCX_CXL_COLL_* value on one rank fails the team on every rank. */
+/* A bad CXL_COLL_* value on one rank fails the team on every rank. */
 static int rank_badcfg(cxl_th_rank_t *r)
 {
     cxl_coll_team_t *team = NULL;
     cxl_coll_status_t st;
 
     if (r->rank == 1) {
-        setenv("UCX_CXL_COLL_CHUNK_SIZE", "12q", 1);
+        setenv("CXL_COLL_CHUNK_SIZE", "12q", 1);
     }
     st = cxl_th_team(r, NULL, &team);
     if (st != CXL_COLL_ERR_INVAL) {
-        FAILF("rank %d: team with a bad UCX_CXL_COLL_CHUNK_SIZE on rank 1 gave"
+        FAILF("rank %d: team with a bad CXL_COLL_CHUNK_SIZE on rank 1 gave"
               " %s\n", r->rank, cxl_coll_strerror(st));
     }
     if ((r->rank == 1) &&
-        (strstr(cxl_coll_last_error(), "UCX_CXL_COLL_CHUNK_SIZE='12q'") == NULL)) {
+        (strstr(cxl_coll_last_error(), "CXL_COLL_CHUNK_SIZE='12q'") == NULL)) {
         FAILF("rank 1: the error does not name the value: %s\n",
               cxl_coll_last_error());
     }
@@ -738,7 +738,7 @@ static int rank_badcfg(cxl_th_rank_t *r)
 }
 
 /*
- * UCX_CXL_COLL_TIMEOUT: rank 0 times out in a barrier that rank 1 enters
+ * CXL_COLL_TIMEOUT: rank 0 times out in a barrier that rank 1 enters
  * only after rank 0 gave up (ordered by the harness's exchange, not by
  * time); it completes (rank 0 had arrived), and in the next one rank 1
  * sees rank 0's abort line: PEER_DEAD, no hang.
@@ -749,7 +749,7 @@ static int rank_timeout(cxl_th_rank_t *r)
     cxl_coll_status_t st;
     int x = 0, all[2];
 
-    setenv("UCX_CXL_COLL_TIMEOUT", "100ms", 1);
+    setenv("CXL_COLL_TIMEOUT", "100ms", 1);
     if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
         FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
     }
@@ -913,11 +913,11 @@ int main(int argc, char **argv)
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* small regions and chunks: many rounds and chunks at test sizes */
-    setenv("UCX_CXL_COLL_REGION_SIZE", "256k", 0);
-    setenv("UCX_CXL_COLL_CHUNK_SIZE", "8k", 0);
-    setenv("UCX_CXL_COLL_ONESHOT_MAX", "4k", 0);
-    unsetenv("UCX_CXL_COLL_TEST_SKIP_WB");
-    unsetenv("UCX_CXL_COLL_POOL");
+    setenv("CXL_COLL_REGION_SIZE", "256k", 0);
+    setenv("CXL_COLL_CHUNK_SIZE", "8k", 0);
+    setenv("CXL_COLL_ONESHOT_MAX", "4k", 0);
+    unsetenv("CXL_COLL_TEST_SKIP_WB");
+    unsetenv("CXL_COLL_POOL");
 
     if ((cxl_th_pool_create("hw", 0, 256ull << 20, g_hw_path,
                             sizeof(g_hw_path), g_hw_spec,
@@ -982,10 +982,10 @@ int main(int argc, char **argv)
         cxl_th_check(failed == 0, "bad input: clear errors, the team still "
                      "works");
         failed = cxl_th_run(2, g_hw_spec, 0, rank_timeout, NULL, 60, NULL);
-        cxl_th_check(failed == 0, "UCX_CXL_COLL_TIMEOUT: TIMEOUT on the waiting"
+        cxl_th_check(failed == 0, "CXL_COLL_TIMEOUT: TIMEOUT on the waiting"
                      " rank, PEER_DEAD (gave up) on the late one");
         failed = cxl_th_run(2, g_hw_spec, 0, rank_badcfg, NULL, 60, NULL);
-        cxl_th_check(failed == 0, "a bad UCX_CXL_COLL_CHUNK_SIZE on one rank: "
+        cxl_th_check(failed == 0, "a bad CXL_COLL_CHUNK_SIZE on one rank: "
                      "INVAL on both, naming the variable and the rank");
     }
     if (want("inplace", argc, argv)) {
@@ -1010,7 +1010,7 @@ int main(int argc, char **argv)
         for (saw = 0, i = 0; i < 2; ++i) {
             saw += WIFEXITED(status[i]) && (WEXITSTATUS(status[i]) == 3);
         }
-        cxl_th_check(saw >= 1, "sw: UCX_CXL_COLL_TEST_SKIP_WB=y makes the "
+        cxl_th_check(saw >= 1, "sw: CXL_COLL_TEST_SKIP_WB=y makes the "
                      "allgather check fail (%d of 2 ranks saw stale data)",
                      saw);
     }

@@ -28,7 +28,7 @@
  *
  * Modes: hw on a normal pool; sw on the strict non-coherent emulator
  * (emulate-nc, every rank an emulated host of its own); neg, the negative
- * control: sw with UCX_CXL_COLL_TEST_SKIP_WB=y, where some checks must
+ * control: sw with CXL_COLL_TEST_SKIP_WB=y, where some checks must
  * fail (it passes when they do).  all (default): hw, sw, neg.
  *
  * Ends with "coll-check: N passed, N failed" (one per case, plus one per
@@ -75,7 +75,7 @@ typedef struct {
     int         np;
     int         sw;
     int         skip_wb;
-    const char *region;   /* UCX_CXL_COLL_* for the team; NULL: default */
+    const char *region;   /* CXL_COLL_* for the team; NULL: default */
     const char *chunk;
     const char *oneshot;
     int       (*fn)(cxl_th_rank_t *r);
@@ -772,11 +772,11 @@ static int ck_rank_cases(cxl_th_rank_t *r)
     ck_op_t o;
     int k, rc = 0;
 
-    ck_setenv("UCX_CXL_COLL_REGION_SIZE", cfg->region);
-    ck_setenv("UCX_CXL_COLL_CHUNK_SIZE", cfg->chunk);
-    ck_setenv("UCX_CXL_COLL_ONESHOT_MAX", cfg->oneshot);
+    ck_setenv("CXL_COLL_REGION_SIZE", cfg->region);
+    ck_setenv("CXL_COLL_CHUNK_SIZE", cfg->chunk);
+    ck_setenv("CXL_COLL_ONESHOT_MAX", cfg->oneshot);
     if (cfg->skip_wb) {
-        setenv("UCX_CXL_COLL_TEST_SKIP_WB", "y", 1);
+        setenv("CXL_COLL_TEST_SKIP_WB", "y", 1);
         ck_neg = 1;
     }
     hashes = calloc(cfg->ncases + 1, sizeof(uint64_t));
@@ -868,7 +868,7 @@ static int ck_is_err(cxl_coll_status_t st, cxl_coll_status_t a,
 
 static int ck_rank_bad(cxl_th_rank_t *r)
 {
-    const int reqs = 16; /* UCX_CXL_COLL_MAX_REQS set by the parent */
+    const int reqs = 16; /* CXL_COLL_MAX_REQS set by the parent */
     int32_t sb[64], rb[64];
     cxl_coll_req_t *req[17];
     cxl_coll_args_t a;
@@ -878,7 +878,7 @@ static int ck_rank_bad(cxl_th_rank_t *r)
     int i, ok;
 
     memset(sb, 0, sizeof(sb));
-    setenv("UCX_CXL_COLL_MAX_REQS", "16", 1);
+    setenv("CXL_COLL_MAX_REQS", "16", 1);
     st = cxl_th_team(r, NULL, &team);
     ck_extra(st == CXL_COLL_OK, r->rank, "team: %s", cxl_coll_strerror(st));
     if (st != CXL_COLL_OK) {
@@ -922,7 +922,7 @@ static int ck_rank_bad(cxl_th_rank_t *r)
     CK_BAD(cxl_coll_run(team, &a), CXL_COLL_ERR_INVAL, CXL_COLL_ERR_INVAL,
            "collective type 99");
 
-    /* one request more than UCX_CXL_COLL_MAX_REQS */
+    /* one request more than CXL_COLL_MAX_REQS */
     memset(&a, 0, sizeof(a));
     a.type  = CXL_COLL_BARRIER;
     ok      = 1;
@@ -1188,7 +1188,7 @@ static void ck_run_config(ck_config_t *cfg, const char *pool, unsigned wd)
         /* negative control: the checks must have caught the missing
          * write-back */
         printf("coll-check: neg np=%d %s: %d of %d cases failed with "
-               "UCX_CXL_COLL_TEST_SKIP_WB=y (must be > 0) %.1f s\n", cfg->np,
+               "CXL_COLL_TEST_SKIP_WB=y (must be > 0) %.1f s\n", cfg->np,
                cfg->name, failed_cases, cfg->ncases, ck_now() - t0);
         if ((failed_cases > 0) || (bad > 0)) {
             ck_passed++;

@@ -22,7 +22,7 @@
  *   --bad-input      first check that bad arguments of the helper's API
  *                    give CXL_COLL_ERR_INVAL and create nothing
  *   --demo           instead of the checks: per collective one line of what
- *                    ran (UCX_CXL_COLL_LOG) and the average latency of a
+ *                    ran (CXL_COLL_LOG) and the average latency of a
  *                    short loop at 8 B, 4 KiB and 256 KiB (max over ranks)
  * Rank 0 given port 0 prints "# rendezvous port P" once it listens.
  * Output: "ok ..." / "FAIL ...: ..." lines, '#' information, last line
@@ -466,9 +466,9 @@ static void run_demo(cxl_coll_ucp_oob_t *oob)
 
     memset(s, 1, maxb);
     /* pass 1: the library's line of what ran, once per collective/size */
-    setenv("UCX_CXL_COLL_LOG", "y", 1);
+    setenv("CXL_COLL_LOG", "y", 1);
     team = make_team(oob);
-    unsetenv("UCX_CXL_COLL_LOG");
+    unsetenv("CXL_COLL_LOG");
     for (t = 0; (team != NULL) && (t < NDEMO_TYPES); ++t) {
         for (z = 0; (z < NDEMO_SIZES) && (st == CXL_COLL_OK); ++z) {
             fflush(stdout);

@@ -8,7 +8,7 @@
 # allgather and run the nine collectives with checked results.
 #   1. N = 1, 2, 3, 4: every collective, checked; then the pool is clean
 #      (N = 1 first checks the helper's answers to bad arguments)
-#   2. three ranks, rank 2's team on another pool (UCX_CXL_COLL_POOL): every
+#   2. three ranks, rank 2's team on another pool (CXL_COLL_POOL): every
 #      rank fails with CXL_COLL_ERR_NOT_SAME_POOL
 #   3. rank 2 of 3 never starts: ranks 0 and 1 fail the bootstrap within
 #      the timeout (--timeout 3)
@@ -18,7 +18,7 @@
 #      0 and 1 fail team creation instead of hanging (--timeout 5)
 #   7. rank 2 of 3 bootstraps and stalls (alive, never calls the team
 #      creation): ranks 0 and 1 fail team creation at the timeout (5 s)
-#   8. (sw only) UCX_CXL_COLL_TEST_SKIP_WB=y on 2 ranks: the checks must
+#   8. (sw only) CXL_COLL_TEST_SKIP_WB=y on 2 ranks: the checks must
 #      see wrong results (the test can fail)
 # CXL_TEST_COHERENCE=sw: the same in software-coherent mode on the strict
 # non-coherent pool emulator: pools --coherence sw (1 GiB), every process
@@ -211,7 +211,7 @@ done
 
 # ---- 2. one rank's team on another pool ----
 if POOL=$(make_pool sp) && OTHER=$(make_pool sp-other); then
-    RENV[2]=UCX_CXL_COLL_POOL=$(spec "$OTHER")
+    RENV[2]=CXL_COLL_POOL=$(spec "$OTHER")
     job not-same-pool 3 "0 1 2" --expect not-same-pool
     pool_clean "not-same-pool" "$POOL"
     pool_clean "not-same-pool (the other pool)" "$OTHER"
@@ -269,11 +269,11 @@ if POOL=$(make_pool st); then
 fi
 
 # ---- 8. sw mode: without the write-back of published data
-#      (UCX_CXL_COLL_TEST_SKIP_WB=y, test only) readers on other emulated
+#      (CXL_COLL_TEST_SKIP_WB=y, test only) readers on other emulated
 #      hosts see stale memory, and the checks of this program must say so ----
 if [ "$COHERENCE" = sw ] && POOL=$(make_pool wb); then
-    RENV[0]=UCX_CXL_COLL_TEST_SKIP_WB=y
-    RENV[1]=UCX_CXL_COLL_TEST_SKIP_WB=y
+    RENV[0]=CXL_COLL_TEST_SKIP_WB=y
+    RENV[1]=CXL_COLL_TEST_SKIP_WB=y
     EXPECT_WRONG=1
     job skip-wb 2 "0 1" --iters 1
     destroy_pool "$POOL"

@@ -26,7 +26,7 @@
 #                op/avx): every result right and the same digest of all
 #                results as with coll/cxl
 #   declined     np 2 with the ranks' teams on two different pools
-#                (UCX_CXL_COLL_POOL): every rank declines (verbose:
+#                (CXL_COLL_POOL): every rank declines (verbose:
 #                "team creation failed"), every call runs in the previous
 #                module (with --mca op ^avx), results right
 #   control      coll/cxl loaded but below coll/tuned (priority 20): the
@@ -187,8 +187,8 @@ out=$SCR/declined.out
 # (-x applies to one application context: each gets all)
 DENVS=("${ENVS[@]}" -x MPI_COLL_EXPECT=declined -x MPI_COLL_AVX=require)
 job "$out" --mca coll_cxl_verbose 1 --mca op ^avx \
-    -np 1 "${DENVS[@]}" env "UCX_CXL_COLL_POOL=$SPEC" "$BIN" : \
-    -np 1 "${DENVS[@]}" env "UCX_CXL_COLL_POOL=$SPEC2" "$BIN"
+    -np 1 "${DENVS[@]}" env "CXL_COLL_POOL=$SPEC" "$BIN" : \
+    -np 1 "${DENVS[@]}" env "CXL_COLL_POOL=$SPEC2" "$BIN"
 dec=$(grep -cE 'coll:cxl: comm MPI_COMM_WORLD \(cid 0, rank [0-9]+ of 2\): declined: team creation failed' "$out")
 if passed && [ "$dec" -eq 2 ]; then
     ok "declined: teams on two pools: MPI_COMM_WORLD declined on both ranks, ${RES#mpi-coll: } (${SECS} s)"

@@ -150,13 +150,13 @@ static int coll_cxl_register(void)
     c->pool = "";
     coll_cxl_var("pool",
                  "CXL pool the teams use (a path or emulate-nc:PATH); empty: "
-                 "the library's choice (UCX_CXL_COLL_POOL, else the first pool "
+                 "the library's choice (CXL_COLL_POOL, else the first pool "
                  "of UCX_CXL_POOL, else the per-user default pool)",
                  MCA_BASE_VAR_TYPE_STRING, &c->pool);
     coll_cxl_var("region_size",
                  "Bytes of pool memory each rank owns for one communicator's "
                  "team; 0: the library's configuration "
-                 "(UCX_CXL_COLL_REGION_SIZE)",
+                 "(CXL_COLL_REGION_SIZE)",
                  MCA_BASE_VAR_TYPE_SIZE_T, &c->region_size);
     coll_cxl_var("progress_interval",
                  "While waiting for a collective: polls of the library between "

@@ -1,5 +1,5 @@
 /*
- * Configuration: the UCX_CXL_COLL_* environment variables, one table with
+ * Configuration: the CXL_COLL_* environment variables, one table with
  * name, default and help text.  cxl_coll_team_create() reads them; a value
  * that does not parse or is out of range fails the team with its name.
  */
@@ -21,7 +21,7 @@ typedef enum {
 } cxl_coll_cfg_type_t;
 
 typedef struct {
-    const char          *name;   /* after UCX_CXL_COLL_ */
+    const char          *name;   /* after CXL_COLL_ */
     const char          *dflt;
     cxl_coll_cfg_type_t  type;
     size_t               offset;
@@ -160,14 +160,14 @@ static cxl_coll_status_t cxl_coll_cfg_set(cxl_coll_config_t *cfg,
     case CXL_COLL_CFG_STRING:
         if (strlen(value) >= sizeof(cfg->pool)) {
             return cxl_coll_error(CXL_COLL_ERR_INVAL,
-                                  "UCX_CXL_COLL_%s: value too long", f->name);
+                                  "CXL_COLL_%s: value too long", f->name);
         }
         strcpy((char*)field, value);
         return CXL_COLL_OK;
     case CXL_COLL_CFG_BOOL:
         if (cxl_coll_parse_bool(value, &b) != 0) {
             return cxl_coll_error(CXL_COLL_ERR_INVAL,
-                                  "UCX_CXL_COLL_%s='%s': expected y or n",
+                                  "CXL_COLL_%s='%s': expected y or n",
                                   f->name, value);
         }
         *(int*)field = b;
@@ -184,7 +184,7 @@ static cxl_coll_status_t cxl_coll_cfg_set(cxl_coll_config_t *cfg,
     }
     if ((rc != 0) || (v < f->min) || (v > f->max)) {
         return cxl_coll_error(CXL_COLL_ERR_INVAL,
-                              "UCX_CXL_COLL_%s='%s': expected %s from %llu "
+                              "CXL_COLL_%s='%s': expected %s from %llu "
                               "to %llu%s", f->name, value,
                               (f->type == CXL_COLL_CFG_SIZE) ? "a size" :
                               (f->type == CXL_COLL_CFG_TIME) ? "a time" :
@@ -207,7 +207,7 @@ cxl_coll_status_t cxl_coll_config_read(cxl_coll_config_t *cfg)
 
     memset(cfg, 0, sizeof(*cfg));
     for (i = 0; i < CXL_COLL_CFG_N; ++i) {
-        snprintf(name, sizeof(name), "UCX_CXL_COLL_%s",
+        snprintf(name, sizeof(name), "CXL_COLL_%s",
                  cxl_coll_cfg_table[i].name);
         value = getenv(name);
         if (value == NULL) {
@@ -219,7 +219,7 @@ cxl_coll_status_t cxl_coll_config_read(cxl_coll_config_t *cfg)
         }
     }
     if (cfg->chunk_size % 64) {
-        return cxl_coll_error(CXL_COLL_ERR_INVAL, "UCX_CXL_COLL_CHUNK_SIZE=%llu:"
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "CXL_COLL_CHUNK_SIZE=%llu:"
                               " must be a multiple of 64",
                               (unsigned long long)cfg->chunk_size);
     }
@@ -242,7 +242,7 @@ void cxl_coll_config_print(FILE *stream)
             }
             fprintf(stream, "# %.*s\n", (int)(nl - p), p);
         }
-        fprintf(stream, "UCX_CXL_COLL_%s=%s\n", cxl_coll_cfg_table[i].name,
+        fprintf(stream, "CXL_COLL_%s=%s\n", cxl_coll_cfg_table[i].name,
                 cxl_coll_cfg_table[i].dflt);
     }
 }

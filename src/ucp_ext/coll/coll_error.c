@@ -1,6 +1,6 @@
 /*
  * The last error of this thread (cxl_coll_last_error) and the one debug
- * line per collective (UCX_CXL_COLL_LOG).
+ * line per collective (CXL_COLL_LOG).
  */
 #include "coll_int.h"
 

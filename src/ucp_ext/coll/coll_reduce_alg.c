@@ -3,7 +3,7 @@
  * rank, always as ((x0 OP x1) OP x2) ... OP x(N-1), so every rank gets
  * bitwise identical results whatever the timing.
  *
- *  one-shot (bytes <= UCX_CXL_COLL_ONESHOT_MAX, one round): every rank
+ *  one-shot (bytes <= CXL_COLL_ONESHOT_MAX, one round): every rank
  *      publishes its vector (inline up to 40 B); the result ranks (all
  *      for allreduce, the root for reduce) reduce all of them.  1 step.
  *  two-shot (larger; in rounds of a slot): step A, every rank publishes

@@ -135,7 +135,7 @@ cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
     }
     if (req == NULL) {
         return cxl_coll_error(CXL_COLL_ERR_BUSY, "%u collectives outstanding "
-                              "or not freed (UCX_CXL_COLL_MAX_REQS)", n);
+                              "or not freed (CXL_COLL_MAX_REQS)", n);
     }
 
     memset(req->got, 0, team->size * sizeof(*req->got));

@@ -49,7 +49,7 @@ int cxl_coll_team_size(const cxl_coll_team_t *team)
 }
 
 /*
- * The pool of the team: the caller's, UCX_CXL_COLL_POOL, the first pool of
+ * The pool of the team: the caller's, CXL_COLL_POOL, the first pool of
  * UCX_CXL_POOL unless 'auto', else NULL (the per-user default).
  */
 static const char *cxl_coll_pool_path(const cxl_coll_team_params_t *params,
@@ -188,13 +188,13 @@ static cxl_coll_status_t cxl_coll_team_validate(cxl_coll_team_t *team,
         if (r->region != me->region) {
             return cxl_coll_error(CXL_COLL_ERR_INVAL, "rank %d has a region of"
                                   " %llu bytes, rank %d of %llu: "
-                                  "UCX_CXL_COLL_REGION_SIZE must be equal", i,
+                                  "CXL_COLL_REGION_SIZE must be equal", i,
                                   (unsigned long long)r->region, team->rank,
                                   (unsigned long long)me->region);
         }
         if (r->oneshot_max != me->oneshot_max) {
             return cxl_coll_error(CXL_COLL_ERR_INVAL, "rank %d has "
-                                  "UCX_CXL_COLL_ONESHOT_MAX=%llu, rank %d %llu:"
+                                  "CXL_COLL_ONESHOT_MAX=%llu, rank %d %llu:"
                                   " it must be equal", i,
                                   (unsigned long long)r->oneshot_max,
                                   team->rank,

@@ -1,7 +1,7 @@
 /*
  * Waiting: a bounded spin that backs off to sched_yield(), so a rank never
  * starves the one it waits for when there are more ranks than cores; and,
- * every UCX_CXL_COLL_PEER_CHECK of waiting, the liveness of the peers
+ * every CXL_COLL_PEER_CHECK of waiting, the liveness of the peers
  * (pool attachments) and their abort lines, so a dead peer turns into
  * CXL_COLL_ERR_PEER_DEAD in bounded time instead of a hang.
  */
@@ -94,7 +94,7 @@ cxl_coll_status_t cxl_coll_wait_check(cxl_coll_req_t *req)
     if ((team->cfg.timeout_ns != 0) &&
         (now - req->post_ns >= team->cfg.timeout_ns)) {
         return cxl_coll_error(CXL_COLL_ERR_TIMEOUT, "%s not done %.3f s after "
-                              "its post (UCX_CXL_COLL_TIMEOUT), waiting for "
+                              "its post (CXL_COLL_TIMEOUT), waiting for "
                               "rank %u", cxl_coll_type_name(req->args.type),
                               (now - req->post_ns) / 1e9, team->blocked_peer);
     }
