@@ -630,9 +630,13 @@ def geomean(vals):
 HAVE_SW = any(k[2] == "cxl-sw" for k in series)
 
 
-def sw_floor(fig, unit, hw):
-    """What the machine allows sw mode for a figure, from limits.c."""
+def sw_floor(fig, unit, hw, tl, var):
+    """What the machine allows sw mode for a figure, from limits.c.  Only
+    for the paths that pay software coherence: on the owner's host (cxl-sw)
+    RMA, atomics and pool-resident rendezvous are plain loads and stores."""
     size = fig_size(fig)
+    if tl == "cxl-sw" and var == "pool" and ("ucp_" in fig or "tag_bw" in fig):
+        return " (on the owner's host: plain loads and stores, no sw copy)"
     if unit == "us(p50)" and sw_oneway_ns and oneway_ns and hw and size and size <= 64:
         # an atomic through the owner is a request and an answer: two line
         # transfers where hw mode needs none (the CPU's own atomic)
@@ -681,7 +685,7 @@ def sw_target(name, items, bound, tl="cxl-sw"):
         parts.append("%s%s: sw %s vs hw %s %s, %s x worse%s" %
                      (fig, "" if var in ("-", None) else " (%s)" % var,
                       f3(sw["median"]), f3(hw["median"]), unit, f3(cf),
-                      sw_floor(fig, unit, hw["median"])))
+                      sw_floor(fig, unit, hw["median"], tl, var)))
     if any(k[2] == tl for k in series):
         add_target(name, None, None, "cost factor <= %g" % bound,
                    allmet if anydata else None, "; ".join(parts))
