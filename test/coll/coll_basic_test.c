@@ -664,7 +664,11 @@ static int rank_skipwb(cxl_th_rank_t *r)
 /* Rank size-1 dies (SIGKILL) in the middle of a multi-round allgather. */
 static int rank_kill(cxl_th_rank_t *r)
 {
-    size_t cnt = 200000;
+    /* 4 MB per block: more than a slot (2 MiB of the 4 MiB region), so the
+     * dying rank's first test() can publish one round at most and the
+     * others must miss the rest (a rank that published everything before
+     * it died is not missed: rank_dead_after_publish) */
+    size_t cnt = 1000000;
     int32_t *s = xmalloc(cnt * 4), *rb = xmalloc(cnt * 4 * r->size);
     cxl_coll_team_t *team;
     cxl_coll_req_t *req;
@@ -708,6 +712,55 @@ static int rank_kill(cxl_th_rank_t *r)
     cxl_coll_team_destroy(team);
     free(s);
     free(rb);
+    return 0;
+}
+
+/*
+ * A rank that published its part and then died is not missed: rank 2
+ * gathers (a non-root only publishes) and kills itself; rank 1 comes 200 ms
+ * later, so the root waits for rank 1 long enough to look at its peers'
+ * liveness.  The root must finish with both blocks (before, it checked
+ * every peer and failed on rank 2), and the next collective, which needs
+ * rank 2, fails with PEER_DEAD.
+ */
+static int rank_dead_after_publish(cxl_th_rank_t *r)
+{
+    int32_t sblk[16], rblk[3 * 16];
+    cxl_coll_team_t *team;
+    cxl_coll_status_t st;
+    int i;
+
+    if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
+        FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
+    }
+    for (i = 0; i < 16; ++i) {
+        sblk[i] = r->rank * 1000 + i;
+    }
+    if (r->rank == 1) {
+        usleep(200000);
+    }
+    st = cxl_coll_gather(team, sblk, (r->rank == 0) ? rblk : NULL, 16,
+                         CXL_COLL_INT32, 0);
+    if (r->rank == 2) {
+        raise(SIGKILL);
+    }
+    if (st != CXL_COLL_OK) {
+        FAILF("rank %d: gather with a peer that died after publishing: %s\n",
+              r->rank, cxl_coll_last_error());
+    }
+    if (r->rank == 0) {
+        for (i = 0; i < 3 * 16; ++i) {
+            if (rblk[i] != (i / 16) * 1000 + (i % 16)) {
+                FAILF("rank 0: gathered element %d = %d\n", i, rblk[i]);
+            }
+        }
+    }
+    st = cxl_coll_barrier(team);
+    if (st != CXL_COLL_ERR_PEER_DEAD) {
+        FAILF("rank %d: barrier without rank 2 gave %s\n", r->rank,
+              cxl_coll_strerror(st));
+    }
+    cxl_coll_team_destroy(team);
     return 0;
 }
 
@@ -1015,6 +1068,17 @@ int main(int argc, char **argv)
                      saw);
     }
     if (want("kill", argc, argv)) {
+        {
+            int st3[3], failed3;
+
+            failed3 = cxl_th_run(3, g_hw_spec, 0, rank_dead_after_publish,
+                                 NULL, 60, st3);
+            cxl_th_check((failed3 == 1) && WIFEXITED(st3[0]) &&
+                         (WEXITSTATUS(st3[0]) == 0) && WIFEXITED(st3[1]) &&
+                         (WEXITSTATUS(st3[1]) == 0), "a rank that died after "
+                         "publishing its block is not missed by that gather");
+            pool_repair(g_hw_spec, -1);
+        }
         kill_test(g_hw_spec, 0, "hw:");
         kill_test(g_sw_spec, 1, "sw:");
     }

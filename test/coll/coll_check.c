@@ -1379,5 +1379,7 @@ int main(int argc, char **argv)
     }
     printf("coll-check: %lu passed, %lu failed (%.0f s)\n", ck_passed,
            ck_failed, ck_now() - t0);
+    free(list.c);
+    munmap(ck_sh, sizeof(*ck_sh));
     return ck_failed ? 1 : 0;
 }

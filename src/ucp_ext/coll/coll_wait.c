@@ -44,8 +44,11 @@ static cxl_coll_status_t cxl_coll_check_peer(cxl_coll_team_t *team, int p)
     uint64_t v;
 
     if (!cxlpool_owner_alive(team->pool, team->peers[p].token)) {
-        return cxl_coll_error(CXL_COLL_ERR_PEER_DEAD, "rank %d of %d died "
-                              "(its pool attachment 0x%llx is gone)", p,
+        /* died, or gave up the team and exited (its abort line may be
+         * freed memory by now: not read) */
+        return cxl_coll_error(CXL_COLL_ERR_PEER_DEAD, "rank %d of %d is gone: "
+                              "died, or gave up the team and exited (its pool "
+                              "attachment 0x%llx ended)", p,
                               team->size,
                               (unsigned long long)team->peers[p].token);
     }
@@ -60,20 +63,24 @@ static cxl_coll_status_t cxl_coll_check_peer(cxl_coll_team_t *team, int p)
     return CXL_COLL_OK;
 }
 
-/* The peer waited for first, then every other. */
+/*
+ * The peer waited for, only: another peer that died after it published
+ * what this collective needs from it does not fail the collective (a rank
+ * that finished and died is not missed), and one that died before would be
+ * waited for itself sooner or later; a peer that is alive but waits for a
+ * dead one gives up the team and says so in its abort line, which is
+ * checked here.  Without a peer waited for: every other.
+ */
 static cxl_coll_status_t cxl_coll_check_peers(cxl_coll_team_t *team)
 {
     cxl_coll_status_t status;
     int first = (int)team->blocked_peer, p;
 
     if ((first < team->size) && (first != team->rank)) {
-        status = cxl_coll_check_peer(team, first);
-        if (status != CXL_COLL_OK) {
-            return status;
-        }
+        return cxl_coll_check_peer(team, first);
     }
     for (p = 0; p < team->size; ++p) {
-        if ((p == team->rank) || (p == first)) {
+        if (p == team->rank) {
             continue;
         }
         status = cxl_coll_check_peer(team, p);
