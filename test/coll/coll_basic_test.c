@@ -18,6 +18,7 @@
 
 #include <ucx_cxl/cxlpool.h>
 
+#include <errno.h>
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
@@ -289,6 +290,88 @@ static int rank_teams(cxl_th_rank_t *r)
     }
     if (own != 1) {
         FAILF("rank %d: %u attachments for 3 teams (want 1)\n", r->rank, own);
+    }
+    return 0;
+}
+
+/*
+ * A buffer in another mapping of the pool (as the transport's, where UCP
+ * puts MPI_Alloc_mem memory) is read in place: each rank maps the pool a
+ * second time, allocates its input there, and the log line of bcast and
+ * allgather must say "read in place"; the results must be right.
+ */
+static int rank_alias(cxl_th_rank_t *r)
+{
+    const size_t n = 32768; /* 128 KiB of int32: not inline */
+    cxlpool_params_t params;
+    cxlpool_extent_t ext;
+    cxl_coll_team_t *team;
+    int32_t *buf, *out;
+    cxlpool_t *pool;
+    char logpath[128], text[8192];
+    size_t i, got;
+    FILE *f;
+    int inplace;
+
+    snprintf(logpath, sizeof(logpath), "/tmp/coll-alias-%d-%d.log",
+             (int)getppid(), r->rank);
+    if (freopen(logpath, "w", stderr) == NULL) {
+        FAILF("rank %d: freopen: %s\n", r->rank, strerror(errno));
+    }
+    setenv("CXL_COLL_LOG", "y", 1);
+    /* mapped before the team, as the transport maps the pool in
+     * MPI_Init before the communicators get their collectives */
+    cxlpool_params_init(&params);
+    params.path = r->pool;
+    if ((cxlpool_open(&params, &pool) != CXLPOOL_OK) ||
+        (cxlpool_alloc(pool, n * 4, 4096, NULL, 0, &ext) != CXLPOOL_OK)) {
+        FAILF("rank %d: a second mapping: %s\n", r->rank, cxlpool_last_error());
+    }
+    if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
+        FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
+    }
+    buf = (int32_t*)((uint8_t*)cxlpool_base(pool) + ext.offset);
+    out = xmalloc(n * 4 * r->size);
+    for (i = 0; i < n; ++i) {
+        buf[i] = (int32_t)(r->rank * 100000 + i);
+    }
+    if (cxl_coll_bcast(team, (r->rank == 0) ? buf : out, n, CXL_COLL_INT32,
+                       0) != CXL_COLL_OK) {
+        FAILF("rank %d: bcast: %s\n", r->rank, cxl_coll_last_error());
+    }
+    for (i = 0; (r->rank != 0) && (i < n); ++i) {
+        if (out[i] != (int32_t)i) {
+            FAILF("rank %d: bcast element %zu = %d\n", r->rank, i, out[i]);
+        }
+    }
+    if (cxl_coll_allgather(team, buf, out, n, CXL_COLL_INT32) != CXL_COLL_OK) {
+        FAILF("rank %d: allgather: %s\n", r->rank, cxl_coll_last_error());
+    }
+    for (i = 0; i < n * r->size; ++i) {
+        if (out[i] != (int32_t)((i / n) * 100000 + i % n)) {
+            FAILF("rank %d: allgather element %zu = %d\n", r->rank, i, out[i]);
+        }
+    }
+    cxl_coll_team_destroy(team);
+    cxlpool_free(pool, ext.offset);
+    cxlpool_close(pool);
+    free(out);
+    fflush(stderr);
+    f = fopen(logpath, "r");
+    got = (f != NULL) ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    if (f != NULL) {
+        fclose(f);
+    }
+    text[got] = '\0';
+    unlink(logpath);
+    /* the root's bcast line and every rank's allgather line */
+    inplace = (strstr(text, "allgather 32768 x int32: flat") != NULL) &&
+              (strstr(strstr(text, "allgather 32768 x int32: flat"),
+                      "read in place") != NULL);
+    if (!inplace) {
+        /* stderr is the unlinked log file now */
+        printf("rank %d: not read in place; its log:\n%s\n", r->rank, text);
+        return 1;
     }
     return 0;
 }
@@ -1000,6 +1083,11 @@ int main(int argc, char **argv)
         failed = cxl_th_run(2, g_hw_spec, 0, rank_teams, NULL, 60, NULL);
         cxl_th_check(failed == 0, "three teams of one process share one pool "
                      "attachment");
+    }
+    if (want("alias", argc, argv)) {
+        failed = cxl_th_run(2, g_hw_spec, 0, rank_alias, NULL, 60, NULL);
+        cxl_th_check(failed == 0, "buffers in another mapping of the pool "
+                     "(the transport's) are read in place");
     }
     if (want("same-pool", argc, argv)) {
         failed = cxl_th_run(2, g_hw_spec, 0, rank_same_pool, NULL, 60, NULL);

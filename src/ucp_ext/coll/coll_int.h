@@ -8,6 +8,8 @@
 #include <ucx_cxl/coll.h>
 #include <ucx_cxl/cxlpool.h>
 
+#define CXL_COLL_MAX_ALIAS 8  /* other mappings of the pool tracked */
+
 #include "coll_region.h"
 
 #include <stdint.h>
@@ -66,6 +68,12 @@ struct cxl_coll_team {
     uint8_t            *pool_base;
     uint64_t            pool_size;
     uint64_t            heap_offset;
+    /* other mappings of the pool in this process (coll_alias.c) */
+    struct {
+        uintptr_t start, end;
+        uint64_t  off;  /* pool offset of start */
+    }                   alias[CXL_COLL_MAX_ALIAS];
+    unsigned            nalias;
     cxl_coh_mode_t      coh;
     uint64_t            region;      /* bytes of each partition */
     uint64_t            slot_bytes;
@@ -140,6 +148,14 @@ struct cxl_coll_req {
 };
 
 uint64_t cxl_coll_now_ns(void);
+
+/* ---- other mappings of the team's pool (coll_alias.c) ---- */
+/* Find them in /proc/self/maps (hw-coherent pools only). */
+void        cxl_coll_alias_scan(cxl_coll_team_t *team, const char *path);
+/* [p, p+len) in another mapping of the pool: the same bytes in the
+ * library's mapping; otherwise p. */
+const void *cxl_coll_alias(const cxl_coll_team_t *team, const void *p,
+                           size_t len);
 
 /* ---- the pools of the process, shared by its teams (coll_pool.c) ---- */
 /* The handle of pool `key` opened with params (opened on first use),

@@ -267,6 +267,14 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
                        (a->type == CXL_COLL_SCATTER)) ? 0 : req->bytes;
     /* in place from the pool, unless this rank overwrites what it offers
      * (in-place alltoall) */
+    if (team->cfg.pool_inplace && (req->src != NULL) &&
+        (req->src != CXL_COLL_IN_PLACE)) {
+        /* a buffer in the transport's mapping of the pool: the same
+         * bytes in the library's (coll_alias.c) */
+        req->src = cxl_coll_alias(team, req->src,
+                                  (req->nblocks - 1) * req->src_stride +
+                                  req->bytes);
+    }
     req->src_in_pool = team->cfg.pool_inplace && (req->nsteps > 0) &&
                        cxl_coll_move_publishes(req, me) &&
                        !((a->type == CXL_COLL_ALLTOALL) && in_place) &&

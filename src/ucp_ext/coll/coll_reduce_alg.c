@@ -340,6 +340,14 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
     req->nsteps  = (team->size == 1) ? 0 :
                    (rs || req->oneshot) ? req->nrounds : 2 * req->nrounds;
     /* peers may read the input in place, unless this rank overwrites it */
+    if (team->cfg.pool_inplace && (req->src != NULL) &&
+        (req->src != CXL_COLL_IN_PLACE)) {
+        /* a buffer in the transport's mapping of the pool: the same
+         * bytes in the library's (coll_alias.c) */
+        req->src = cxl_coll_alias(team, req->src,
+                                  (req->nblocks - 1) * req->src_stride +
+                                  req->bytes);
+    }
     req->src_in_pool = team->cfg.pool_inplace && !in_place &&
                        (req->nsteps > 0) &&
                        cxl_coll_in_pool(team, req->src,
