@@ -30,7 +30,8 @@
  *                MPI_COLL_AVX=require makes anything but "wrapped" a failure
  *
  * MPI_COLL_ONLY=avx,split... runs only the sections named (barrier,
- * reductions, moves, fallbacks, split, dup, progress, avx).
+ * reductions, moves, fallbacks, split, dup, progress, avx; and winbuf,
+ * run only when named: an MPI_Win_allocate buffer as MPI_Bcast's root).
  *
  * Every call gets data derived from (rank, peer, index, call number), so
  * no two calls see the same bytes.  Which path ran is checked per call
@@ -1053,6 +1054,40 @@ static void test_split(void)
 /* MPI_Comm_dup (a team of its own) and an intercommunicator (declined:
  * its collectives stay with coll/inter)                               */
 
+/*
+ * winbuf (only when named in MPI_COLL_ONLY): MPI_Win_allocate memory (osc
+ * ucx allocates it with ucp_mem_map: in the pool with
+ * UCX_ALLOC_PRIO=md:cxl,...) as the root's MPI_Bcast buffer; the script
+ * checks that coll/cxl's library read it in place (CXL_COLL_LOG).
+ */
+static void test_winbuf(void)
+{
+    const int n = 1 << 18;
+    int *buf = NULL, i, bad = 0, rc;
+    MPI_Win win;
+
+    snprintf(g_check, sizeof(g_check), "winbuf: bcast from window memory");
+    rc = MPI_Win_allocate((MPI_Aint)n * (MPI_Aint)sizeof(int), sizeof(int),
+                          MPI_INFO_NULL, MPI_COMM_WORLD, &buf, &win);
+    mpi_ok(rc);
+    if (rc != MPI_SUCCESS) {
+        return;
+    }
+    for (i = 0; i < n; ++i) {
+        buf[i] = (g_rank == 0) ? i : -1;
+    }
+    ++g_call;
+    path_begin();
+    rc = MPI_Bcast(buf, n, MPI_INT, 0, MPI_COMM_WORLD);
+    path_end(PATH_LIB);
+    mpi_ok(rc);
+    for (i = 0; i < n; ++i) {
+        bad += (buf[i] != i);
+    }
+    check(bad == 0, "bcast result in every rank's window memory");
+    MPI_Win_free(&win);
+}
+
 static void test_dup_inter(void)
 {
     MPI_Comm dup, half, inter;
@@ -1283,6 +1318,9 @@ int main(int argc, char **argv)
     }
     if (section("avx")) {
         test_avx(avx);
+    }
+    if ((getenv("MPI_COLL_ONLY") != NULL) && section("winbuf")) {
+        test_winbuf();
     }
 
     snprintf(g_check, sizeof(g_check), "summary");

@@ -218,6 +218,19 @@ else
     fail "control (progress)" "rc $RC, '${RES:-no result line}': the progress check did not catch it" "$out"
 fi
 
+# --- window memory in the pool is read in place (hw: on the emulator the
+# --- transport's mapping is another emulated host's view) -------------------
+if [ "$COHERENCE" != sw ]; then
+    out=$SCR/winbuf.out
+    job "$out" -np 2 "${ENVS[@]}" -x UCX_ALLOC_PRIO=md:cxl,huge,thp,mmap,heap \
+        -x CXL_COLL_LOG=y -x MPI_COLL_EXPECT=cxl -x MPI_COLL_ONLY=winbuf "$BIN"
+    if passed && grep -q 'bcast 1048576 x uint8 root 0: .*read in place from the pool buffer' "$out"; then
+        ok "MPI_Win_allocate memory as MPI_Bcast's root buffer: read in place from the pool"
+    else
+        fail "winbuf" "rc $RC, '${RES:-no result line}': not read in place" "$out"
+    fi
+fi
+
 # --- op/avx: Open MPI's default operations, an observation --------------------
 out=$SCR/avx.out
 job "$out" -np 2 --mca coll ^cxl "${ENVS[@]}" -x MPI_COLL_EXPECT=off \
