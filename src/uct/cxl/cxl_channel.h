@@ -23,6 +23,11 @@
 #define UCT_CXL_BLOCK_CLOSED  0x44534f4c43584355ull  /* "UCXCLOSD" */
 #define UCT_CXL_CHAN_RETIRED  UINT64_MAX
 
+enum {
+    UCT_CXL_EVENTS_FENCE      = 1,
+    UCT_CXL_EVENTS_MEMBARRIER = 2
+};
+
 /* Block header: written by the receiver at open and at close only. */
 typedef struct {
     volatile uint64_t magic;        /* BLOCK_MAGIC while open */
@@ -31,7 +36,11 @@ typedef struct {
     uint32_t          num_channels;
     uint32_t          ring_size;    /* bytes, power of two */
     uint64_t          chan_stride;
-    uint32_t          events;       /* senders must signal when armed */
+    uint32_t          events;       /* senders must signal when armed:
+                                     * UCT_CXL_EVENTS_FENCE (fence, then
+                                     * look at armed) or _MEMBARRIER (the
+                                     * receiver's membarrier() at arm is the
+                                     * fence of registered senders) */
     volatile uint32_t armed;        /* receiver sleeps: signal it */
     uint32_t          num_hosts;    /* host ranges of channels (1 in hw mode) */
     uint32_t          peer_check_us; /* sw mode: senders re-read this line at

@@ -472,7 +472,9 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
         ucs_free(self->tx_bounce);
         return status;
     }
-    self->block->events = (self->event_fd >= 0);
+    self->block->events = (self->event_fd < 0) ? 0 :
+                          uct_cxl_membarrier_registered ?
+                          UCT_CXL_EVENTS_MEMBARRIER : UCT_CXL_EVENTS_FENCE;
     cxl_coh_publish(self->coh, self->block, block_size);
     self->block->magic = UCT_CXL_BLOCK_MAGIC;
     cxl_coh_publish(self->coh, self->block, UCT_CXL_LINE);

@@ -373,6 +373,8 @@ void uct_cxl_iface_event_cleanup(uct_cxl_iface_t *iface);
 ucs_status_t uct_cxl_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p);
 ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events);
 void uct_cxl_tx_signal_slow(uct_cxl_tx_t *tx);
+/* This process is registered for membarrier(GLOBAL_EXPEDITED) (cxl_event.c). */
+extern int uct_cxl_membarrier_registered;
 
 /* Store head and seq in the producer line, and write it back at once. */
 static UCS_F_ALWAYS_INLINE void uct_cxl_tx_store_position(uct_cxl_tx_t *tx,

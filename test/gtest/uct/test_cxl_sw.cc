@@ -9,8 +9,13 @@
  * catches a missing flush - while on a coherent pool the knob changes
  * nothing, which shows that it is the emulator that catches it.
  */
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include "cxl_uct_util.h"
 #include "../../../src/uct/cxl/cxl_channel.h"
+
+extern "C" int uct_cxl_membarrier_registered; /* cxl_event.c */
 
 #include <chrono>
 #include <poll.h>
@@ -1099,6 +1104,15 @@ TEST_F(cxl_sw_cost, wakeup_reads_no_line_from_memory)
     ASSERT_FALSE(HasFatalFailure());
     ASSERT_TRUE(r.iface_attr.cap.event_flags & UCT_IFACE_FLAG_EVENT_RECV);
     ASSERT_EQ(UCS_OK, uct_iface_event_fd_get(r.iface, &fd));
+    /* where the kernel offers membarrier(GLOBAL_EXPEDITED) the receiver's
+     * arm carries the barrier and says so, and senders skip their
+     * per-message fence (before: always UCT_CXL_EVENTS_FENCE) */
+    {
+        int cmds = (int)syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+
+        EXPECT_EQ((cmds > 0) && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED),
+                  uct_cxl_membarrier_registered != 0);
+    }
 
     /* the first send re-reads the receiver's header */
     ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, AM_ID, 0, &payload, sizeof(payload)));
