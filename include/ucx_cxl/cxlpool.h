@@ -254,6 +254,16 @@ cxlpool_status_t cxlpool_check(cxlpool_t *pool, int repair,
 cxlpool_status_t cxlpool_recover(cxlpool_t *pool, uint32_t *extents,
                                  uint32_t *attachments);
 
+/*
+ * The other shared mappings of the pool's file in this process (the
+ * transport's, for one), each as (start, length, pool offset of start).
+ * Not for the non-coherent emulator (CXLPOOL_ERR_UNSUPPORTED).
+ */
+typedef void (*cxlpool_mapping_cb_t)(void *start, uint64_t len,
+                                     uint64_t pool_off, void *arg);
+cxlpool_status_t cxlpool_foreach_mapping(cxlpool_t *pool,
+                                         cxlpool_mapping_cb_t cb, void *arg);
+
 /* devdax devices as libdaxctl reports them */
 typedef struct {
     char     path[64];

@@ -1,0 +1,502 @@
+/*
+ * The arena: one persistent pool extent that holds the broker's index and
+ * cached chunks (brk_layout.h).  Created by the first `serve`, found again
+ * by every later one, which rebuilds its heap from the records and puts
+ * every chunk a dead broker left LOADING back to ABSENT: a fill is
+ * published only after its bytes and CRC, so nothing half-filled survives.
+ */
+#include "brk_srv.h"
+
+#include <ucx_cxl/coherence.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BRK_HDR_REGION  (64ull << 10)
+
+static uint32_t brk_hdr_crc(const brk_hdr_t *hdr)
+{
+    brk_hdr_t tmp = *hdr;
+
+    tmp.crc = 0;
+    return cxlpool_crc32c(0, &tmp, sizeof(tmp));
+}
+
+static uint32_t brk_vrec_crc(const brk_vrec_t *vrec)
+{
+    brk_vrec_t tmp = *vrec;
+
+    tmp.crc = 0;
+    return cxlpool_crc32c(0, &tmp, sizeof(tmp));
+}
+
+void brk_vrec_seal(brk_srv_t *srv, brk_vrec_t *vrec)
+{
+    vrec->crc = brk_vrec_crc(vrec);
+    cxl_coh_writeback(srv->coh, vrec, sizeof(*vrec));
+    cxl_coh_fence(srv->coh);
+}
+
+void brk_hdr_seal(brk_srv_t *srv)
+{
+    srv->hdr->crc = brk_hdr_crc(srv->hdr);
+    cxl_coh_writeback(srv->coh, srv->hdr, sizeof(*srv->hdr));
+    cxl_coh_fence(srv->coh);
+}
+
+void brk_cstate_set(brk_srv_t *srv, brk_cstate_t *cs, uint64_t word)
+{
+    /* off, len, crc were stored before: the word publishes them */
+    cxl_coh_writeback(srv->coh, cs, sizeof(*cs));
+    cxl_coh_fence(srv->coh);
+    __atomic_store_n(&cs->word, word, __ATOMIC_RELEASE);
+    cxl_coh_writeback(srv->coh, &cs->word, sizeof(cs->word));
+    cxl_coh_fence(srv->coh);
+}
+
+static int brk_arena_create(brk_srv_t *srv, cxlpool_extent_t *ext, char *err,
+                            size_t errlen)
+{
+    uint64_t capacity = srv->params.capacity;
+    cxlpool_stats_t st;
+    cxlpool_status_t s;
+
+    if (capacity == 0) {
+        if (cxlpool_stats(srv->pool, &st) != CXLPOOL_OK) {
+            snprintf(err, errlen, "%s", cxlpool_last_error());
+            return CXL_BROKER_ERR_IO;
+        }
+        capacity = (st.largest_free / 2) & ~((2ull << 20) - 1);
+    }
+    if (capacity < (4ull << 20)) {
+        snprintf(err, errlen, "capacity %" PRIu64 " bytes is below the "
+                 "minimum of 4 MiB (pool too small or full: see cxlpool info)",
+                 capacity);
+        return CXL_BROKER_ERR_NO_SPACE;
+    }
+    s = cxlpool_alloc(srv->pool, BRK_HDR_REGION + capacity, 2ull << 20,
+                      BRK_ARENA_NAME, CXLPOOL_ALLOC_PERSIST, ext);
+    if (s != CXLPOOL_OK) {
+        snprintf(err, errlen, "cannot allocate a %" PRIu64 " MiB cache in "
+                 "the pool: %s", capacity >> 20, cxlpool_last_error());
+        return CXL_BROKER_ERR_NO_SPACE;
+    }
+    srv->hdr = (brk_hdr_t*)((uint8_t*)cxlpool_base(srv->pool) + ext->offset);
+    memset(srv->hdr, 0, BRK_HDR_REGION);
+    srv->hdr->magic          = BRK_MAGIC;
+    srv->hdr->layout_version = BRK_LAYOUT_VERSION;
+    srv->hdr->hdr_size       = sizeof(brk_hdr_t);
+    srv->hdr->arena_size     = ext->length;
+    srv->hdr->heap_off       = BRK_HDR_REGION;
+    srv->hdr->chunk_size     = srv->params.chunk_size ? srv->params.chunk_size
+                                                      : BRK_DEFAULT_CHUNK_SIZE;
+    srv->hdr->create_ns      = brk_now_ns();
+    srv->hdr->next_dsid      = 1;
+    cxl_coh_writeback(srv->coh, srv->hdr, BRK_HDR_REGION);
+    brk_hdr_seal(srv);
+    return CXL_BROKER_OK;
+}
+
+static int brk_arena_check_hdr(brk_srv_t *srv, const cxlpool_extent_t *ext,
+                               char *err, size_t errlen)
+{
+    const brk_hdr_t *hdr = srv->hdr;
+
+    if ((hdr->magic != BRK_MAGIC) || (hdr->crc != brk_hdr_crc(hdr))) {
+        snprintf(err, errlen, "the pool's extent '%s' is not a broker arena "
+                 "or its header is damaged (cxl-broker destroy removes it)",
+                 BRK_ARENA_NAME);
+        return CXL_BROKER_ERR_CORRUPT;
+    }
+    if (hdr->layout_version != BRK_LAYOUT_VERSION) {
+        snprintf(err, errlen, "broker arena layout %u, this broker reads %u",
+                 hdr->layout_version, BRK_LAYOUT_VERSION);
+        return CXL_BROKER_ERR_UNSUPPORTED;
+    }
+    if ((hdr->arena_size != ext->length) || (hdr->heap_off != BRK_HDR_REGION)) {
+        snprintf(err, errlen, "broker arena header says %" PRIu64 " bytes, "
+                 "the extent has %" PRIu64, hdr->arena_size, ext->length);
+        return CXL_BROKER_ERR_CORRUPT;
+    }
+    return CXL_BROKER_OK;
+}
+
+/* Chunk bytes of a recovered version: keep RESIDENT ones, drop the rest. */
+static void brk_arena_recover_chunks(brk_srv_t *srv, brk_vs_t *vs)
+{
+    uint64_t c, w, bad = 0, kept = 0;
+    brk_cstate_t *cs;
+
+    for (c = 0; c < vs->vrec->nchunks; ++c) {
+        cs = &vs->states[c];
+        w  = cs->word;
+        if (BRK_CSTATE_STATE(w) == BRK_CHUNK_ABSENT) {
+            continue;
+        }
+        if ((BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) &&
+            (cs->len == vs->chunks[c].len) &&
+            !brk_heap_reserve(&srv->heap, cs->off, cs->len) &&
+            (!srv->params.verify ||
+             (cxlpool_crc32c(0, srv->arena + cs->off, cs->len) == cs->crc))) {
+            vs->resident_chunks++;
+            vs->resident_bytes += cs->len;
+            kept++;
+            continue;
+        }
+        if (BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) {
+            brk_heap_free(&srv->heap, cs->off, cs->len); /* if reserved */
+            bad++;
+        }
+        brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(w) + 1,
+                                                BRK_CHUNK_ABSENT));
+    }
+    if (bad) {
+        brk_log(srv, "%s v%u: %" PRIu64 " resident chunks failed their check "
+                "and will be read again", vs->vrec->name, vs->vrec->version, bad);
+    }
+    if (kept) {
+        brk_log(srv, "%s v%u: %" PRIu64 " of %" PRIu64 " chunks resident "
+                "from before the restart", vs->vrec->name, vs->vrec->version,
+                kept, (uint64_t)vs->vrec->nchunks);
+    }
+}
+
+int brk_arena_open(brk_srv_t *srv, char *err, size_t errlen)
+{
+    cxlpool_extent_t ext;
+    brk_vrec_t *vrec;
+    brk_vs_t *vs;
+    uint32_t i;
+    int rc;
+
+    if (cxlpool_lookup(srv->pool, BRK_ARENA_NAME, &ext) == CXLPOOL_OK) {
+        srv->hdr = (brk_hdr_t*)((uint8_t*)cxlpool_base(srv->pool) + ext.offset);
+        cxl_coh_invalidate(srv->coh, srv->hdr, BRK_HDR_REGION);
+        rc = brk_arena_check_hdr(srv, &ext, err, errlen);
+        if (rc != CXL_BROKER_OK) {
+            return rc;
+        }
+        if (srv->params.capacity &&
+            (srv->params.capacity != ext.length - BRK_HDR_REGION)) {
+            brk_log(srv, "the arena exists with a capacity of %" PRIu64
+                    " MiB: --capacity ignored (cxl-broker destroy to change it)",
+                    (ext.length - BRK_HDR_REGION) >> 20);
+        }
+    } else {
+        rc = brk_arena_create(srv, &ext, err, errlen);
+        if (rc != CXL_BROKER_OK) {
+            return rc;
+        }
+    }
+    if ((srv->hdr->broker_token != 0) &&
+        (srv->hdr->broker_token != cxlpool_token(srv->pool)) &&
+        cxlpool_owner_alive(srv->pool, srv->hdr->broker_token)) {
+        snprintf(err, errlen, "another broker (pid %d) serves this pool at %s",
+                 srv->hdr->broker_pid, srv->hdr->addr);
+        return CXL_BROKER_ERR_BUSY;
+    }
+    srv->arena_pool_off = ext.offset;
+    srv->arena_size     = ext.length;
+    srv->arena          = (uint8_t*)srv->hdr;
+    srv->vrecs          = (brk_vrec_t*)(srv->arena + sizeof(brk_hdr_t));
+    if (brk_heap_init(&srv->heap, srv->hdr->heap_off, srv->arena_size)) {
+        snprintf(err, errlen, "out of memory");
+        return CXL_BROKER_ERR_NO_MEMORY;
+    }
+    cxl_coh_invalidate(srv->coh, srv->vrecs,
+                       BRK_MAX_VERSIONS * sizeof(brk_vrec_t));
+    for (i = 0; i < BRK_MAX_VERSIONS; ++i) {
+        vrec = &srv->vrecs[i];
+        if (vrec->state == BRK_VREC_FREE) {
+            continue;
+        }
+        if (vrec->crc != brk_vrec_crc(vrec)) {
+            brk_log(srv, "version record %u fails its checksum: left alone", i);
+            continue;
+        }
+        if (vrec->state != BRK_VREC_ACTIVE) {
+            /* BUILDING: a publish that did not finish; RETIRING: readers
+             * of the old broker are gone with it */
+            brk_log(srv, "%s v%u: %s, freed", vrec->name, vrec->version,
+                    (vrec->state == BRK_VREC_BUILDING) ? "not finished" :
+                    "retired");
+            memset(vrec, 0, sizeof(*vrec));
+            cxl_coh_writeback(srv->coh, vrec, sizeof(*vrec));
+            continue;
+        }
+        vs = brk_vs_attach(srv, i, err, errlen);
+        if (vs == NULL) {
+            brk_log(srv, "%s v%u: %s: left alone", vrec->name, vrec->version,
+                    err);
+            continue;
+        }
+        brk_arena_recover_chunks(srv, vs);
+    }
+    err[0] = '\0';
+    srv->hdr->boot++;
+    srv->hdr->start_ns     = brk_now_ns();
+    srv->hdr->broker_token = cxlpool_token(srv->pool);
+    srv->hdr->broker_pid   = (int32_t)getpid();
+    brk_hdr_seal(srv);
+    return CXL_BROKER_OK;
+}
+
+void brk_arena_close(brk_srv_t *srv)
+{
+    brk_waiter_t *w;
+    uint64_t c;
+
+    while (srv->versions != NULL) {
+        brk_vs_t *vs  = srv->versions;
+        srv->versions = vs->next;
+        for (c = 0; c < vs->vrec->nchunks; ++c) {
+            while ((w = vs->crt[c].waiters) != NULL) {
+                vs->crt[c].waiters = w->next;
+                free(w);
+            }
+        }
+        brk_plan_free(&vs->plan);
+        free(vs->crt);
+        free(vs->epochs);
+        free(vs);
+    }
+    if (srv->hdr != NULL) {
+        srv->hdr->broker_token = 0;
+        srv->hdr->addr[0]      = '\0';
+        brk_hdr_seal(srv);
+    }
+    brk_heap_fini(&srv->heap);
+}
+
+/* Runtime state over a version record whose ranges are accounted for. */
+static brk_vs_t *brk_vs_new(brk_srv_t *srv, uint32_t slot)
+{
+    brk_vrec_t *vrec = &srv->vrecs[slot];
+    const brk_meta_t *meta = (const brk_meta_t*)(srv->arena + vrec->meta_off);
+    brk_vs_t *vs;
+
+    vs = calloc(1, sizeof(*vs));
+    if (vs != NULL) {
+        vs->crt = calloc(vrec->nchunks ? vrec->nchunks : 1, sizeof(*vs->crt));
+    }
+    if ((vs == NULL) || (vs->crt == NULL)) {
+        free(vs);
+        return NULL;
+    }
+    vs->slot    = slot;
+    vs->vrec    = vrec;
+    vs->meta    = meta;
+    vs->samples = (const brk_sample_t*)((const uint8_t*)meta + meta->samples_off);
+    vs->chunks  = (const brk_chunk_t*)((const uint8_t*)meta + meta->chunks_off);
+    vs->segs    = (const brk_seg_t*)((const uint8_t*)meta + meta->segs_off);
+    vs->files   = (const brk_file_t*)((const uint8_t*)meta + meta->files_off);
+    vs->strings = (const char*)meta + meta->strings_off;
+    vs->states  = (brk_cstate_t*)(srv->arena + vrec->states_off);
+    vs->next      = srv->versions;
+    srv->versions = vs;
+    return vs;
+}
+
+/* Runtime state over a version record found at start: checks the record
+ * and its metadata, and reserves their ranges. */
+brk_vs_t *brk_vs_attach(brk_srv_t *srv, uint32_t slot, char *err, size_t errlen)
+{
+    brk_vrec_t *vrec = &srv->vrecs[slot];
+    const brk_meta_t *meta;
+    brk_vs_t *vs;
+    uint64_t states_len;
+
+    if ((vrec->meta_off < srv->heap.start) ||
+        (vrec->meta_off > srv->arena_size) ||
+        (vrec->meta_len > srv->arena_size - vrec->meta_off) ||
+        (vrec->nchunks > (srv->arena_size / sizeof(brk_cstate_t))) ||
+        (vrec->states_off > srv->arena_size) ||
+        (vrec->nchunks * sizeof(brk_cstate_t) >
+         srv->arena_size - vrec->states_off)) {
+        snprintf(err, errlen, "version record out of the arena's bounds");
+        return NULL;
+    }
+    meta = (const brk_meta_t*)(srv->arena + vrec->meta_off);
+    cxl_coh_invalidate(srv->coh, meta, vrec->meta_len);
+    if (brk_meta_check(meta, vrec->meta_len, err, errlen) ||
+        (meta->nchunks != vrec->nchunks) || (meta->nsamples != vrec->nsamples)) {
+        if (!err[0]) {
+            snprintf(err, errlen, "metadata does not match its record");
+        }
+        return NULL;
+    }
+    states_len = vrec->nchunks * sizeof(brk_cstate_t);
+    if (brk_heap_reserve(&srv->heap, vrec->meta_off, vrec->meta_len) ||
+        brk_heap_reserve(&srv->heap, vrec->states_off, states_len)) {
+        snprintf(err, errlen, "metadata overlaps other records");
+        return NULL;
+    }
+    vs = brk_vs_new(srv, slot);
+    if (vs == NULL) {
+        snprintf(err, errlen, "out of memory");
+    }
+    return vs;
+}
+
+brk_vs_t *brk_vs_find(brk_srv_t *srv, const char *name, uint32_t version)
+{
+    brk_vs_t *vs, *best = NULL;
+
+    for (vs = srv->versions; vs != NULL; vs = vs->next) {
+        if (strcmp(vs->vrec->name, name)) {
+            continue;
+        }
+        if (version ? (vs->vrec->version == version)
+                    : (vs->vrec->state == BRK_VREC_ACTIVE)) {
+            best = vs;
+        }
+    }
+    return best;
+}
+
+int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
+                   brk_desc_t *desc, brk_vs_t **vs_p, char *err, size_t errlen)
+{
+    brk_vs_t *old = brk_vs_find(srv, name, 0), *vs;
+    uint64_t meta_len = brk_desc_meta_size(desc), meta_off, states_off;
+    uint64_t states_len = desc->nchunks * sizeof(brk_cstate_t);
+    uint64_t capacity = srv->heap.end - srv->heap.start;
+    uint32_t slot, version = 0;
+    brk_vrec_t *vrec;
+
+    if (old && (old->vrec->fingerprint == desc->fingerprint) &&
+        (old->vrec->policy == req->policy) &&
+        (old->vrec->pin_bytes == req->pin_bytes)) {
+        *vs_p = old;               /* unchanged: same version */
+        return CXL_BROKER_OK;
+    }
+    if (req->pin_bytes > capacity) {
+        snprintf(err, errlen, "%s: --pin-bytes %" PRIu64 " MiB exceeds the "
+                 "broker's capacity of %" PRIu64 " MiB", name,
+                 req->pin_bytes >> 20, capacity >> 20);
+        return CXL_BROKER_ERR_NO_SPACE;
+    }
+    for (vs = srv->versions; vs != NULL; vs = vs->next) {
+        if (!strcmp(vs->vrec->name, name) && (vs->vrec->version > version)) {
+            version = vs->vrec->version;
+        }
+    }
+    for (slot = 0; slot < BRK_MAX_VERSIONS; ++slot) {
+        if ((srv->vrecs[slot].state == BRK_VREC_FREE) &&
+            (srv->vrecs[slot].crc == 0)) {
+            break;
+        }
+    }
+    if (slot == BRK_MAX_VERSIONS) {
+        snprintf(err, errlen, "all %u version records are in use (cxl-broker "
+                 "rm old datasets)", BRK_MAX_VERSIONS);
+        return CXL_BROKER_ERR_NO_SPACE;
+    }
+    if (brk_cache_alloc(srv, NULL, meta_len, 1, &meta_off)) {
+        snprintf(err, errlen, "%s: the index of %" PRIu64 " samples (%" PRIu64
+                 " KiB) does not fit in the cache", name, desc->nsamples,
+                 meta_len >> 10);
+        return CXL_BROKER_ERR_NO_SPACE;
+    }
+    if (brk_cache_alloc(srv, NULL, states_len, 1, &states_off)) {
+        brk_heap_free(&srv->heap, meta_off, meta_len);
+        snprintf(err, errlen, "%s: the state of %" PRIu64 " chunks does not "
+                 "fit in the cache", name, desc->nchunks);
+        return CXL_BROKER_ERR_NO_SPACE;
+    }
+    vrec = &srv->vrecs[slot];
+    memset(vrec, 0, sizeof(*vrec));
+    snprintf(vrec->name, sizeof(vrec->name), "%s", name);
+    vrec->state       = BRK_VREC_BUILDING;
+    vrec->version     = version + 1;
+    vrec->dsid        = srv->hdr->next_dsid++;
+    vrec->format      = desc->format;
+    vrec->policy      = req->policy;
+    vrec->nsamples    = desc->nsamples;
+    vrec->nchunks     = desc->nchunks;
+    vrec->nfiles      = desc->nfiles;
+    vrec->bytes       = desc->bytes;
+    vrec->chunk_size  = desc->chunk_size;
+    vrec->record_size = desc->record_size;
+    vrec->pin_bytes   = req->pin_bytes;
+    vrec->meta_off    = meta_off;
+    vrec->meta_len    = meta_len;
+    vrec->states_off  = states_off;
+    vrec->fingerprint = desc->fingerprint;
+    vrec->create_ns   = brk_now_ns();
+    brk_vrec_seal(srv, vrec);
+    brk_hdr_seal(srv);
+
+    brk_desc_write_meta(desc, srv->arena + meta_off);
+    memset(srv->arena + states_off, 0, states_len);
+    cxl_coh_writeback(srv->coh, srv->arena + meta_off, meta_len);
+    cxl_coh_writeback(srv->coh, srv->arena + states_off, states_len);
+    cxl_coh_fence(srv->coh);
+    vrec->state = BRK_VREC_ACTIVE;
+    brk_vrec_seal(srv, vrec);
+
+    vs = brk_vs_new(srv, slot);
+    if (vs == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return CXL_BROKER_ERR_NO_MEMORY;
+    }
+    if (old != NULL) {
+        brk_vs_retire(srv, old);
+    }
+    *vs_p = vs;
+    return CXL_BROKER_OK;
+}
+
+void brk_vs_retire(brk_srv_t *srv, brk_vs_t *vs)
+{
+    vs->vrec->state = BRK_VREC_RETIRING;
+    brk_vrec_seal(srv, vs->vrec);
+    brk_vs_reap(srv);
+}
+
+void brk_vs_free(brk_srv_t *srv, brk_vs_t *vs)
+{
+    brk_vs_t **pp;
+    uint64_t c;
+
+    for (c = 0; c < vs->vrec->nchunks; ++c) {
+        if (BRK_CSTATE_STATE(vs->states[c].word) == BRK_CHUNK_RESIDENT) {
+            brk_heap_free(&srv->heap, vs->states[c].off, vs->states[c].len);
+        }
+    }
+    brk_heap_free(&srv->heap, vs->vrec->meta_off, vs->vrec->meta_len);
+    brk_heap_free(&srv->heap, vs->vrec->states_off,
+                  vs->vrec->nchunks * sizeof(brk_cstate_t));
+    brk_log(srv, "%s v%u: freed (%" PRIu64 " chunks, %" PRIu64 " MiB)",
+            vs->vrec->name, vs->vrec->version, vs->resident_chunks,
+            vs->resident_bytes >> 20);
+    memset(vs->vrec, 0, sizeof(*vs->vrec));
+    cxl_coh_writeback(srv->coh, vs->vrec, sizeof(*vs->vrec));
+    cxl_coh_fence(srv->coh);
+    for (pp = &srv->versions; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == vs) {
+            *pp = vs->next;
+            break;
+        }
+    }
+    brk_plan_free(&vs->plan);
+    free(vs->crt);
+    free(vs->epochs);
+    free(vs);
+}
+
+void brk_vs_reap(brk_srv_t *srv)
+{
+    brk_vs_t *vs, *next;
+
+    for (vs = srv->versions; vs != NULL; vs = next) {
+        next = vs->next;
+        if ((vs->vrec->state == BRK_VREC_RETIRING) && (vs->nhandles == 0) &&
+            (vs->inflight == 0)) {
+            brk_vs_free(srv, vs);
+        }
+    }
+}

@@ -1,0 +1,654 @@
+/*
+ * The read path.  A sample is read in three steps:
+ *  1. pin its chunk: a local reader sets the chunk's bit in its own pin
+ *     bitmap, fences, and loads the chunk's state word; RESIDENT means
+ *     pinned with no message.  Anything else, and every remote reader,
+ *     asks the broker (BRK_REQ_PIN), which fills the chunk if needed.
+ *     Pins stay cached (CXL_BROKER_PIN_CACHE chunks, least recently used
+ *     given back first), so most reads cost no message at all;
+ *  2. ucp_get the sample's bytes from the arena into the caller's buffer;
+ *  3. check that the chunk's word is still the one pinned (seqlock): a
+ *     chunk that changed under the get is an error, never wrong bytes.
+ */
+#include "brk_client_int.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BRK_BATCH_INFLIGHT 64
+
+static void brk_lru_unlink(cxl_broker_ds_t *ds, uint32_t c)
+{
+    uint32_t p = ds->lru_prev[c], n = ds->lru_next[c];
+
+    if (p != BRK_NIL) {
+        ds->lru_next[p] = n;
+    } else {
+        ds->lru_head = n;
+    }
+    if (n != BRK_NIL) {
+        ds->lru_prev[n] = p;
+    } else {
+        ds->lru_tail = p;
+    }
+    ds->lru_prev[c] = ds->lru_next[c] = BRK_NIL;
+}
+
+static void brk_lru_push(cxl_broker_ds_t *ds, uint32_t c)
+{
+    ds->lru_prev[c] = ds->lru_tail;
+    ds->lru_next[c] = BRK_NIL;
+    if (ds->lru_tail != BRK_NIL) {
+        ds->lru_next[ds->lru_tail] = c;
+    } else {
+        ds->lru_head = c;
+    }
+    ds->lru_tail = c;
+}
+
+static void brk_bit_set(cxl_broker_ds_t *ds, uint32_t c, int on)
+{
+    uint64_t *w = &ds->bitmap[c / 64];
+    uint64_t v  = __atomic_load_n(w, __ATOMIC_RELAXED);
+
+    /* this process is the only writer of its bitmap: no read-modify-write
+     * atomics, a plain store of the new word */
+    v = on ? (v | (1ull << (c % 64))) : (v & ~(1ull << (c % 64)));
+    __atomic_store_n(w, v, __ATOMIC_RELAXED);
+}
+
+static void brk_unpin_flush(cxl_broker_ds_t *ds)
+{
+    struct {
+        brk_pin_req_t req;
+    } *msg;
+    size_t len;
+
+    if (ds->nunpin == 0) {
+        return;
+    }
+    len = sizeof(brk_pin_req_t) + ds->nunpin * sizeof(uint32_t);
+    msg = malloc(len);
+    if (msg != NULL) {
+        msg->req.handle = ds->rep.handle;
+        msg->req.n      = ds->nunpin;
+        msg->req.flags  = 0;
+        memcpy(&msg->req + 1, ds->unpin_buf, ds->nunpin * sizeof(uint32_t));
+        (void)brk_call_post(ds->b, BRK_REQ_UNPIN, msg, len, 0);
+        free(msg);
+    }
+    ds->nunpin = 0;
+}
+
+static void brk_unpin(cxl_broker_ds_t *ds, uint32_t c)
+{
+    if (ds->pin_word[c] == 0) {
+        return;
+    }
+    brk_lru_unlink(ds, c);
+    ds->pin_word[c] = 0;
+    ds->npinned--;
+    if (ds->bitmap != NULL) {
+        brk_bit_set(ds, c, 0);
+        return;
+    }
+    ds->unpin_buf[ds->nunpin++] = c;
+    if (ds->nunpin == ds->b->pin_cache) {
+        brk_unpin_flush(ds);
+    }
+}
+
+/* Give back pins beyond the cache size, oldest first, none in use. */
+static void brk_pins_trim(cxl_broker_ds_t *ds, uint32_t keep)
+{
+    uint32_t c = ds->lru_head, next;
+
+    while ((ds->npinned > keep) && (c != BRK_NIL)) {
+        next = ds->lru_next[c];
+        if (ds->views[c] == 0) {
+            brk_unpin(ds, c);
+        }
+        c = next;
+    }
+    brk_unpin_flush(ds);
+}
+
+static void brk_pinned(cxl_broker_ds_t *ds, uint32_t c, uint64_t word,
+                       uint64_t off)
+{
+    if (ds->pin_word[c] == 0) {
+        ds->npinned++;
+        brk_lru_push(ds, c);
+    }
+    ds->pin_word[c] = word;
+    ds->pin_off[c]  = off;
+}
+
+/*
+ * Pin chunks[0..n) (distinct).  Local: bits first, one fence, then the
+ * words; what is not resident, and everything for a remote reader, goes
+ * to the broker in one request.
+ */
+static cxl_broker_status_t brk_pin_chunks(cxl_broker_ds_t *ds,
+                                          const uint32_t *chunks, uint32_t n)
+{
+    brk_pin_req_t *req;
+    const brk_pin_rep_t *rep;
+    const brk_pin_ent_t *ent;
+    uint32_t *ask, nask = 0, i, c;
+    cxl_broker_status_t st;
+    void *data = NULL;
+    size_t len = 0;
+    uint64_t w;
+
+    req = malloc(sizeof(*req) + n * sizeof(uint32_t));
+    if (req == NULL) {
+        return brk_cerr(CXL_BROKER_ERR_NO_MEMORY, "out of memory");
+    }
+    ask = (uint32_t*)(req + 1);
+    if (ds->bitmap != NULL) {
+        for (i = 0; i < n; ++i) {
+            brk_bit_set(ds, chunks[i], 1);
+        }
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        for (i = 0; i < n; ++i) {
+            c = chunks[i];
+            w = __atomic_load_n(&ds->states[c].word, __ATOMIC_ACQUIRE);
+            if (BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) {
+                brk_pinned(ds, c, w, ds->states[c].off);
+            } else {
+                ask[nask++] = c;
+            }
+        }
+    } else {
+        memcpy(ask, chunks, n * sizeof(uint32_t));
+        nask = n;
+    }
+    if (nask == 0) {
+        free(req);
+        return CXL_BROKER_OK;
+    }
+    req->handle = ds->rep.handle;
+    req->n      = nask;
+    req->flags  = 0;
+    st = brk_call(ds->b, BRK_REQ_PIN, req, sizeof(*req) + nask * sizeof(uint32_t),
+                  &data, &len);
+    free(req);
+    rep = data;
+    if ((data == NULL) || (len < sizeof(*rep)) ||
+        ((len - sizeof(*rep)) / sizeof(*ent) < rep->n) || (rep->n != nask)) {
+        free(data);
+        return (st != CXL_BROKER_OK) ? st :
+               brk_cerr(CXL_BROKER_ERR_CORRUPT, "malformed pin answer");
+    }
+    ent = (const brk_pin_ent_t*)(rep + 1);
+    for (i = 0; i < rep->n; ++i) {
+        if (ent[i].status == CXL_BROKER_OK) {
+            brk_pinned(ds, ent[i].chunk, ent[i].word, ent[i].off);
+        } else if (ds->bitmap != NULL) {
+            brk_bit_set(ds, ent[i].chunk, 0);
+        }
+    }
+    free(data);
+    return st;
+}
+
+/* Whether chunk c still holds what was pinned. */
+static cxl_broker_status_t brk_check_word(cxl_broker_ds_t *ds, uint32_t c)
+{
+    uint64_t w;
+    cxl_broker_status_t st;
+
+    if (ds->bitmap != NULL) {
+        w = __atomic_load_n(&ds->states[c].word, __ATOMIC_ACQUIRE);
+    } else {
+        st = brk_get(ds->b, &w, sizeof(w), ds->rep.states_off +
+                     (uint64_t)c * sizeof(brk_cstate_t));
+        if (st != CXL_BROKER_OK) {
+            return st;
+        }
+    }
+    if (w != ds->pin_word[c]) {
+        return brk_cerr(CXL_BROKER_ERR_STALE, "%s: chunk %u changed during "
+                        "the read (word %#" PRIx64 " -> %#" PRIx64 ")",
+                        ds->name, c, ds->pin_word[c], w);
+    }
+    return CXL_BROKER_OK;
+}
+
+cxl_broker_status_t cxl_broker_open(cxl_broker_t *b, const char *name,
+                                    uint32_t version, cxl_broker_ds_t **ds_p)
+{
+    brk_open_req_t req;
+    cxl_broker_ds_t *ds;
+    cxl_broker_status_t st;
+    char err[256];
+    void *data = NULL;
+    size_t len = 0;
+    uint64_t nch, i;
+
+    if ((name == NULL) || (strlen(name) >= BRK_NAME_MAX)) {
+        return brk_cerr(CXL_BROKER_ERR_INVAL, "dataset name too long");
+    }
+    memset(&req, 0, sizeof(req));
+    snprintf(req.name, sizeof(req.name), "%s", name);
+    req.version = version;
+    req.local   = b->arena != NULL;
+    req.token   = (b->pool != NULL) ? cxlpool_token(b->pool) : 0;
+    st = brk_call(b, BRK_REQ_OPEN, &req, sizeof(req), &data, &len);
+    if (st != CXL_BROKER_OK) {
+        return st;
+    }
+    ds = calloc(1, sizeof(*ds));
+    if ((ds == NULL) || (len < sizeof(ds->rep))) {
+        free(ds);
+        free(data);
+        return brk_cerr(ds ? CXL_BROKER_ERR_CORRUPT : CXL_BROKER_ERR_NO_MEMORY,
+                        "open of %s failed", name);
+    }
+    ds->b = b;
+    memcpy(&ds->rep, data, sizeof(ds->rep));
+    free(data);
+    snprintf(ds->name, sizeof(ds->name), "%s", name);
+    if ((ds->rep.meta_len > b->arena_size) ||
+        (ds->rep.meta_off > b->arena_size - ds->rep.meta_len)) {
+        st = brk_cerr(CXL_BROKER_ERR_CORRUPT, "%s: metadata outside the arena",
+                      name);
+        goto fail;
+    }
+    if (b->arena != NULL) {
+        ds->meta = (const brk_meta_t*)(b->arena + ds->rep.meta_off);
+        ds->states = (const brk_cstate_t*)(b->arena + ds->rep.states_off);
+        if (ds->rep.bitmap_len) {
+            ds->bitmap = (uint64_t*)(b->arena + ds->rep.bitmap_off);
+        }
+    } else {
+        ds->meta_copy = malloc(ds->rep.meta_len ? ds->rep.meta_len : 1);
+        if (ds->meta_copy == NULL) {
+            st = brk_cerr(CXL_BROKER_ERR_NO_MEMORY, "out of memory");
+            goto fail;
+        }
+        st = brk_get(b, ds->meta_copy, ds->rep.meta_len, ds->rep.meta_off);
+        if (st != CXL_BROKER_OK) {
+            goto fail;
+        }
+        ds->meta = ds->meta_copy;
+    }
+    /* the blob is another process's memory: check it before trusting it */
+    if (brk_meta_check(ds->meta, ds->rep.meta_len, err, sizeof(err)) ||
+        (ds->meta->nsamples != ds->rep.nsamples) ||
+        (ds->meta->nchunks != ds->rep.nchunks)) {
+        st = brk_cerr(CXL_BROKER_ERR_CORRUPT, "%s: metadata: %s", name, err);
+        goto fail;
+    }
+    ds->samples = (const brk_sample_t*)((const uint8_t*)ds->meta +
+                                        ds->meta->samples_off);
+    ds->chunks  = (const brk_chunk_t*)((const uint8_t*)ds->meta +
+                                       ds->meta->chunks_off);
+    ds->files   = (const brk_file_t*)((const uint8_t*)ds->meta +
+                                      ds->meta->files_off);
+    ds->strings = (const char*)ds->meta + ds->meta->strings_off;
+    nch = ds->rep.nchunks ? ds->rep.nchunks : 1;
+    ds->pin_word  = calloc(nch, sizeof(*ds->pin_word));
+    ds->pin_off   = calloc(nch, sizeof(*ds->pin_off));
+    ds->views     = calloc(nch, sizeof(*ds->views));
+    ds->lru_prev  = malloc(nch * sizeof(*ds->lru_prev));
+    ds->lru_next  = malloc(nch * sizeof(*ds->lru_next));
+    ds->unpin_buf = malloc((b->pin_cache + 1) * sizeof(*ds->unpin_buf));
+    if (!ds->pin_word || !ds->pin_off || !ds->views || !ds->lru_prev ||
+        !ds->lru_next || !ds->unpin_buf) {
+        st = brk_cerr(CXL_BROKER_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    for (i = 0; i < nch; ++i) {
+        ds->lru_prev[i] = ds->lru_next[i] = BRK_NIL;
+    }
+    ds->lru_head = ds->lru_tail = BRK_NIL;
+    *ds_p = ds;
+    return CXL_BROKER_OK;
+fail:
+    cxl_broker_close(ds);
+    return st;
+}
+
+void cxl_broker_close(cxl_broker_ds_t *ds)
+{
+    brk_handle_req_t req;
+
+    if (ds == NULL) {
+        return;
+    }
+    if (ds->rep.handle && !ds->b->dead) {
+        req.handle = ds->rep.handle;
+        (void)brk_call(ds->b, BRK_REQ_CLOSE, &req, sizeof(req), NULL, NULL);
+    }
+    free(ds->meta_copy);
+    free(ds->pin_word);
+    free(ds->pin_off);
+    free(ds->views);
+    free(ds->lru_prev);
+    free(ds->lru_next);
+    free(ds->unpin_buf);
+    free(ds);
+}
+
+void cxl_broker_ds_info(const cxl_broker_ds_t *ds, cxl_broker_dsinfo_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    snprintf(info->name, sizeof(info->name), "%s", ds->name);
+    info->version  = ds->rep.version;
+    info->format   = ds->rep.format;
+    info->active   = 1;
+    info->nsamples = ds->rep.nsamples;
+    info->nchunks  = ds->rep.nchunks;
+    info->nfiles   = ds->meta->nfiles;
+}
+
+uint64_t cxl_broker_nsamples(const cxl_broker_ds_t *ds)
+{
+    return ds->rep.nsamples;
+}
+
+uint64_t cxl_broker_sample_len(const cxl_broker_ds_t *ds, uint64_t i)
+{
+    return (i < ds->rep.nsamples) ? ds->samples[i].len : 0;
+}
+
+const char *cxl_broker_sample_info(const cxl_broker_ds_t *ds, uint64_t i,
+                                   size_t *len)
+{
+    const brk_file_t *f;
+
+    if (i >= ds->rep.nsamples) {
+        return NULL;
+    }
+    f    = &ds->files[ds->samples[i].file];
+    *len = f->info_len;
+    return ds->strings + f->info_off;
+}
+
+const char *cxl_broker_sample_path(const cxl_broker_ds_t *ds, uint64_t i,
+                                   size_t *len)
+{
+    const brk_file_t *f;
+
+    if (i >= ds->rep.nsamples) {
+        return NULL;
+    }
+    f    = &ds->files[ds->samples[i].file];
+    *len = f->path_len;
+    return ds->strings + f->path_off;
+}
+
+cxl_broker_status_t cxl_broker_read(cxl_broker_ds_t *ds, uint64_t i, void *buf,
+                                    size_t len, size_t *got)
+{
+    cxl_broker_iov_t iov = {.index = i, .buf = buf, .len = len};
+    cxl_broker_status_t st;
+
+    st = cxl_broker_read_batch(ds, &iov, 1);
+    if (got != NULL) {
+        *got = iov.got;
+    }
+    return st;
+}
+
+static cxl_broker_status_t brk_batch_once(cxl_broker_ds_t *ds,
+                                          cxl_broker_iov_t *iov, size_t n)
+{
+    ucs_status_ptr_t reqs[BRK_BATCH_INFLIGHT];
+    uint32_t chunks[BRK_BATCH_INFLIGHT], nch = 0, j, c;
+    uint8_t held[BRK_BATCH_INFLIGHT];
+    const brk_sample_t *s;
+    ucp_request_param_t prm;
+    cxl_broker_status_t st = CXL_BROKER_OK;
+    ucs_status_t us;
+    size_t k;
+
+    /* distinct chunks this piece needs and has not pinned */
+    for (k = 0; k < n; ++k) {
+        c       = ds->samples[iov[k].index].chunk;
+        held[k] = 0;
+        if (ds->pin_word[c] != 0) {
+            /* most recently used, and held (like a view) so that trimming
+             * the cache below cannot give it back */
+            brk_lru_unlink(ds, c);
+            brk_lru_push(ds, c);
+            ds->views[c]++;
+            held[k] = 1;
+            continue;
+        }
+        for (j = 0; (j < nch) && (chunks[j] != c); ++j) {
+        }
+        if (j == nch) {
+            chunks[nch++] = c;
+        }
+    }
+    if (ds->npinned + nch > ds->b->pin_cache) {
+        brk_pins_trim(ds, (ds->b->pin_cache > nch) ? ds->b->pin_cache - nch : 0);
+    }
+    if (nch) {
+        st = brk_pin_chunks(ds, chunks, nch);
+        if (st == CXL_BROKER_ERR_NO_SPACE) {
+            /* our own cached pins may be what fills the cache */
+            brk_pins_trim(ds, 0);
+            st = brk_pin_chunks(ds, chunks, nch);
+        }
+    }
+    for (k = 0; k < n; ++k) {
+        if (held[k]) {
+            ds->views[ds->samples[iov[k].index].chunk]--;
+        }
+    }
+    memset(&prm, 0, sizeof(prm));
+    for (k = 0; k < n; ++k) {
+        s       = &ds->samples[iov[k].index];
+        reqs[k] = NULL;
+        if (ds->pin_word[s->chunk] == 0) {
+            iov[k].status = (st != CXL_BROKER_OK) ? st : CXL_BROKER_ERR_IO;
+            continue;
+        }
+        iov[k].got = s->len;
+        if (s->len > iov[k].len) {
+            iov[k].status = brk_cerr(CXL_BROKER_ERR_INVAL, "%s: sample %" PRIu64
+                                     " has %" PRIu64 " bytes, the buffer %zu",
+                                     ds->name, iov[k].index, s->len, iov[k].len);
+            continue;
+        }
+        iov[k].status = CXL_BROKER_OK;
+        if (s->len == 0) {
+            continue;
+        }
+        reqs[k] = ucp_get_nbx(ds->b->ep, iov[k].buf, s->len,
+                              ds->b->arena_va + ds->pin_off[s->chunk] + s->off,
+                              ds->b->rkey, &prm);
+        if (UCS_PTR_IS_ERR(reqs[k])) {
+            iov[k].status = brk_cerr(CXL_BROKER_ERR_UCX, "ucp_get: %s",
+                                     ucs_status_string(UCS_PTR_STATUS(reqs[k])));
+            reqs[k] = NULL;
+        }
+    }
+    for (k = 0; k < n; ++k) {
+        if (reqs[k] == NULL) {
+            continue;
+        }
+        while ((us = ucp_request_check_status(reqs[k])) == UCS_INPROGRESS) {
+            ucp_worker_progress(ds->b->worker);
+        }
+        ucp_request_free(reqs[k]);
+        if (us != UCS_OK) {
+            iov[k].status = brk_cerr(ds->b->dead ? CXL_BROKER_ERR_DISCONNECTED
+                                     : CXL_BROKER_ERR_UCX, "ucp_get: %s",
+                                     ucs_status_string(us));
+        }
+    }
+    /* the seqlock check, once per chunk */
+    for (k = 0; k < n; ++k) {
+        c = ds->samples[iov[k].index].chunk;
+        if ((iov[k].status == CXL_BROKER_OK) &&
+            (brk_check_word(ds, c) != CXL_BROKER_OK)) {
+            for (j = (uint32_t)k; j < n; ++j) {
+                if (ds->samples[iov[j].index].chunk == c) {
+                    iov[j].status = CXL_BROKER_ERR_STALE;
+                }
+            }
+            brk_unpin(ds, c);
+            brk_unpin_flush(ds);
+        }
+    }
+    for (k = 0; k < n; ++k) {
+        if (iov[k].status != CXL_BROKER_OK) {
+            return iov[k].status;
+        }
+    }
+    return CXL_BROKER_OK;
+}
+
+cxl_broker_status_t cxl_broker_read_batch(cxl_broker_ds_t *ds,
+                                          cxl_broker_iov_t *iov, size_t n)
+{
+    cxl_broker_status_t st, first = CXL_BROKER_OK;
+    size_t k, piece;
+    int retry;
+
+    for (k = 0; k < n; ++k) {
+        if (iov[k].index >= ds->rep.nsamples) {
+            return brk_cerr(CXL_BROKER_ERR_INVAL, "%s: sample %" PRIu64 " of %"
+                            PRIu64, ds->name, iov[k].index, ds->rep.nsamples);
+        }
+    }
+    for (k = 0; k < n; k += piece) {
+        piece = (n - k < BRK_BATCH_INFLIGHT) ? n - k : BRK_BATCH_INFLIGHT;
+        for (retry = 0; retry < 3; ++retry) {
+            st = brk_batch_once(ds, &iov[k], piece);
+            if (st != CXL_BROKER_ERR_STALE) {
+                break;
+            }
+        }
+        if ((st != CXL_BROKER_OK) && (first == CXL_BROKER_OK)) {
+            first = st;
+        }
+    }
+    return first;
+}
+
+cxl_broker_status_t cxl_broker_view(cxl_broker_ds_t *ds, uint64_t i,
+                                    cxl_broker_view_t *view)
+{
+    const brk_sample_t *s;
+    cxl_broker_status_t st;
+    uint32_t c;
+
+    if (ds->bitmap == NULL) {
+        return brk_cerr(CXL_BROKER_ERR_UNSUPPORTED, "%s: zero-copy views need "
+                        "the broker's pool mapped here (pool %s)", ds->name,
+                        ds->b->pool_path);
+    }
+    if (i >= ds->rep.nsamples) {
+        return brk_cerr(CXL_BROKER_ERR_INVAL, "%s: sample %" PRIu64 " of %"
+                        PRIu64, ds->name, i, ds->rep.nsamples);
+    }
+    s = &ds->samples[i];
+    c = s->chunk;
+    if (ds->pin_word[c] == 0) {
+        if (ds->npinned >= ds->b->pin_cache) {
+            brk_pins_trim(ds, ds->b->pin_cache - 1);
+        }
+        st = brk_pin_chunks(ds, &c, 1);
+        if (st != CXL_BROKER_OK) {
+            return st;
+        }
+    }
+    ds->views[c]++;
+    view->data  = ds->b->arena + ds->pin_off[c] + s->off;
+    view->len   = s->len;
+    view->chunk = c;
+    return CXL_BROKER_OK;
+}
+
+void cxl_broker_view_release(cxl_broker_ds_t *ds, cxl_broker_view_t *view)
+{
+    if ((view->chunk < ds->rep.nchunks) && ds->views[view->chunk]) {
+        ds->views[view->chunk]--;
+    }
+    view->data = NULL;
+}
+
+cxl_broker_status_t cxl_broker_warm(cxl_broker_ds_t *ds,
+                                    cxl_broker_progress_cb_t cb, void *arg)
+{
+    enum { BATCH = 16, DEPTH = 2 };
+    struct {
+        brk_pin_req_t req;
+        uint32_t      chunk[BATCH];
+    } msg[DEPTH];
+    int slot[DEPTH];
+    uint64_t next = 0, total = 0, done = 0, c, nch = ds->rep.nchunks;
+    cxl_broker_status_t st = CXL_BROKER_OK, s2;
+    double last = 0, now;
+    unsigned d, i;
+    void *data;
+    size_t len;
+
+    for (c = 0; c < nch; ++c) {
+        total += ds->chunks[c].len;
+    }
+    for (d = 0; d < DEPTH; ++d) {
+        slot[d] = -1;
+    }
+    for (;;) {
+        for (d = 0; d < DEPTH; ++d) {    /* keep DEPTH requests in flight */
+            if ((slot[d] >= 0) || (next >= nch) || (st != CXL_BROKER_OK)) {
+                continue;
+            }
+            msg[d].req.handle = ds->rep.handle;
+            msg[d].req.flags  = BRK_PIN_FILL_ONLY;
+            for (i = 0; (i < BATCH) && (next < nch); ++i) {
+                msg[d].chunk[i] = (uint32_t)next++;
+            }
+            msg[d].req.n = i;
+            slot[d] = brk_call_post(ds->b, BRK_REQ_PIN, &msg[d],
+                                    sizeof(brk_pin_req_t) + i * sizeof(uint32_t),
+                                    1);
+            if (slot[d] < 0) {
+                st      = (cxl_broker_status_t)-slot[d];
+                slot[d] = -1;
+            }
+        }
+        for (d = 0; d < DEPTH; ++d) {
+            if (slot[d] >= 0) {
+                break;
+            }
+        }
+        if (d == DEPTH) {
+            break;
+        }
+        data = NULL;
+        s2 = brk_call_wait(ds->b, slot[d], &data, &len);
+        slot[d] = -1;
+        if ((data != NULL) && (len >= sizeof(brk_pin_rep_t))) {
+            const brk_pin_rep_t *rep = data;
+            const brk_pin_ent_t *ent = (const brk_pin_ent_t*)(rep + 1);
+            for (i = 0; (i < rep->n) &&
+                        (i < (len - sizeof(*rep)) / sizeof(*ent)); ++i) {
+                if (ent[i].status == CXL_BROKER_OK) {
+                    done += ent[i].len;
+                }
+            }
+        }
+        free(data);
+        if ((s2 != CXL_BROKER_OK) && (st == CXL_BROKER_OK)) {
+            st = s2;   /* keep its text: cxl_broker_last_error() */
+        }
+        now = brk_cnow();
+        if ((cb != NULL) && ((now - last >= 0.1) || (next >= nch))) {
+            cb(done, total, arg);
+            last = now;
+        }
+    }
+    if (cb != NULL) {
+        cb(done, total, arg);
+    }
+    return st;
+}
