@@ -19,8 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define KIB        1024u
@@ -846,6 +848,14 @@ out:
     return ret;
 }
 
+static void tar_list_write(const tshard_t *s, const char *rel)
+{
+    char *p = tpath(rel);
+
+    write_file(p, s->list, s->listlen);
+    free(p);
+}
+
 static void tar_build(tshard_t *s)
 {
     static char names[128][256];
@@ -883,22 +893,17 @@ static void tar_build(tshard_t *s)
     tar_add(s, 1, N("tarsrc/sub.d/%06d.txt", 200), 60, 4003);
     tar_add(s, 0, N("tarsrc/sub.d/%06d.cls", 200), 1, 4004);
 #undef N
-    {
-        char *p = tpath("tarsrc.list");
-
-        write_file(p, s->list, s->listlen);
-        free(p);
-    }
+    tar_list_write(s, "tarsrc.list");
 }
 
-static int tar_make(const char *format, const char *out)
+static int tar_make(const char *format, const char *out, const char *list)
 {
     return run("cd %s/tarsrc && tar --format=%s --no-recursion -cf %s/%s "
-               "-T %s/tarsrc.list", g_dir, format, g_dir, out, g_dir);
+               "-T %s/%s", g_dir, format, g_dir, out, g_dir, list);
 }
 
 static void test_tar_one(const tshard_t *s, const char *format,
-                         const char *rel)
+                         const char *rel, const char *list)
 {
     char err[512], name[64];
     brk_desc_t d;
@@ -906,7 +911,7 @@ static void test_tar_one(const tshard_t *s, const char *format,
     int r;
 
     snprintf(name, sizeof(name), "tar %s: tar makes the shard", format);
-    r = tar_make(format, rel);
+    r = tar_make(format, rel, list);
     check(name, r == 0, "tar exit %d", r);
     r = scan1(p, BRK_FMT_AUTO, CHUNK, 0, &d, err, sizeof(err));
     snprintf(name, sizeof(name), "tar %s: scan", format);
@@ -930,6 +935,94 @@ static void test_tar_one(const tshard_t *s, const char *format,
     free(p);
 }
 
+/* POSIX ustar: a path over 100 bytes is split into prefix and name. */
+static void test_tar_ustar(void)
+{
+    static tshard_t u;
+    static char deep[2][256];
+    char dir[256];
+    int g, m;
+
+    memset(&u, 0, sizeof(u));
+    mkdir_rel("tarsrc/u");
+    snprintf(dir, sizeof(dir), "tarsrc/u/%.60s", g_long);
+    mkdir_rel(dir);
+    snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/%.50s", g_long);
+    mkdir_rel(dir);
+    snprintf(deep[0], sizeof(deep[0]), "%s/000300.bin", dir);
+    snprintf(deep[1], sizeof(deep[1]), "%s/000300.cls", dir);
+    tar_add(&u, 1, "tarsrc/u/000001.jpg", 900, 5000);
+    tar_add(&u, 0, "tarsrc/u/000001.cls", 1, 5001);
+    tar_add(&u, 1, deep[0], 1200, 5002);
+    tar_add(&u, 0, deep[1], 2, 5003);
+    tar_list_write(&u, "tarsrc-u.list");
+    test_tar_one(&u, "ustar", "shard-ustar.tar", "tarsrc-u.list");
+    for (g = 0; g < u.ng; ++g) {
+        for (m = 0; m < u.g[g].n; ++m) {
+            free(u.g[g].data[m]);
+        }
+    }
+}
+
+static void hdr_type_nul(uint8_t *b)
+{
+    b[156] = '\0';
+}
+
+static void hdr_size_b256(uint8_t *b)
+{
+    uint64_t v = 0;
+    int i;
+
+    for (i = 124; (i < 135) && (b[i] >= '0') && (b[i] <= '7'); ++i) {
+        v = v * 8 + (uint64_t)(b[i] - '0');
+    }
+    memset(b + 124, 0, 12);
+    b[124] = 0x80;
+    for (i = 135; i > 127; --i, v >>= 8) {
+        b[i] = (uint8_t)v;
+    }
+}
+
+/* The gnu shard with its first header edited (checksum redone) must
+ * scan to the same samples. */
+static void test_tar_rehdr(void (*edit)(uint8_t*), const char *what)
+{
+    char *a = tpath("shard-gnu.tar"), *b = tpath("shard-edit.tar");
+    char err[512], name[128];
+    brk_desc_t d0, d1;
+    unsigned sum = 0, i;
+    uint8_t *buf;
+    size_t len;
+    int r0, r1;
+
+    buf = read_file(a, &len);
+    edit(buf);
+    memset(buf + 148, ' ', 8);
+    for (i = 0; i < 512; ++i) {
+        sum += buf[i];
+    }
+    snprintf((char*)buf + 148, 8, "%06o", sum);
+    buf[155] = ' ';
+    write_file(b, buf, len);
+    free(buf);
+    r0 = scan1(a, BRK_FMT_TAR, CHUNK, 0, &d0, err, sizeof(err));
+    r1 = scan1(b, BRK_FMT_TAR, CHUNK, 0, &d1, err, sizeof(err));
+    snprintf(name, sizeof(name), "tar: %s", what);
+    check(name, (r0 == 0) && (r1 == 0) && (d0.nsamples == d1.nsamples) &&
+          (memcmp(d0.samples, d1.samples,
+                  d0.nsamples * sizeof(*d0.samples)) == 0),
+          "%s", (r1 != 0) ? err : "other samples");
+    if (r0 == 0) {
+        brk_desc_free(&d0);
+    }
+    if (r1 == 0) {
+        brk_desc_free(&d1);
+    }
+    free(a);
+    free(b);
+}
+
 static void test_tar(void)
 {
     static tshard_t s;
@@ -942,8 +1035,11 @@ static void test_tar(void)
     char *out, cmd[256];
 
     tar_build(&s);
-    test_tar_one(&s, "gnu", "shard-gnu.tar");
-    test_tar_one(&s, "pax", "shard-pax.tar");
+    test_tar_one(&s, "gnu", "shard-gnu.tar", "tarsrc.list");
+    test_tar_one(&s, "pax", "shard-pax.tar", "tarsrc.list");
+    test_tar_ustar();
+    test_tar_rehdr(hdr_type_nul, "typeflag NUL is a regular file");
+    test_tar_rehdr(hdr_size_b256, "a base-256 size");
 
     /* the records the long name needs are really there */
     snprintf(cmd, sizeof(cmd), "grep -c ././@LongLink %s/shard-gnu.tar",
@@ -1279,6 +1375,45 @@ static void copy_cut(const char *from, const char *to, size_t cut,
     free(b);
 }
 
+/*
+ * Root reads a mode-000 file, so as root the check runs in a child that
+ * became nobody; where that is not allowed it is skipped, with a note.
+ */
+static void unreadable_as_nobody(const char *path)
+{
+    const char *name = "err: unreadable file (as uid 65534)";
+    int status = 0;
+    pid_t pid;
+
+    chmod(g_dir, 0711);         /* nobody must reach the file itself */
+    pid = fork();
+    if (pid == 0) {
+        char err[512] = "";
+        brk_desc_t d;
+        int r;
+
+        if ((setgroups(0, NULL) != 0) || (setgid(65534) != 0) ||
+            (setuid(65534) != 0)) {
+            _exit(77);
+        }
+        r = scan1(path, BRK_FMT_FILES, CHUNK, 0, &d, err, sizeof(err));
+        printf("# %s: %s\n", name, err);
+        _exit(((r == -1) && (strstr(err, "bad/locked") != NULL) &&
+               (strstr(err, "cannot open") != NULL)) ? 0 : 1);
+    }
+    if ((pid < 0) || (waitpid(pid, &status, 0) != pid)) {
+        status = -1;
+    }
+    chmod(g_dir, 0700);
+    if (WIFEXITED(status) && (WEXITSTATUS(status) == 77)) {
+        printf("# note: %s skipped: running as root and cannot become "
+               "nobody, and root reads a mode-000 file\n", name);
+        return;
+    }
+    check(name, WIFEXITED(status) && (WEXITSTATUS(status) == 0),
+          "child status 0x%x", status);
+}
+
 static void test_errors(void)
 {
     uint8_t data[1000];
@@ -1299,12 +1434,11 @@ static void test_errors(void)
     make_file("bad/locked", 100, 1, NULL);
     p = tpath("bad/locked");
     chmod(p, 0);
-    if (geteuid() == 0) {
-        printf("# note: err: unreadable file skipped (running as root, "
-               "which reads a mode-000 file)\n");
-    } else {
+    if (geteuid() != 0) {
         expect_err("err: unreadable file", p, BRK_FMT_FILES, 0,
                    "cannot open");
+    } else {
+        unreadable_as_nobody(p);
     }
     chmod(p, 0644);
     free(p);

@@ -17,6 +17,7 @@
 #define BRK_NPY_MAX_HEADER (1u << 20)   /* numpy writes a few hundred */
 #define BRK_NPY_MAX_DIMS   64           /* numpy's NPY_MAXDIMS */
 #define BRK_NPY_DESCR_MAX  32
+#define BRK_NPY_MAX_EMPTY_ROWS (1u << 20)
 
 typedef struct {
     char     descr[BRK_NPY_DESCR_MAX];
@@ -378,6 +379,11 @@ int brk_scan_npy(brk_scan_ctx_t *ctx, const char *path)
     }
     if (__builtin_mul_overflow(rows, rowbytes, &need)) {
         return brk_scan_err(ctx, "%s: shape overflows 64 bits", path);
+    }
+    if ((rowbytes == 0) && (rows > BRK_NPY_MAX_EMPTY_ROWS)) {
+        /* no data to bound the index by: refuse, rather than exhaust memory */
+        return brk_scan_err(ctx, "%s: %llu rows of 0 bytes (a 0 in the row "
+                            "shape)", path, (unsigned long long)rows);
     }
     have = (uint64_t)st.st_size - off;
     if (have != need) {

@@ -239,6 +239,12 @@ bad:
                         (unsigned long long)off);
 }
 
+/* type in set?  (strchr would find a NUL type in any set) */
+static int brk_tar_type_in(int type, const char *set)
+{
+    return (type != '\0') && (strchr(set, type) != NULL);
+}
+
 /* Emit the sample being grouped, if any. */
 static int brk_tar_flush(brk_tar_t *t)
 {
@@ -330,10 +336,10 @@ static int brk_tar_header(brk_tar_t *t, uint64_t off, uint64_t *next)
     brk_tar_hdr_name(b, hname);
     name = (t->pax_path != NULL) ? t->pax_path :
            (t->long_name != NULL) ? t->long_name : hname;
-    if ((strchr("LKxg", type) == NULL) && (t->pax_size != BRK_TAR_NONE)) {
+    if (!brk_tar_type_in(type, "LKxg") && (t->pax_size != BRK_TAR_NONE)) {
         size = t->pax_size;     /* a member over 8 GiB */
     }
-    if (strchr("12346", type) != NULL) {
+    if (brk_tar_type_in(type, "12346")) {
         size = 0;               /* links and devices have no data blocks */
     }
     padded = (size + BRK_TAR_BLOCK - 1) / BRK_TAR_BLOCK * BRK_TAR_BLOCK;
