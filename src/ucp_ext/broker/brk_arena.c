@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BRK_HDR_REGION  (64ull << 10)
+#define BRK_HDR_REGION  ((uint64_t)64 << 10)
 
 static uint32_t brk_hdr_crc(const brk_hdr_t *hdr)
 {

@@ -206,6 +206,9 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
         brk_cache_start_fill(srv, vs, c, off);
         break;
     }
+    if (!fill_only && (vs->vrec->policy == BRK_POLICY_PLAN)) {
+        brk_plan_prefetch(srv, vs);
+    }
     if (!fill_only) {
         srv->misses++;
         if (es != NULL) {
@@ -224,6 +227,22 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
     w->slot      = slot;
     w->next      = crt->waiters;
     crt->waiters = w;
+}
+
+/* A read the client served from a chunk it had pinned: a hit. */
+void brk_cache_touch(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
+{
+    cxl_broker_epoch_stat_t *es = brk_vs_epoch_stat(vs);
+
+    vs->crt[c].last_use = ++srv->clock;
+    brk_plan_touch(vs, c);
+    srv->hits++;
+    if (es != NULL) {
+        es->hits++;
+    }
+    if (vs->vrec->policy == BRK_POLICY_PLAN) {
+        brk_plan_prefetch(srv, vs);
+    }
 }
 
 /* Plan prefetch and pin-policy bookkeeping start fills with no waiter. */

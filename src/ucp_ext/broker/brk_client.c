@@ -463,6 +463,7 @@ cxl_broker_status_t cxl_broker_epoch(cxl_broker_ds_t *ds, uint32_t epoch,
     if (req == NULL) {
         return brk_cerr(CXL_BROKER_ERR_NO_MEMORY, "out of memory");
     }
+    brk_touch_flush(ds);    /* reads so far belong to the epoch before */
     req->handle = ds->rep.handle;
     req->epoch  = epoch;
     req->pad    = 0;

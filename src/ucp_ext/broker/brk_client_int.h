@@ -69,9 +69,15 @@ struct cxl_broker_ds {
     uint32_t            npinned;
     uint32_t           *unpin_buf; /* remote: pins to give back */
     uint32_t            nunpin;
+    uint32_t           *touch_buf; /* reads from pinned chunks, to report */
+    uint32_t            ntouch;
 };
 
-#define BRK_NIL UINT32_MAX
+#define BRK_NIL   UINT32_MAX
+#define BRK_TOUCH 256
+
+/* report the reads served from pinned chunks (before any request) */
+void brk_touch_flush(cxl_broker_ds_t *ds);
 
 /* errors: set the thread's last error and return the status */
 cxl_broker_status_t brk_cerr(cxl_broker_status_t status, const char *fmt, ...)

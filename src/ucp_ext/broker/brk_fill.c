@@ -22,7 +22,7 @@ static int brk_fill_open(brk_fill_job_t *job, uint32_t fi, int *fd,
 {
     const brk_file_t *f = &job->vs->files[fi];
     const char *path    = job->vs->strings + f->path_off;
-    char p[4096];
+    char p[404];
     struct stat st;
     int64_t mtime;
 
@@ -33,7 +33,7 @@ static int brk_fill_open(brk_fill_job_t *job, uint32_t fi, int *fd,
         close(*fd);
         *fd = -1;
     }
-    snprintf(p, sizeof(p), "%.*s", (int)f->path_len, path);
+    snprintf(p, sizeof(p), "%.*s", (int)(f->path_len < 400 ? f->path_len : 400), path);
     *fd = open(p, O_RDONLY | O_CLOEXEC);
     if (*fd < 0) {
         snprintf(job->err, sizeof(job->err), "%s: %s", p, strerror(errno));

@@ -36,6 +36,7 @@ typedef enum {
     BRK_REQ_EVICT,
     BRK_REQ_LIST,
     BRK_REQ_STAT,
+    BRK_REQ_TOUCH,      /* reads served from pinned chunks; no answer */
     BRK_REQ_LAST
 } brk_req_type_t;
 
@@ -97,7 +98,9 @@ typedef struct {
     uint64_t handle;
 } brk_handle_req_t;
 
-/* PIN / UNPIN: chunk numbers follow. */
+/* PIN / UNPIN / TOUCH: chunk numbers follow.  TOUCH reports reads the
+ * client served from chunks it had pinned (hits the broker never saw), in
+ * order, so LRU recency, the plan's clock and hit counts stay true. */
 enum {
     BRK_PIN_FILL_ONLY = 1u << 0,  /* warm: fill, take no pin, evict nothing
                                      resident of this dataset */

@@ -11,6 +11,7 @@
  *     chunk that changed under the get is an error, never wrong bytes.
  */
 #include "brk_client_int.h"
+#include "brk_scan.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -58,27 +59,46 @@ static void brk_bit_set(cxl_broker_ds_t *ds, uint32_t c, int on)
     __atomic_store_n(w, v, __ATOMIC_RELAXED);
 }
 
+static void brk_ids_send(cxl_broker_ds_t *ds, uint32_t type,
+                         const uint32_t *ids, uint32_t n)
+{
+    brk_pin_req_t *req;
+    size_t len = sizeof(*req) + n * sizeof(uint32_t);
+
+    req = malloc(len);
+    if (req == NULL) {
+        return;     /* only bookkeeping is lost, never a pin */
+    }
+    req->handle = ds->rep.handle;
+    req->n      = n;
+    req->flags  = 0;
+    memcpy(req + 1, ids, n * sizeof(uint32_t));
+    (void)brk_call_post(ds->b, type, req, len, 0);
+    free(req);
+}
+
+void brk_touch_flush(cxl_broker_ds_t *ds)
+{
+    if (ds->ntouch) {
+        brk_ids_send(ds, BRK_REQ_TOUCH, ds->touch_buf, ds->ntouch);
+        ds->ntouch = 0;
+    }
+}
+
+static void brk_touch(cxl_broker_ds_t *ds, uint32_t c)
+{
+    ds->touch_buf[ds->ntouch++] = c;
+    if (ds->ntouch == BRK_TOUCH) {
+        brk_touch_flush(ds);
+    }
+}
+
 static void brk_unpin_flush(cxl_broker_ds_t *ds)
 {
-    struct {
-        brk_pin_req_t req;
-    } *msg;
-    size_t len;
-
-    if (ds->nunpin == 0) {
-        return;
+    if (ds->nunpin) {
+        brk_ids_send(ds, BRK_REQ_UNPIN, ds->unpin_buf, ds->nunpin);
+        ds->nunpin = 0;
     }
-    len = sizeof(brk_pin_req_t) + ds->nunpin * sizeof(uint32_t);
-    msg = malloc(len);
-    if (msg != NULL) {
-        msg->req.handle = ds->rep.handle;
-        msg->req.n      = ds->nunpin;
-        msg->req.flags  = 0;
-        memcpy(&msg->req + 1, ds->unpin_buf, ds->nunpin * sizeof(uint32_t));
-        (void)brk_call_post(ds->b, BRK_REQ_UNPIN, msg, len, 0);
-        free(msg);
-    }
-    ds->nunpin = 0;
 }
 
 static void brk_unpin(cxl_broker_ds_t *ds, uint32_t c)
@@ -131,7 +151,8 @@ static void brk_pinned(cxl_broker_ds_t *ds, uint32_t c, uint64_t word,
  * to the broker in one request.
  */
 static cxl_broker_status_t brk_pin_chunks(cxl_broker_ds_t *ds,
-                                          const uint32_t *chunks, uint32_t n)
+                                          const uint32_t *chunks, uint32_t n,
+                                          uint8_t *asked)
 {
     brk_pin_req_t *req;
     const brk_pin_rep_t *rep;
@@ -147,6 +168,9 @@ static cxl_broker_status_t brk_pin_chunks(cxl_broker_ds_t *ds,
         return brk_cerr(CXL_BROKER_ERR_NO_MEMORY, "out of memory");
     }
     ask = (uint32_t*)(req + 1);
+    for (i = 0; (asked != NULL) && (i < n); ++i) {
+        asked[i] = (ds->bitmap == NULL);
+    }
     if (ds->bitmap != NULL) {
         for (i = 0; i < n; ++i) {
             brk_bit_set(ds, chunks[i], 1);
@@ -159,6 +183,9 @@ static cxl_broker_status_t brk_pin_chunks(cxl_broker_ds_t *ds,
                 brk_pinned(ds, c, w, ds->states[c].off);
             } else {
                 ask[nask++] = c;
+                if (asked != NULL) {
+                    asked[i] = 1;
+                }
             }
         }
     } else {
@@ -172,6 +199,7 @@ static cxl_broker_status_t brk_pin_chunks(cxl_broker_ds_t *ds,
     req->handle = ds->rep.handle;
     req->n      = nask;
     req->flags  = 0;
+    brk_touch_flush(ds);
     st = brk_call(ds->b, BRK_REQ_PIN, req, sizeof(*req) + nask * sizeof(uint32_t),
                   &data, &len);
     free(req);
@@ -296,8 +324,9 @@ cxl_broker_status_t cxl_broker_open(cxl_broker_t *b, const char *name,
     ds->lru_prev  = malloc(nch * sizeof(*ds->lru_prev));
     ds->lru_next  = malloc(nch * sizeof(*ds->lru_next));
     ds->unpin_buf = malloc((b->pin_cache + 1) * sizeof(*ds->unpin_buf));
+    ds->touch_buf = malloc(BRK_TOUCH * sizeof(*ds->touch_buf));
     if (!ds->pin_word || !ds->pin_off || !ds->views || !ds->lru_prev ||
-        !ds->lru_next || !ds->unpin_buf) {
+        !ds->lru_next || !ds->unpin_buf || !ds->touch_buf) {
         st = brk_cerr(CXL_BROKER_ERR_NO_MEMORY, "out of memory");
         goto fail;
     }
@@ -320,6 +349,9 @@ void cxl_broker_close(cxl_broker_ds_t *ds)
         return;
     }
     if (ds->rep.handle && !ds->b->dead) {
+        if (ds->touch_buf != NULL) {
+            brk_touch_flush(ds);
+        }
         req.handle = ds->rep.handle;
         (void)brk_call(ds->b, BRK_REQ_CLOSE, &req, sizeof(req), NULL, NULL);
     }
@@ -330,6 +362,7 @@ void cxl_broker_close(cxl_broker_ds_t *ds)
     free(ds->lru_prev);
     free(ds->lru_next);
     free(ds->unpin_buf);
+    free(ds->touch_buf);
     free(ds);
 }
 
@@ -399,7 +432,7 @@ static cxl_broker_status_t brk_batch_once(cxl_broker_ds_t *ds,
 {
     ucs_status_ptr_t reqs[BRK_BATCH_INFLIGHT];
     uint32_t chunks[BRK_BATCH_INFLIGHT], nch = 0, j, c;
-    uint8_t held[BRK_BATCH_INFLIGHT];
+    uint8_t held[BRK_BATCH_INFLIGHT], asked[BRK_BATCH_INFLIGHT];
     const brk_sample_t *s;
     ucp_request_param_t prm;
     cxl_broker_status_t st = CXL_BROKER_OK;
@@ -429,16 +462,27 @@ static cxl_broker_status_t brk_batch_once(cxl_broker_ds_t *ds,
         brk_pins_trim(ds, (ds->b->pin_cache > nch) ? ds->b->pin_cache - nch : 0);
     }
     if (nch) {
-        st = brk_pin_chunks(ds, chunks, nch);
+        st = brk_pin_chunks(ds, chunks, nch, asked);
         if (st == CXL_BROKER_ERR_NO_SPACE) {
             /* our own cached pins may be what fills the cache */
             brk_pins_trim(ds, 0);
-            st = brk_pin_chunks(ds, chunks, nch);
+            st = brk_pin_chunks(ds, chunks, nch, asked);
         }
     }
+    /* every read the broker did not see as a request is a hit to report */
     for (k = 0; k < n; ++k) {
+        c = ds->samples[iov[k].index].chunk;
         if (held[k]) {
-            ds->views[ds->samples[iov[k].index].chunk]--;
+            ds->views[c]--;
+            brk_touch(ds, c);
+            continue;
+        }
+        for (j = 0; (j < nch) && (chunks[j] != c); ++j) {
+        }
+        if ((j < nch) && asked[j]) {
+            asked[j] = 0;           /* its request counted this one */
+        } else if (ds->pin_word[c] != 0) {
+            brk_touch(ds, c);
         }
     }
     memset(&prm, 0, sizeof(prm));
@@ -555,7 +599,7 @@ cxl_broker_status_t cxl_broker_view(cxl_broker_ds_t *ds, uint64_t i,
         if (ds->npinned >= ds->b->pin_cache) {
             brk_pins_trim(ds, ds->b->pin_cache - 1);
         }
-        st = brk_pin_chunks(ds, &c, 1);
+        st = brk_pin_chunks(ds, &c, 1, NULL);
         if (st != CXL_BROKER_OK) {
             return st;
         }

@@ -139,10 +139,10 @@ static void brk_req_open(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
     if (req->local && req->token) {
         h->bitmap_len = ((vs->vrec->nchunks + 511) / 512) * 64;
         if (brk_cache_alloc(srv, NULL, h->bitmap_len, 1, &h->bitmap_off)) {
-            free(h);
             brk_reply_error(srv, conn, id, BRK_REQ_OPEN, CXL_BROKER_ERR_NO_SPACE,
                             "no room for a pin bitmap of %" PRIu64 " bytes",
                             h->bitmap_len);
+            free(h);
             return;
         }
         memset(srv->arena + h->bitmap_off, 0, h->bitmap_len);
@@ -286,6 +286,26 @@ static void brk_req_unpin(brk_srv_t *srv, brk_conn_t *conn, const void *p,
         if ((c < h->vs->vrec->nchunks) && h->rpins[c]) {
             h->rpins[c]--;
             h->vs->crt[c].remote_pins--;
+        }
+    }
+}
+
+static void brk_req_touch(brk_srv_t *srv, brk_conn_t *conn, const void *p,
+                          size_t len)
+{
+    const brk_pin_req_t *req = p;
+    const uint32_t *chunks   = (const uint32_t*)(req + 1);
+    brk_handle_t *h;
+    uint32_t i;
+
+    if ((len < sizeof(*req)) ||
+        ((len - sizeof(*req)) / sizeof(uint32_t) < req->n) ||
+        ((h = brk_handle_find(conn, req->handle)) == NULL)) {
+        return;
+    }
+    for (i = 0; i < req->n; ++i) {
+        if (chunks[i] < h->vs->vrec->nchunks) {
+            brk_cache_touch(srv, h->vs, chunks[i]);
         }
     }
 }
@@ -497,6 +517,9 @@ void brk_req_dispatch(brk_srv_t *srv, brk_conn_t *conn, const brk_req_hdr_t *hdr
         break;
     case BRK_REQ_EPOCH:
         brk_req_epoch(srv, conn, hdr->req_id, p, len);
+        break;
+    case BRK_REQ_TOUCH:
+        brk_req_touch(srv, conn, p, len);
         break;
     case BRK_REQ_ADD:
         brk_add_start(srv, conn, hdr->req_id, p, len);
