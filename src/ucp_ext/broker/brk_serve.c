@@ -196,8 +196,8 @@ static void brk_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     brk_conn_t *conn = arg;
 
     (void)ep;
-    (void)status;
-    conn->token = UINT64_MAX;   /* dropped from the main loop: lease check */
+    conn->status = status;
+    conn->token  = UINT64_MAX;  /* dropped from the main loop: lease check */
 }
 
 static void brk_conn_cb(ucp_conn_request_h req, void *arg)
@@ -240,7 +240,8 @@ void brk_lease_check(brk_srv_t *srv)
     for (conn = srv->conns; conn != NULL; conn = next) {
         next = conn->next;
         if (conn->token == UINT64_MAX) {
-            brk_conn_drop(srv, conn, "connection failed");
+            brk_conn_drop(srv, conn, (conn->status == UCS_ERR_CONNECTION_RESET) ?
+                          "disconnected" : ucs_status_string(conn->status));
         } else if (conn->token &&
                    !cxlpool_owner_alive(srv->pool, conn->token)) {
             brk_conn_drop(srv, conn, "pool lease expired");

@@ -155,6 +155,7 @@ struct brk_conn {
     uint64_t      token;        /* pool attachment of a local client */
     int32_t       pid;
     int           dead;
+    ucs_status_t  status;       /* why the endpoint failed */
     char          host[64];
     brk_handle_t *handles;
 };
