@@ -6,7 +6,9 @@
 #include "brk_srv.h"
 
 #include <ucx_cxl/cxlpool.h>
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +120,16 @@ int cxlb_serve(int argc, char **argv)
 
 /* ---- add ---- */
 
+static void cxlb_free_paths(char **paths, unsigned n)
+{
+    unsigned i;
+
+    for (i = 0; i < n; ++i) {
+        free(paths[i]);
+    }
+    free(paths);
+}
+
 int cxlb_add(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -136,7 +148,8 @@ int cxlb_add(int argc, char **argv)
     brk_format_t fmt;
     brk_policy_t pol;
     cxl_broker_t *b;
-    char sz[32];
+    char sz[32], **paths;
+    unsigned npaths, i;
     int opt, rc;
 
     cxl_broker_add_params_init(&prm);
@@ -212,11 +225,28 @@ int cxlb_add(int argc, char **argv)
     if ((prm.format == CXL_BROKER_FMT_RAW) && (prm.record_size == 0)) {
         return cxlb_fail("add: --format raw needs --record-size");
     }
+    /* the broker reads the files from its own working directory */
+    npaths = (unsigned)(argc - optind - 1);
+    paths  = calloc(npaths, sizeof(*paths));
+    if (paths == NULL) {
+        return cxlb_fail("out of memory");
+    }
+    for (i = 0; i < npaths; ++i) {
+        paths[i] = realpath(argv[optind + 1 + i], NULL);
+        if (paths[i] == NULL) {
+            rc = cxlb_fail("add %s: %s: %s", argv[optind], argv[optind + 1 + i],
+                           strerror(errno));
+            cxlb_free_paths(paths, i);
+            return rc;
+        }
+    }
     if (cxlb_connect(&c, &b)) {
+        cxlb_free_paths(paths, npaths);
         return 1;
     }
-    rc = cxl_broker_add(b, argv[optind], (const char *const*)&argv[optind + 1],
-                        (unsigned)(argc - optind - 1), &prm, &info);
+    rc = cxl_broker_add(b, argv[optind], (const char *const*)paths, npaths,
+                        &prm, &info);
+    cxlb_free_paths(paths, npaths);
     if (rc != CXL_BROKER_OK) {
         cxl_broker_disconnect(b);
         return cxlb_fail("add %s: %s", argv[optind], cxl_broker_last_error());
