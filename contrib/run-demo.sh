@@ -18,7 +18,12 @@
 #      algorithm ran, latency at 8 B / 4 KiB / 256 KiB); then MPI with
 #      coll/cxl next to coll/tuned over the same UCX_TLS=cxl and to
 #      ob1+vader, one short alternating run (perftest/run-coll-bench.sh
-#      measures it properly).
+#      measures it properly);
+#   6. the dataset-chunk broker: `cxl-broker serve` on the default pool,
+#      a dataset of files added and warmed (progress), four reader
+#      processes reading it at once through ucp_get (every file byte read
+#      from disk once), `stat` with the hit counts, then a kill -9 of the
+#      broker and a restart that finds the chunks still resident.
 # The default pool is left in place; remove it with
 # `build-release/cxlpool destroy`.
 set -euo pipefail
@@ -32,7 +37,7 @@ esac
 
 "$top/contrib/setup-deps.sh"
 dir=$("$top/contrib/build.sh" release)
-make -C "$dir" -j"$(nproc)" test/helpers/cxlpool_holder >/dev/null
+make -C "$dir" -j"$(nproc)" test/helpers/cxlpool_holder test/broker/brk_reader >/dev/null
 cxlpool="$dir/cxlpool"
 holder="$dir/test/helpers/cxlpool_holder"
 module="$dir/.libs/libuct_cxl.so"
@@ -136,6 +141,47 @@ echo "-- MPI, 2 ranks: coll/cxl next to coll/tuned (pml ucx, UCX_TLS=cxl) and ob
     --budget 0.05 --out "$tmp/coll" >"$tmp/coll.log" 2>&1 || { tail -20 "$tmp/coll.log"; exit 1; }
 grep -E '^\|' "$tmp/coll/summary.md"
 echo "(alternating repetitions, every size, sw mode: perftest/run-coll-bench.sh)"
+
+echo
+echo "== 6. the dataset-chunk broker: one copy per pool, read by every process through ucp_get"
+broker="$dir/cxl-broker"
+reader="$dir/test/broker/brk_reader"
+bport=$((20000 + $$ % 20000))
+export CXL_BROKER=127.0.0.1:$bport
+"$reader" --gen "$tmp/ds" 400 65536 7
+serve_broker() {
+    LD_PRELOAD="$module" "$broker" serve --listen "$CXL_BROKER" --capacity 64m \
+        >"$tmp/serve.out" 2>"$tmp/serve.log" &
+    bpid=$!
+    pids=("$bpid")
+    for _ in $(seq 200); do grep -q '^cxl-broker: ready' "$tmp/serve.out" && break; sleep 0.05; done
+    grep -q '^cxl-broker: ready' "$tmp/serve.out" || { cat "$tmp/serve.log"; exit 1; }
+    sed 's/^/  broker log: /' "$tmp/serve.log"
+}
+serve_broker
+echo "\$ cxl-broker add demo $tmp/ds"
+LD_PRELOAD="$module" "$broker" add demo "$tmp/ds"
+LD_PRELOAD="$module" "$broker" warm demo
+rpids=()
+for i in 1 2 3 4; do
+    LD_PRELOAD="$module" "$reader" --check --order random --seed "$i" --epochs 2 demo >"$tmp/r$i" 2>&1 &
+    rpids+=($!)
+done
+for i in 1 2 3 4; do
+    wait "${rpids[$((i - 1))]}" || { cat "$tmp/r$i"; exit 1; }
+    echo "  reader $i: $(grep '^brk_reader: samples' "$tmp/r$i")"
+done
+echo "\$ cxl-broker stat"
+LD_PRELOAD="$module" "$broker" stat
+echo "-- kill -9 the broker, start it again: the chunks are still resident"
+kill -9 "$bpid"; wait "$bpid" 2>/dev/null || true
+serve_broker
+LD_PRELOAD="$module" "$broker" ls
+LD_PRELOAD="$module" "$reader" --check demo | sed 's/^/  /'
+LD_PRELOAD="$module" "$broker" stat | grep -E '^(cache|requests)'
+kill "$bpid"; wait "$bpid" 2>/dev/null || true
+pids=()
+LD_PRELOAD="$module" "$broker" destroy >/dev/null
 
 echo
 echo "== the pool after everyone left"
