@@ -63,6 +63,10 @@ DEB_PACKAGES=(
     # (without it those checks are "not run"); python3 (/usr/bin/python3):
     # perftest/report.py
     strace python3
+    # the Python package (python/ucx_cxl) under Debian's /usr/bin/python3:
+    # PyTorch datasets and the Dask comm backend, their tests
+    python3-numpy python3-torch python3-pytest python3-dask python3-distributed
+    python3-pandas
 )
 
 UCX_BIN_PKG=libucx0                       # the package whose version we match
