@@ -147,6 +147,16 @@ const char *cxl_broker_sample_info(const cxl_broker_ds_t *ds, uint64_t i,
 const char *cxl_broker_sample_path(const cxl_broker_ds_t *ds, uint64_t i,
                                    size_t *len);
 
+/* Chunks: the unit of residency; chunk c holds samples [*first, *first +
+ * *count), in order.  Streaming readers go chunk by chunk. */
+uint64_t cxl_broker_nchunks(const cxl_broker_ds_t *ds);
+int      cxl_broker_chunk_samples(const cxl_broker_ds_t *ds, uint64_t c,
+                                  uint64_t *first, uint64_t *count);
+/* The sample lengths as a flat array (nsamples entries, valid while ds is
+ * open): for readers that index without a call per sample. */
+cxl_broker_status_t cxl_broker_sample_lens(const cxl_broker_ds_t *ds,
+                                           uint64_t *lens);
+
 /* ---- reading ---- */
 
 /* Copy sample i into buf (len >= its length) with ucp_get. */

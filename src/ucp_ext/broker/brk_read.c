@@ -388,6 +388,33 @@ uint64_t cxl_broker_sample_len(const cxl_broker_ds_t *ds, uint64_t i)
     return (i < ds->rep.nsamples) ? ds->samples[i].len : 0;
 }
 
+uint64_t cxl_broker_nchunks(const cxl_broker_ds_t *ds)
+{
+    return ds->rep.nchunks;
+}
+
+int cxl_broker_chunk_samples(const cxl_broker_ds_t *ds, uint64_t c,
+                             uint64_t *first, uint64_t *count)
+{
+    if (c >= ds->rep.nchunks) {
+        return -1;
+    }
+    *first = ds->chunks[c].first_sample;
+    *count = ds->chunks[c].nsamples;
+    return 0;
+}
+
+cxl_broker_status_t cxl_broker_sample_lens(const cxl_broker_ds_t *ds,
+                                           uint64_t *lens)
+{
+    uint64_t i;
+
+    for (i = 0; i < ds->rep.nsamples; ++i) {
+        lens[i] = ds->samples[i].len;
+    }
+    return CXL_BROKER_OK;
+}
+
 const char *cxl_broker_sample_info(const cxl_broker_ds_t *ds, uint64_t i,
                                    size_t *len)
 {
