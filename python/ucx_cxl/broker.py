@@ -1,0 +1,280 @@
+"""The broker's client, in Python.
+
+>>> b = Broker()                       # $CXL_BROKER or the default address
+>>> ds = b.open("imagenet")            # newest version
+>>> buf = bytearray(ds.sample_len(0)); ds.read_into(0, buf)
+
+One ``Broker`` is one UCP connection and must stay in the process that
+made it: ``ucx_cxl.data`` connects lazily in each DataLoader worker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _lib
+
+# cxl_broker_status_t
+OK, ERR_INVAL, ERR_NOT_FOUND, ERR_CONNECT, ERR_DISCONNECTED, ERR_TIMEOUT, \
+    ERR_NO_SPACE, ERR_IO, ERR_CORRUPT, ERR_STALE, ERR_UNSUPPORTED, ERR_UCX, \
+    ERR_NO_MEMORY, ERR_EXISTS, ERR_BUSY = range(15)
+
+FORMATS = {"auto": 0, "files": 1, "npy": 2, "tar": 3, "raw": 4}
+FORMAT_NAMES = {v: k for k, v in FORMATS.items()}
+POLICIES = {"pin": 0, "lru": 1, "plan": 2}
+
+
+class BrokerError(RuntimeError):
+    """A broker call failed; the message is the broker's (or the library's)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class BrokerConnectionError(BrokerError, ConnectionError):
+    """No broker at the address, or it went away."""
+
+
+class DatasetNotFound(BrokerError, LookupError):
+    """No such dataset or version."""
+
+
+def _raise(status: int, what: str = "") -> None:
+    lib = _lib.lib()
+    msg = (lib.cxl_broker_last_error() or b"").decode(errors="replace")
+    if not msg:
+        msg = lib.cxl_broker_strerror(status).decode()
+    if what:
+        msg = f"{what}: {msg}"
+    if status in (ERR_CONNECT, ERR_DISCONNECTED, ERR_TIMEOUT):
+        raise BrokerConnectionError(status, msg)
+    if status == ERR_NOT_FOUND:
+        raise DatasetNotFound(status, msg)
+    raise BrokerError(status, msg)
+
+
+class Broker:
+    """A connection to ``cxl-broker serve``."""
+
+    def __init__(self, addr: Optional[str] = None, timeout: float = 0.0,
+                 local: Optional[bool] = None) -> None:
+        lib = _lib.lib()
+        p = _lib._Params()
+        lib.cxl_broker_params_init(ctypes.byref(p))
+        self._addr_b = addr.encode() if addr else None
+        p.addr = self._addr_b
+        p.timeout_s = timeout
+        p.local = -1 if local is None else int(bool(local))
+        h = ctypes.c_void_p()
+        st = lib.cxl_broker_connect(ctypes.byref(p), ctypes.byref(h))
+        if st != OK:
+            _raise(st)
+        self._h = h
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def default_addr() -> str:
+        buf = ctypes.create_string_buffer(64)
+        return _lib.lib().cxl_broker_default_addr(buf, 64).decode()
+
+    @property
+    def is_local(self) -> bool:
+        """Whether this process maps the broker's pool (zero-copy views)."""
+        return bool(_lib.lib().cxl_broker_is_local(self._h))
+
+    def close(self) -> None:
+        h, self._h = getattr(self, "_h", None), None
+        # a forked child must not tear down its parent's connection
+        if h and self._pid == os.getpid():
+            _lib.lib().cxl_broker_disconnect(h)
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __enter__(self) -> "Broker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self):
+        raise TypeError("a Broker connection cannot cross processes; "
+                        "ucx_cxl.data datasets connect in each worker")
+
+    # -- datasets --
+
+    def open(self, name: str, version: Optional[int] = None) -> "BrokerDataset":
+        return BrokerDataset(self, name, version or 0)
+
+    def add(self, name: str, paths: Sequence[str], format: str = "auto",
+            policy: str = "pin", chunk_size: int = 0, record_size: int = 0,
+            pin_bytes: int = 0) -> Dict[str, int]:
+        lib = _lib.lib()
+        if format not in FORMATS or policy not in POLICIES:
+            raise ValueError(f"format {format!r} / policy {policy!r}")
+        prm = _lib._AddParams()
+        lib.cxl_broker_add_params_init(ctypes.byref(prm))
+        prm.format, prm.policy = FORMATS[format], POLICIES[policy]
+        prm.chunk_size, prm.record_size = chunk_size, record_size
+        prm.pin_bytes = pin_bytes
+        enc = [os.path.abspath(p).encode() for p in paths]
+        arr = (ctypes.c_char_p * len(enc))(*enc)
+        info = _lib._DsInfo()
+        st = lib.cxl_broker_add(self._h, name.encode(), arr, len(enc),
+                                ctypes.byref(prm), ctypes.byref(info))
+        if st != OK:
+            _raise(st, f"add {name}")
+        return {"version": info.version, "samples": info.nsamples,
+                "chunks": info.nchunks, "bytes": info.bytes,
+                "new": bool(info.epoch)}
+
+    def evict(self, name: Optional[str] = None) -> int:
+        n = ctypes.c_uint64()
+        st = _lib.lib().cxl_broker_evict(self._h, name.encode() if name else None,
+                                         ctypes.byref(n))
+        if st != OK:
+            _raise(st, "evict")
+        return n.value
+
+
+class BrokerDataset:
+    """An open dataset version: sample lengths, reads, views, epochs."""
+
+    def __init__(self, broker: Broker, name: str, version: int = 0) -> None:
+        lib = _lib.lib()
+        h = ctypes.c_void_p()
+        st = lib.cxl_broker_open(broker._h, name.encode(), version, ctypes.byref(h))
+        if st != OK:
+            _raise(st, f"open {name}")
+        self._broker = broker
+        self._h = h
+        self.name = name
+        info = _lib._DsInfo()
+        lib.cxl_broker_ds_info(h, ctypes.byref(info))
+        self.version = int(info.version)
+        self.format = FORMAT_NAMES.get(int(info.format), "files")
+        self.nsamples = int(lib.cxl_broker_nsamples(h))
+        self.nchunks = int(lib.cxl_broker_nchunks(h))
+        # flat, one array per process: no object per sample
+        self.lens = np.empty(self.nsamples, dtype=np.uint64)
+        lib.cxl_broker_sample_lens(h, self.lens.ctypes.data_as(ctypes.c_void_p))
+        self._iov_cache: Optional[ctypes.Array] = None
+
+    def close(self) -> None:
+        h, self._h = getattr(self, "_h", None), None
+        if h and self._broker._h and self._broker._pid == os.getpid():
+            _lib.lib().cxl_broker_close(h)
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.nsamples
+
+    def _check(self, i: int) -> int:
+        if not 0 <= i < self.nsamples:
+            raise IndexError(f"{self.name}: sample {i} of {self.nsamples}")
+        return i
+
+    def sample_len(self, i: int) -> int:
+        return int(self.lens[self._check(i)])
+
+    def _string(self, fn, i: int) -> str:
+        n = ctypes.c_size_t()
+        p = fn(self._h, self._check(i), ctypes.byref(n))
+        return ctypes.string_at(p, n.value).decode(errors="replace") if p else ""
+
+    def sample_info(self, i: int) -> str:
+        return self._string(_lib.lib().cxl_broker_sample_info, i)
+
+    def sample_path(self, i: int) -> str:
+        return self._string(_lib.lib().cxl_broker_sample_path, i)
+
+    def chunk_samples(self, c: int) -> Tuple[int, int]:
+        first, count = ctypes.c_uint64(), ctypes.c_uint64()
+        if _lib.lib().cxl_broker_chunk_samples(self._h, c, ctypes.byref(first),
+                                               ctypes.byref(count)):
+            raise IndexError(f"{self.name}: chunk {c} of {self.nchunks}")
+        return first.value, count.value
+
+    def read_into(self, i: int, buf) -> int:
+        """Copy sample i into a writable buffer; returns its length."""
+        self._check(i)
+        mv = memoryview(buf).cast("B")
+        if mv.readonly:
+            raise ValueError("read_into needs a writable buffer")
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(mv)) if len(mv) else 0
+        got = ctypes.c_size_t()
+        st = _lib.lib().cxl_broker_read(self._h, i, addr, len(mv), ctypes.byref(got))
+        if st != OK:
+            _raise(st, f"{self.name}[{i}]")
+        return got.value
+
+    def read_batch(self, indices: Sequence[int], bufs: Sequence) -> None:
+        """Read many samples with several gets in flight."""
+        n = len(indices)
+        iov = (_lib._Iov * n)()
+        for k, (i, b) in enumerate(zip(indices, bufs)):
+            mv = memoryview(b).cast("B")
+            iov[k].index = self._check(int(i))
+            iov[k].buf = ctypes.addressof(ctypes.c_char.from_buffer(mv)) if len(mv) else None
+            iov[k].len = len(mv)
+        st = _lib.lib().cxl_broker_read_batch(self._h, iov, n)
+        if st != OK:
+            _raise(st, f"{self.name}: batch of {n}")
+
+    def view(self, i: int) -> np.ndarray:
+        """A read-only uint8 array over sample i in the pool (zero-copy).
+
+        The sample's chunk stays pinned while the array, or anything made
+        from it (a tensor of torch.from_numpy), is alive.
+        """
+        return _Pin(self, self._check(i)).array()
+
+    def epoch(self, epoch: int, order: Optional[np.ndarray] = None) -> None:
+        if order is None:
+            st = _lib.lib().cxl_broker_epoch(self._h, epoch, None, 0)
+        else:
+            o = np.ascontiguousarray(order, dtype=np.uint64)
+            st = _lib.lib().cxl_broker_epoch(self._h, epoch,
+                                             o.ctypes.data_as(ctypes.c_void_p),
+                                             o.size)
+        if st != OK:
+            _raise(st, f"{self.name}: epoch {epoch}")
+
+
+class _Pin:
+    """One view's pin, released when the last array over it is freed.
+
+    The ctypes buffer the arrays are made from is its only owner, so there
+    is no reference cycle and the release is prompt.
+    """
+
+    def __init__(self, ds: BrokerDataset, i: int) -> None:
+        self._ds = ds
+        self._v: Optional[_lib._View] = _lib._View()
+        st = _lib.lib().cxl_broker_view(ds._h, i, ctypes.byref(self._v))
+        if st != OK:
+            self._v = None
+            _raise(st, f"{ds.name}[{i}]: view")
+
+    def array(self) -> np.ndarray:
+        n = int(self._v.len)
+        raw = (ctypes.c_char * max(n, 1)).from_address(self._v.data)
+        raw._pin = self
+        arr = np.frombuffer(raw, dtype=np.uint8, count=n)
+        arr.flags.writeable = False
+        return arr
+
+    def __del__(self) -> None:
+        v, self._v = self._v, None
+        ds = self._ds
+        if v is not None and ds._h and ds._broker._pid == os.getpid():
+            _lib.lib().cxl_broker_view_release(ds._h, ctypes.byref(v))
