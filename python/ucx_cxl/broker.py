@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import weakref
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -59,11 +60,45 @@ def _raise(status: int, what: str = "") -> None:
     raise BrokerError(status, msg)
 
 
+# UCX does not survive a fork: the child has the parent's UCX state but not
+# its progress thread, and a new connection there hangs.  So before a fork
+# every connection of the process is closed (its datasets reopen lazily),
+# unless zero-copy views still pin chunks through it: then the child is
+# marked, and connecting there fails with an error instead of hanging.
+_live: "weakref.WeakSet[Broker]" = weakref.WeakSet()
+_fork_tainted = False
+
+
+def _before_fork() -> None:
+    global _fork_tainted
+    for b in list(_live):
+        if b._pid != os.getpid() or not b._h:
+            continue
+        if b._pins:
+            _fork_tainted = True
+        else:
+            b.close()
+
+
+def _after_fork_parent() -> None:
+    global _fork_tainted
+    _fork_tainted = False
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent)
+
+
 class Broker:
     """A connection to ``cxl-broker serve``."""
 
     def __init__(self, addr: Optional[str] = None, timeout: float = 0.0,
                  local: Optional[bool] = None) -> None:
+        if _fork_tainted:
+            raise BrokerError(ERR_UNSUPPORTED, "ucx_cxl: this process was "
+                              "forked while its parent held zero-copy views "
+                              "(UCX does not survive a fork): use "
+                              "multiprocessing_context='spawn', or drop the "
+                              "views before the DataLoader starts")
         lib = _lib.lib()
         p = _lib._Params()
         lib.cxl_broker_params_init(ctypes.byref(p))
@@ -77,7 +112,10 @@ class Broker:
             _raise(st)
         self._h = h
         self._pid = os.getpid()
+        self._pins = 0
+        self._datasets: "weakref.WeakSet[BrokerDataset]" = weakref.WeakSet()
         self._lock = threading.Lock()
+        _live.add(self)
 
     @staticmethod
     def default_addr() -> str:
@@ -89,7 +127,14 @@ class Broker:
         """Whether this process maps the broker's pool (zero-copy views)."""
         return bool(_lib.lib().cxl_broker_is_local(self._h))
 
+    @property
+    def closed(self) -> bool:
+        return not getattr(self, "_h", None)
+
     def close(self) -> None:
+        if getattr(self, "_h", None) and self._pid == os.getpid():
+            for ds in list(self._datasets):
+                ds.close()
         h, self._h = getattr(self, "_h", None), None
         # a forked child must not tear down its parent's connection
         if h and self._pid == os.getpid():
@@ -155,6 +200,7 @@ class BrokerDataset:
             _raise(st, f"open {name}")
         self._broker = broker
         self._h = h
+        broker._datasets.add(self)
         self.name = name
         info = _lib._DsInfo()
         lib.cxl_broker_ds_info(h, ctypes.byref(info))
@@ -264,6 +310,7 @@ class _Pin:
         if st != OK:
             self._v = None
             _raise(st, f"{ds.name}[{i}]: view")
+        ds._broker._pins += 1
 
     def array(self) -> np.ndarray:
         n = int(self._v.len)
@@ -278,3 +325,5 @@ class _Pin:
         ds = self._ds
         if v is not None and ds._h and ds._broker._pid == os.getpid():
             _lib.lib().cxl_broker_view_release(ds._h, ctypes.byref(v))
+        if v is not None:
+            ds._broker._pins -= 1

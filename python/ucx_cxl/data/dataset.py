@@ -81,7 +81,8 @@ class CXLDataset(Dataset):
     @property
     def handle(self) -> BrokerDataset:
         """This process's open dataset (connecting if it has none)."""
-        if self._pid != os.getpid() or self._ds is None:
+        if (self._pid != os.getpid() or self._ds is None or
+                self._broker is None or self._broker.closed):
             # a forked worker: leave the parent's objects alone
             self._ds = None
             self._broker = None
@@ -99,8 +100,7 @@ class CXLDataset(Dataset):
         self.__dict__.update(st)
 
     def close(self) -> None:
-        if self._pid == os.getpid() and self._ds is not None:
-            self._ds.close()
+        if self._pid == os.getpid() and self._broker is not None:
             self._broker.close()
         self._ds = self._broker = None
 
@@ -149,7 +149,8 @@ class CXLDataset(Dataset):
         Uses this process's connection if it has one, else a short-lived
         one, so that workers forked afterwards inherit no UCX state.
         """
-        if self._pid == os.getpid() and self._ds is not None:
+        if (self._pid == os.getpid() and self._ds is not None and
+                not self._broker.closed):
             self._ds.epoch(epoch, order)
             return
         with Broker(self.broker_addr, timeout=self.timeout) as b:
