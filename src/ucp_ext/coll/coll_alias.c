@@ -11,49 +11,31 @@
  */
 #include "coll_int.h"
 
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
+
+static void cxl_coll_alias_cb(void *start, uint64_t len, uint64_t pool_off,
+                              void *arg)
+{
+    cxl_coll_team_t *team = arg;
+
+    if (team->nalias < CXL_COLL_MAX_ALIAS) {
+        team->alias[team->nalias].start = (uintptr_t)start;
+        team->alias[team->nalias].end   = (uintptr_t)start + (uintptr_t)len;
+        team->alias[team->nalias].off   = pool_off;
+        team->nalias++;
+    }
+}
 
 void cxl_coll_alias_scan(cxl_coll_team_t *team, const char *path)
 {
-    unsigned long long start, end, off, ino;
-    unsigned maj, min;
-    char perms[8], line[512];
-    struct stat st;
-    FILE *f;
-
     team->nalias = 0;
     if ((team->coh != CXL_COH_HW) || (path == NULL) ||
         (strncmp(path, CXLPOOL_EMULATE_NC_PREFIX,
-                 strlen(CXLPOOL_EMULATE_NC_PREFIX)) == 0) ||
-        (stat(path, &st) != 0)) {
+                 strlen(CXLPOOL_EMULATE_NC_PREFIX)) == 0)) {
         return;
     }
-    f = fopen("/proc/self/maps", "r");
-    if (f == NULL) {
-        return;
-    }
-    while ((team->nalias < CXL_COLL_MAX_ALIAS) &&
-           (fgets(line, sizeof(line), f) != NULL)) {
-        if ((sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &start, &end,
-                    perms, &off, &maj, &min, &ino) != 7) ||
-            (perms[3] != 's') || (ino != (unsigned long long)st.st_ino) ||
-            (maj != major(st.st_dev)) || (min != minor(st.st_dev)) ||
-            (start == (uintptr_t)team->pool_base) ||
-            (off >= team->pool_size)) {
-            continue;
-        }
-        team->alias[team->nalias].start = (uintptr_t)start;
-        team->alias[team->nalias].end   = (uintptr_t)start +
-            (uintptr_t)((end - start < team->pool_size - off) ?
-                        end - start : team->pool_size - off);
-        team->alias[team->nalias].off   = off;
-        team->nalias++;
-    }
-    fclose(f);
+    /* no mappings found (or none to find) leaves nalias 0: copy as usual */
+    (void)cxlpool_foreach_mapping(team->pool, cxl_coll_alias_cb, team);
 }
 
 const void *cxl_coll_alias(const cxl_coll_team_t *team, const void *p,
