@@ -1,0 +1,79 @@
+/*
+ * ucx-cxl message endpoints over UCP (libcxl_comm), for language bindings
+ * that cannot drive UCP's parameter structures themselves: the Dask comm
+ * backend of the Python package is built on it.
+ *
+ * One worker per thread of use (an event loop).  Endpoints come from
+ * cxl_comm_connect() (UCP sockaddr connection establishment) or from a
+ * listener.  A message is one UCP active message: sent from the caller's
+ * buffer without a copy (completion through a request), received in
+ * order per endpoint into a buffer the caller supplies once it knows the
+ * length.  Transports are UCX's choice under UCX_TLS (default here:
+ * "cxl,tcp"); every endpoint uses peer error handling, so a dead peer
+ * fails its endpoint instead of hanging it.
+ */
+#ifndef UCX_CXL_COMM_H
+#define UCX_CXL_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cxl_comm_worker   cxl_comm_worker_t;
+typedef struct cxl_comm_listener cxl_comm_listener_t;
+typedef struct cxl_comm_ep       cxl_comm_ep_t;
+typedef struct cxl_comm_req      cxl_comm_req_t;
+
+/* Status codes: 0 success, 1 in progress, < 0 failures (a UCS status). */
+#define CXL_COMM_OK          0
+#define CXL_COMM_INPROGRESS  1
+
+/* The last error of this thread, one line. */
+const char *cxl_comm_last_error(void);
+
+int      cxl_comm_worker_create(cxl_comm_worker_t **worker_p);
+void     cxl_comm_worker_destroy(cxl_comm_worker_t *worker);
+/* File descriptor that becomes readable on events; -1 without wake-up. */
+int      cxl_comm_worker_efd(cxl_comm_worker_t *worker);
+/* Progress; returns the number of events handled. */
+unsigned cxl_comm_progress(cxl_comm_worker_t *worker);
+/* Arm the fd: 1 when the caller may sleep on it, 0 when events are
+ * pending (progress again first). */
+int      cxl_comm_worker_arm(cxl_comm_worker_t *worker);
+
+/* Listen on host:port (port 0: any); the port actually bound. */
+int      cxl_comm_listen(cxl_comm_worker_t *worker, const char *host,
+                         unsigned port, cxl_comm_listener_t **listener_p);
+unsigned cxl_comm_listener_port(const cxl_comm_listener_t *listener);
+/* The next accepted endpoint, or NULL. */
+cxl_comm_ep_t *cxl_comm_accept(cxl_comm_listener_t *listener);
+void     cxl_comm_listener_close(cxl_comm_listener_t *listener);
+
+int      cxl_comm_connect(cxl_comm_worker_t *worker, const char *host,
+                          unsigned port, cxl_comm_ep_t **ep_p);
+/* 0 while usable, else the UCS status that failed it (peer gone, ...). */
+int      cxl_comm_ep_status(const cxl_comm_ep_t *ep);
+/* "HOST:PORT" of the peer as the listener saw it ("" for connectors). */
+const char *cxl_comm_ep_peer(const cxl_comm_ep_t *ep);
+/* Close: flushes unless force; frees the endpoint when done. */
+void     cxl_comm_ep_close(cxl_comm_ep_t *ep, int force);
+
+/* Send len bytes from buf (kept valid until the request completes). */
+cxl_comm_req_t *cxl_comm_send(cxl_comm_ep_t *ep, const void *buf, size_t len);
+/* Whether a message has arrived on ep: 1 and its length, else 0. */
+int      cxl_comm_recv_peek(cxl_comm_ep_t *ep, size_t *len);
+/* Receive the next message into buf (len >= its length). */
+cxl_comm_req_t *cxl_comm_recv(cxl_comm_ep_t *ep, void *buf, size_t len);
+/* A request's status (CXL_COMM_INPROGRESS until done), and its release
+ * (a request released in progress completes on its own). */
+int      cxl_comm_req_status(const cxl_comm_req_t *req);
+void     cxl_comm_req_free(cxl_comm_req_t *req);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

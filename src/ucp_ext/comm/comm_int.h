@@ -1,0 +1,62 @@
+/*
+ * libcxl_comm internals: worker (comm_worker.c), endpoints and listeners
+ * (comm_ep.c), messages and requests (comm_msg.c).
+ */
+#ifndef CXL_COMM_INT_H
+#define CXL_COMM_INT_H
+
+#include <ucx_cxl/comm.h>
+#include <ucp/api/ucp.h>
+#include <stdarg.h>
+
+#define CXL_COMM_AM_ID 0x71u
+
+typedef struct cxl_comm_msg {
+    struct cxl_comm_msg *next;
+    size_t               len;
+    void                *data;      /* eager: UCP's (held) or a copy */
+    int                  held;      /* data is UCP's: ucp_am_data_release */
+    int                  rndv;      /* data is a rendezvous descriptor */
+} cxl_comm_msg_t;
+
+struct cxl_comm_req {
+    int  status;                    /* CXL_COMM_INPROGRESS until done */
+    int  orphan;                    /* freed by the caller while in flight */
+};
+
+struct cxl_comm_ep {
+    cxl_comm_ep_t     *next;        /* worker->eps */
+    cxl_comm_worker_t *worker;
+    ucp_ep_h           ep;
+    int                status;      /* 0, or the UCS status that failed it */
+    int                closing;
+    cxl_comm_msg_t    *head, **tail; /* arrived, in order */
+    char               peer[64];
+};
+
+struct cxl_comm_listener {
+    cxl_comm_worker_t *worker;
+    ucp_listener_h     listener;
+    unsigned           port;
+    cxl_comm_ep_t    **accepted;    /* queue of endpoints not yet taken */
+    unsigned           naccepted, cap;
+};
+
+struct cxl_comm_worker {
+    ucp_context_h      ucp;
+    ucp_worker_h       worker;
+    int                efd;
+    cxl_comm_ep_t     *eps;
+};
+
+int  cxl_comm_error(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+cxl_comm_ep_t *cxl_comm_ep_new(cxl_comm_worker_t *w);
+void cxl_comm_ep_unlink(cxl_comm_ep_t *ep);
+void cxl_comm_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status);
+int  cxl_comm_msg_init(cxl_comm_worker_t *w);
+void cxl_comm_msg_drop_all(cxl_comm_ep_t *ep);
+cxl_comm_req_t *cxl_comm_req_new(void);
+void cxl_comm_req_done(void *request, ucs_status_t status, cxl_comm_req_t *req);
+
+#endif

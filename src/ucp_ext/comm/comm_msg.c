@@ -1,0 +1,238 @@
+/*
+ * Messages: one UCP active message each, queued per endpoint in arrival
+ * order.  Eager data UCP lets us keep (UCP_AM_RECV_ATTR_FLAG_DATA) is
+ * held until the receive copies it out; anything else is copied at once.
+ * Rendezvous data stays where it is until the receiver supplies a buffer,
+ * then lands there directly (ucp_am_recv_data_nbx): a large frame is
+ * never copied through an intermediate buffer.
+ */
+#include "comm_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+cxl_comm_req_t *cxl_comm_req_new(void)
+{
+    cxl_comm_req_t *req = calloc(1, sizeof(*req));
+
+    if (req != NULL) {
+        req->status = CXL_COMM_INPROGRESS;
+    } else {
+        cxl_comm_error(UCS_ERR_NO_MEMORY, "out of memory");
+    }
+    return req;
+}
+
+void cxl_comm_req_done(void *request, ucs_status_t status, cxl_comm_req_t *req)
+{
+    if (request != NULL) {
+        ucp_request_free(request);
+    }
+    if (req->orphan) {
+        free(req);
+        return;
+    }
+    req->status = (status == UCS_OK) ? CXL_COMM_OK : status;
+}
+
+int cxl_comm_req_status(const cxl_comm_req_t *req)
+{
+    return req->status;
+}
+
+void cxl_comm_req_free(cxl_comm_req_t *req)
+{
+    if (req == NULL) {
+        return;
+    }
+    if (req->status == CXL_COMM_INPROGRESS) {
+        req->orphan = 1;    /* its completion frees it */
+        return;
+    }
+    free(req);
+}
+
+static cxl_comm_ep_t *cxl_comm_ep_of(cxl_comm_worker_t *w, ucp_ep_h uep)
+{
+    cxl_comm_ep_t *ep;
+
+    for (ep = w->eps; ep != NULL; ep = ep->next) {
+        if (ep->ep == uep) {
+            return ep;
+        }
+    }
+    return NULL;
+}
+
+static ucs_status_t cxl_comm_am_cb(void *arg, const void *header,
+                                   size_t header_len, void *data, size_t length,
+                                   const ucp_am_recv_param_t *param)
+{
+    cxl_comm_worker_t *w = arg;
+    cxl_comm_ep_t *ep;
+    cxl_comm_msg_t *m;
+    ucs_status_t ret = UCS_OK;
+
+    (void)header;
+    (void)header_len;
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
+        ((ep = cxl_comm_ep_of(w, param->reply_ep)) == NULL) ||
+        ((m = calloc(1, sizeof(*m))) == NULL)) {
+        return UCS_OK;      /* an endpoint being closed: dropped */
+    }
+    m->len = length;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        m->rndv = 1;
+        m->data = data;
+        ret     = UCS_INPROGRESS;   /* until ucp_am_recv_data_nbx */
+    } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
+        m->held = 1;
+        m->data = data;
+        ret     = UCS_INPROGRESS;
+    } else {
+        m->data = malloc(length ? length : 1);
+        if (m->data == NULL) {
+            free(m);
+            ep->status = UCS_ERR_NO_MEMORY;
+            return UCS_OK;
+        }
+        memcpy(m->data, data, length);
+    }
+    *ep->tail = m;
+    ep->tail  = &m->next;
+    return ret;
+}
+
+int cxl_comm_msg_init(cxl_comm_worker_t *w)
+{
+    ucp_am_handler_param_t amp;
+
+    memset(&amp, 0, sizeof(amp));
+    amp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                     UCP_AM_HANDLER_PARAM_FIELD_CB |
+                     UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    amp.id  = CXL_COMM_AM_ID;
+    amp.cb  = cxl_comm_am_cb;
+    amp.arg = w;
+    return ucp_worker_set_am_recv_handler(w->worker, &amp);
+}
+
+static void cxl_comm_msg_free(cxl_comm_worker_t *w, cxl_comm_msg_t *m)
+{
+    if (m->held || m->rndv) {
+        /* a rendezvous nobody receives: releasing it drops the data */
+        ucp_am_data_release(w->worker, m->data);
+    } else {
+        free(m->data);
+    }
+    free(m);
+}
+
+void cxl_comm_msg_drop_all(cxl_comm_ep_t *ep)
+{
+    cxl_comm_msg_t *m;
+
+    while ((m = ep->head) != NULL) {
+        ep->head = m->next;
+        cxl_comm_msg_free(ep->worker, m);
+    }
+    ep->tail = &ep->head;
+}
+
+static void cxl_comm_send_cb(void *request, ucs_status_t status, void *arg)
+{
+    cxl_comm_req_done(request, status, arg);
+}
+
+cxl_comm_req_t *cxl_comm_send(cxl_comm_ep_t *ep, const void *buf, size_t len)
+{
+    ucp_request_param_t prm;
+    ucs_status_ptr_t sp;
+    cxl_comm_req_t *req;
+
+    if (ep->status) {
+        cxl_comm_error(ep->status, "send: %s", ucs_status_string(ep->status));
+        return NULL;
+    }
+    req = cxl_comm_req_new();
+    if (req == NULL) {
+        return NULL;
+    }
+    memset(&prm, 0, sizeof(prm));
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FIELD_FLAGS;
+    prm.cb.send      = cxl_comm_send_cb;
+    prm.user_data    = req;
+    prm.flags        = UCP_AM_SEND_FLAG_REPLY;
+    sp = ucp_am_send_nbx(ep->ep, CXL_COMM_AM_ID, NULL, 0, buf, len, &prm);
+    if (UCS_PTR_IS_ERR(sp)) {
+        req->status = UCS_PTR_STATUS(sp);
+        cxl_comm_error(req->status, "send: %s",
+                       ucs_status_string(UCS_PTR_STATUS(sp)));
+    } else if (sp == NULL) {
+        req->status = CXL_COMM_OK;
+    }
+    return req;
+}
+
+int cxl_comm_recv_peek(cxl_comm_ep_t *ep, size_t *len)
+{
+    if (ep->head == NULL) {
+        return 0;
+    }
+    *len = ep->head->len;
+    return 1;
+}
+
+static void cxl_comm_recv_cb(void *request, ucs_status_t status, size_t length,
+                             void *arg)
+{
+    (void)length;
+    cxl_comm_req_done(request, status, arg);
+}
+
+cxl_comm_req_t *cxl_comm_recv(cxl_comm_ep_t *ep, void *buf, size_t len)
+{
+    ucp_request_param_t prm;
+    cxl_comm_msg_t *m = ep->head;
+    ucs_status_ptr_t sp;
+    cxl_comm_req_t *req;
+
+    if (m == NULL) {
+        cxl_comm_error(UCS_ERR_NO_ELEM, "recv: no message has arrived");
+        return NULL;
+    }
+    if (len < m->len) {
+        cxl_comm_error(UCS_ERR_MESSAGE_TRUNCATED, "recv: message of %zu "
+                       "bytes, buffer of %zu", m->len, len);
+        return NULL;
+    }
+    req = cxl_comm_req_new();
+    if (req == NULL) {
+        return NULL;
+    }
+    ep->head = m->next;
+    if (ep->head == NULL) {
+        ep->tail = &ep->head;
+    }
+    if (!m->rndv) {
+        memcpy(buf, m->data, m->len);
+        req->status = CXL_COMM_OK;
+        cxl_comm_msg_free(ep->worker, m);
+        return req;
+    }
+    memset(&prm, 0, sizeof(prm));
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    prm.cb.recv_am   = cxl_comm_recv_cb;
+    prm.user_data    = req;
+    sp = ucp_am_recv_data_nbx(ep->worker->worker, m->data, buf, m->len, &prm);
+    if (UCS_PTR_IS_ERR(sp)) {
+        req->status = UCS_PTR_STATUS(sp);
+        cxl_comm_error(req->status, "recv: %s",
+                       ucs_status_string(UCS_PTR_STATUS(sp)));
+    } else if (sp == NULL) {
+        req->status = CXL_COMM_OK;
+    }
+    free(m);
+    return req;
+}

@@ -1,0 +1,108 @@
+/*
+ * The worker: one UCP context and worker, with wake-up, and the list of
+ * its endpoints (active messages find theirs by reply endpoint).
+ */
+#include "comm_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static __thread char cxl_comm_errbuf[512];
+
+const char *cxl_comm_last_error(void)
+{
+    return cxl_comm_errbuf;
+}
+
+int cxl_comm_error(int status, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(cxl_comm_errbuf, sizeof(cxl_comm_errbuf), fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int cxl_comm_worker_create(cxl_comm_worker_t **worker_p)
+{
+    ucp_worker_params_t wp;
+    ucp_params_t prm;
+    ucp_config_t *cfg;
+    cxl_comm_worker_t *w;
+    ucs_status_t st;
+
+    w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return cxl_comm_error(UCS_ERR_NO_MEMORY, "out of memory");
+    }
+    w->efd = -1;
+    st = ucp_config_read(NULL, NULL, &cfg);
+    if (st != UCS_OK) {
+        free(w);
+        return cxl_comm_error(st, "ucp_config_read: %s", ucs_status_string(st));
+    }
+    if (getenv("UCX_TLS") == NULL) {
+        ucp_config_modify(cfg, "TLS", "cxl,tcp");
+    }
+    memset(&prm, 0, sizeof(prm));
+    prm.field_mask = UCP_PARAM_FIELD_FEATURES;
+    prm.features   = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    st = ucp_init(&prm, cfg, &w->ucp);
+    ucp_config_release(cfg);
+    if (st != UCS_OK) {
+        free(w);
+        return cxl_comm_error(st, "ucp_init: %s", ucs_status_string(st));
+    }
+    memset(&wp, 0, sizeof(wp));
+    wp.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    st = ucp_worker_create(w->ucp, &wp, &w->worker);
+    if (st != UCS_OK) {
+        ucp_cleanup(w->ucp);
+        free(w);
+        return cxl_comm_error(st, "ucp_worker_create: %s", ucs_status_string(st));
+    }
+    if (ucp_worker_get_efd(w->worker, &w->efd) != UCS_OK) {
+        w->efd = -1;
+    }
+    st = cxl_comm_msg_init(w);
+    if (st != UCS_OK) {
+        cxl_comm_worker_destroy(w);
+        return cxl_comm_error(st, "cannot set the message handler");
+    }
+    *worker_p = w;
+    return CXL_COMM_OK;
+}
+
+void cxl_comm_worker_destroy(cxl_comm_worker_t *w)
+{
+    while (w->eps != NULL) {
+        cxl_comm_ep_close(w->eps, 1);
+        cxl_comm_progress(w);
+    }
+    ucp_worker_destroy(w->worker);
+    ucp_cleanup(w->ucp);
+    free(w);
+}
+
+int cxl_comm_worker_efd(cxl_comm_worker_t *w)
+{
+    return w->efd;
+}
+
+unsigned cxl_comm_progress(cxl_comm_worker_t *w)
+{
+    unsigned n = 0, k;
+
+    while ((k = ucp_worker_progress(w->worker)) != 0) {
+        n += k;
+    }
+    return n;
+}
+
+int cxl_comm_worker_arm(cxl_comm_worker_t *w)
+{
+    return (w->efd >= 0) && (ucp_worker_arm(w->worker) == UCS_OK);
+}
