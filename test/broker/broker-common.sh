@@ -24,7 +24,8 @@
 #   sets WRC (its exit status, 124 when it had to be killed).
 # rfield FILE KEY: KEY's value (samples, bytes, digest, errors, local) in
 #   brk_reader's summary line of FILE.
-# jget FILE EXPR: a Python expression on d, the JSON document in FILE.
+# jget FILE EXPR: a Python expression on d, the JSON document in FILE
+#   (printed as Python does, with JSON's true and false).
 # stat_json OUT / ls_json OUT: the broker's stat --json / ls --json in OUT.
 # check NAME CMD...: ok NAME if CMD succeeds, else fail NAME (with CHECK_WHY).
 # verdict RC NAME: ok NAME if RC is 0, else fail NAME (with CHECK_WHY); for
@@ -126,7 +127,7 @@ brk_start() {
         BRK_PID=$!
         BRK_PIDS+=("$BRK_PID")
         for _ in $(seq 1 600); do
-            grep -q '^cxl-broker: ready on ' "$BRK_LOG" && break
+            grep -q '^cxl-broker: ready on ' "$BRK_LOG" 2>/dev/null && break
             kill -0 "$BRK_PID" 2>/dev/null || break
             sleep 0.05
         done
@@ -200,7 +201,8 @@ jget() {
     "$PY" -c 'import json, sys
 d = json.load(open(sys.argv[1]))
 v = eval(sys.argv[2])
-print(str(v).lower() if isinstance(v, bool) else v)' "$1" "$2"
+print(v if isinstance(v, str) else
+      str(v).replace("True", "true").replace("False", "false"))' "$1" "$2"
 }
 
 stat_json() { cli stat --json >"$1" 2>"$1.err"; }
