@@ -167,7 +167,7 @@ wait_bounded() {
     fi
     wait "$pid" 2>/dev/null
     WRC=$?
-}
+} 2>/dev/null   # not even bash's "Killed" line of a job killed here
 
 cli() {
     env "${BENV[@]}" timeout -k 5 "$WATCHDOG" "$BRK" "$@"
