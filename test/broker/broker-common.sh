@@ -20,6 +20,7 @@
 # rdr_bg OUT ARGS...: the same in the background (no timeout wrapper, so
 #   its pid is the reader's: RPID, also appended to BG_PIDS); extra
 #   environment in RENV=(VAR=VALUE...) for that call.
+# kill9 PID [SECS]: kill -9 of a process started here, reaped.
 # wait_bounded PID SECS: waits for PID at most SECS (then kills it, -9);
 #   sets WRC (its exit status, 124 when it had to be killed).
 # rfield FILE KEY: KEY's value (samples, bytes, digest, errors, local) in
@@ -151,7 +152,13 @@ brk_stop() {
     wait_bounded "$BRK_PID" 30
     BRK_RC=$WRC
     BRK_PID=
-}
+} 2>/dev/null   # no "Killed" line of the job
+
+# kill9 PID [SECS]: kill -9 PID and reap it (WRC), without bash's "Killed" line
+kill9() {
+    kill -KILL "$1" 2>/dev/null
+    wait_bounded "$1" "${2:-10}"
+} 2>/dev/null
 
 wait_bounded() {
     local pid=$1 secs=$2 i
@@ -311,4 +318,41 @@ print(t)' "$@"
 gen_raw() {
     "$PY" -c 'import random, sys
 open(sys.argv[1], "wb").write(random.Random(int(sys.argv[3])).randbytes(int(sys.argv[2])))' "$@"
+}
+
+# arena_states POOL NAME: "absent loading resident evicting other" counts of the
+# chunk states of the active version of dataset NAME, read from the pool
+# file (the arena is the pool's named extent "cxl-broker"; layout as in
+# src/ucp_ext/broker/brk_layout.h); "none" if not found
+arena_states() {
+    local off
+    off=$("$CXL" info "$1" --json 2>/dev/null | "$PY" -c 'import json, sys
+print([x["offset"] for x in json.load(sys.stdin)["named"] if x["name"] == "cxl-broker"][0])' 2>/dev/null)
+    "$PY" - "$1" "${off:-x}" "$2" <<'PYEOF'
+import struct, sys
+pool, off, name = sys.argv[1], sys.argv[2], sys.argv[3]
+if not off.isdigit():
+    print("none"); sys.exit()
+off = int(off)
+with open(pool, "rb") as f:
+    def rd(o, n):
+        f.seek(off + o)
+        return f.read(n)
+    if rd(0, 8) != b"UCLXBRK1":
+        print("none"); sys.exit()
+    hdr_size = struct.unpack("<I", rd(12, 4))[0]
+    for i in range(256):
+        v = rd(hdr_size + 256 * i, 256)
+        state = struct.unpack_from("<I", v, 48)[0]
+        if v[:48].split(b"\0")[0].decode() != name or state != 2:
+            continue
+        nchunks = struct.unpack_from("<Q", v, 80)[0]
+        states_off = struct.unpack_from("<Q", v, 136)[0]
+        raw = rd(states_off, 32 * nchunks)
+        n = [0, 0, 0, 0, 0]
+        for c in range(nchunks):
+            n[min(struct.unpack_from("<Q", raw, 32 * c)[0] & 0xff, 4)] += 1
+        print(*n); sys.exit()
+print("none")
+PYEOF
 }
