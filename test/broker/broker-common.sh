@@ -12,7 +12,9 @@
 #   port of 127.0.0.1 (BRK_HOST to listen elsewhere); waits for its ready
 #   line.  Sets BRK_PID, BRK_ADDR, BRK_LOG (stdout+stderr), BRK_POOL and
 #   BENV (the clients' environment: module, pool, CXL_BROKER).  Returns 1
-#   (after a fail line) when it does not get ready.
+#   (after a fail line) when it does not get ready.  BRK_ENV=(VAR=VALUE...):
+#   more environment for the broker; BRK_WRAP=(CMD ARGS...): a command
+#   that execs it (its pid stays the broker's).
 # brk_stop [SIGNAL]: stops the broker (default TERM) and waits for it
 #   (bounded); KILL: kill -9.  Sets BRK_RC.
 # cli ARGS...: cxl-broker ARGS with BENV under a watchdog.
@@ -64,6 +66,8 @@ brk_init() {
     BG_PIDS=()
     RENV=()
     BENV=()
+    BRK_ENV=()
+    BRK_WRAP=()
     BRK_PID=
     # a port range of its own per script run, stepped over ports in use
     BRK_NEXT_PORT=$((20000 + ($$ % 1200) * 10))
@@ -123,7 +127,7 @@ brk_start() {
         BRK_ADDR=${BRK_HOST:-127.0.0.1}:$port
         BRK_LOG=$SCR/broker-$port.log
         env -u CXL_BROKER "LD_PRELOAD=$PRELOAD" "UCX_CXL_POOL=$pool" \
-            ${BRK_ENV[@]+"${BRK_ENV[@]}"} \
+            ${BRK_ENV[@]+"${BRK_ENV[@]}"} ${BRK_WRAP[@]+"${BRK_WRAP[@]}"} \
             "$BRK" serve --pool "$pool" --listen "$BRK_ADDR" "$@" >"$BRK_LOG" 2>&1 &
         BRK_PID=$!
         BRK_PIDS+=("$BRK_PID")
@@ -250,7 +254,7 @@ finish() {
 
 # ---- datasets ----
 # gen_files DIR N SIZE TAG: brk_reader's pattern files (s000000.bin, ...)
-gen_files() { "$READER" --gen "$@"; }
+gen_files() { mkdir -p "$(dirname "$1")" && "$READER" --gen "$@"; }
 
 # gen_npy DIR PREFIX NFILES ROWS ROWSHAPE DESCR SEED: .npy files
 #   DIR/PREFIXnnn.npy written by a
