@@ -18,7 +18,12 @@
 # pods_link PID_A VETH_A ADDR_A PID_B VETH_B ADDR_B: a veth pair between two
 #   pods (ADDR: a.b.c.d/len), both ends up.  Returns 2 (VETH_ERR says why)
 #   when the kernel refuses a veth pair, 1 when the set-up failed after.
-# pods_cleanup: kills the holders and deletes the veths.
+# pods_bridge BR: a bridge BR in this namespace (the pods' switch), up;
+#   returns 2 (VETH_ERR) when the kernel refuses it.
+# pods_join BR PID VETH_POD VETH_BR ADDR: pod PID joins bridge BR by a veth
+#   pair: VETH_POD in the pod with address ADDR (a.b.c.d/len), VETH_BR on
+#   the bridge, both up.  Returns as pods_link.
+# pods_cleanup: kills the holders and deletes the veths and bridges.
 
 POD_FLAGS=(--net --uts --ipc --mount --propagation private)
 
@@ -60,6 +65,30 @@ pods_link() {
     for _ in $(seq 1 100); do
         [ "$(in_pod "$pa" cat "/sys/class/net/$va/operstate" 2>/dev/null)" = up ] &&
         [ "$(in_pod "$pb" cat "/sys/class/net/$vb/operstate" 2>/dev/null)" = up ] && break
+        sleep 0.05
+    done
+    return 0
+}
+
+pods_bridge() {
+    VETH_ERR=$(ip link add "$1" type bridge 2>&1) || return 2
+    VETHS+=("$1")
+    VETH_ERR=$(ip link set "$1" up 2>&1) || return 1
+    return 0
+}
+
+pods_join() {
+    local br=$1 pid=$2 v=$3 vb=$4 addr=$5
+    VETH_ERR=$(ip link add "$v" type veth peer name "$vb" 2>&1) || return 2
+    VETHS+=("$vb")
+    if ! VETH_ERR=$( { ip link set "$vb" master "$br" && ip link set "$vb" up &&
+            ip link set "$v" netns "$pid" &&
+            in_pod "$pid" ip addr add "$addr" dev "$v" &&
+            in_pod "$pid" ip link set "$v" up; } 2>&1); then
+        return 1
+    fi
+    for _ in $(seq 1 100); do
+        [ "$(in_pod "$pid" cat "/sys/class/net/$v/operstate" 2>/dev/null)" = up ] && break
         sleep 0.05
     done
     return 0
