@@ -131,20 +131,22 @@ brk_start() {
             "$BRK" serve --pool "$pool" --listen "$BRK_ADDR" "$@" >"$BRK_LOG" 2>&1 &
         BRK_PID=$!
         BRK_PIDS+=("$BRK_PID")
+        BRK_T=$(date +%s.%N) BRK_N=0
         for _ in $(seq 1 600); do
             grep -q '^cxl-broker: ready on ' "$BRK_LOG" 2>/dev/null && break
-            kill -0 "$BRK_PID" 2>/dev/null || break
+            kill -0 "$BRK_PID" 2>/dev/null || { BRK_N="$BRK_N, then gone"; break; }
+            BRK_N=$((BRK_N + 1))
             sleep 0.05
         done
         if grep -q '^cxl-broker: ready on ' "$BRK_LOG"; then
             BENV=("LD_PRELOAD=$PRELOAD" "UCX_CXL_POOL=$pool" "CXL_BROKER=$BRK_ADDR")
             return 0
         fi
-        kill -KILL "$BRK_PID" 2>/dev/null
-        wait "$BRK_PID" 2>/dev/null
+        kill9 "$BRK_PID"
         grep -q 'cannot listen' "$BRK_LOG" || break
     done
-    fail "broker start on $pool" "no ready line: $(tail -n 3 "$BRK_LOG" | tr '\n' ' ')"
+    fail "broker start on $pool" "no ready line after $BRK_N polls in $(elapsed "$BRK_T") s (exit status $WRC$(
+         [ "$WRC" -gt 128 ] && echo ", signal $((WRC - 128))")): $(tail -n 3 "$BRK_LOG" | tr '\n' ' ')"
     return 1
 }
 
