@@ -99,7 +99,9 @@ POOLPFX=/dev/shm/ns-pods-$$
 VETH1=nsp1-$$          # pod-1's end (15 characters at most)
 VETH2=nsp2-$$
 POD_PIDS=()
+VETHS=()
 BG_PIDS=()
+. "$SCRIPT_DIR/ns-pods-common.sh"
 
 cleanup() {
     local pid
@@ -108,13 +110,7 @@ cleanup() {
     for pid in ${BG_PIDS[@]+"${BG_PIDS[@]}"}; do
         kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
     done
-    # the last process of a network namespace takes its veth end with it,
-    # and a veth pair goes when either end goes
-    for pid in ${POD_PIDS[@]+"${POD_PIDS[@]}"}; do
-        kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
-    done
-    ip link del "$VETH1" 2>/dev/null
-    ip link del "$VETH2" 2>/dev/null
+    pods_cleanup
     rm -f "$POOLPFX"-*
     if [ -n "${NS_PODS_KEEP:-}" ]; then echo "# outputs kept in $SCR"; else rm -rf "$SCR"; fi
 }
@@ -126,46 +122,17 @@ ok()   { PASS=$((PASS + 1)); echo "ok $1"; }
 fail() { FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; }
 skip() { echo "SKIP: $1"; exit 77; }
 
-# ---- pods ----
-POD_FLAGS=(--net --uts --ipc --mount --propagation private)
-err=$(unshare "${POD_FLAGS[@]}" -- sh -c 'mount -t sysfs pod-sysfs /sys' 2>&1) ||
-    skip "the kernel refuses new network/UTS/IPC/mount namespaces or a sysfs mount in them (unshare ${POD_FLAGS[*]}: ${err:-exit status $?})"
-
-# pod_start NAME: a holder process in new namespaces; its pid in POD
-pod_start() {
-    local name=$1 ready=$SCR/$1.ready
-    unshare "${POD_FLAGS[@]}" -- sh -c "mount -t sysfs pod-sysfs /sys &&
-        hostname $name && ip link set lo up && : >$ready && exec sleep 900" \
-        >"$SCR/$name.holder" 2>&1 &
-    POD=$!
-    POD_PIDS+=("$POD")
-    for _ in $(seq 1 100); do
-        [ -e "$ready" ] && return 0
-        kill -0 "$POD" 2>/dev/null || break
-        sleep 0.05
-    done
-    return 1
-}
-in_pod() { local pid=$1; shift; nsenter -t "$pid" --net --uts --ipc --mount -- "$@"; }
-
+# ---- pods (ns-pods-common.sh) ----
+why=$(pods_refused) && skip "$why"
 pod_start pod-1 && P1=$POD && pod_start pod-2 && P2=$POD ||
     skip "cannot set up a pod in its namespaces: $(cat "$SCR"/pod-*.holder 2>/dev/null | tr '\n' ' ')"
-err=$(ip link add "$VETH1" type veth peer name "$VETH2" 2>&1) ||
-    skip "the kernel refuses a veth pair (ip link add type veth: $err)"
-if ! err=$( { ip link set "$VETH1" netns "$P1" && ip link set "$VETH2" netns "$P2" &&
-        in_pod "$P1" ip addr add "$NET.1/24" dev "$VETH1" &&
-        in_pod "$P1" ip link set "$VETH1" up &&
-        in_pod "$P2" ip addr add "$NET.2/24" dev "$VETH2" &&
-        in_pod "$P2" ip link set "$VETH2" up; } 2>&1); then
-    fail "pods: veth set-up" "$err"
-    echo "ns-pods: $PASS passed, $FAIL failed"
-    exit 1
-fi
-for _ in $(seq 1 100); do
-    [ "$(in_pod "$P1" cat "/sys/class/net/$VETH1/operstate" 2>/dev/null)" = up ] &&
-    [ "$(in_pod "$P2" cat "/sys/class/net/$VETH2/operstate" 2>/dev/null)" = up ] && break
-    sleep 0.05
-done
+pods_link "$P1" "$VETH1" "$NET.1/24" "$P2" "$VETH2" "$NET.2/24"
+case $? in
+    2) skip "the kernel refuses a veth pair (ip link add type veth: $VETH_ERR)" ;;
+    1) fail "pods: veth set-up" "$VETH_ERR"
+       echo "ns-pods: $PASS passed, $FAIL failed"
+       exit 1 ;;
+esac
 
 # the pods really are apart: own namespaces, hostnames, interfaces
 why=

@@ -15,8 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BRK_HDR_REGION  ((uint64_t)64 << 10)
-
 static uint32_t brk_hdr_crc(const brk_hdr_t *hdr)
 {
     brk_hdr_t tmp = *hdr;

@@ -171,6 +171,25 @@ static void brk_slot_release(cxl_broker_t *b, brk_call_slot_t *slot)
     slot->req_id = 0;
 }
 
+/* The error text of a failed answer: the payload, or for a PIN answer
+ * with its entries (brk_pending_done) what follows them. */
+static void brk_reply_text(const brk_call_slot_t *slot, const char **text,
+                           size_t *tlen)
+{
+    const brk_pin_rep_t *rep = slot->data;
+    size_t skip;
+
+    *text = (slot->data != NULL) ? slot->data : "";
+    *tlen = (slot->data != NULL) ? slot->len : 0;
+    if ((slot->hdr.type == BRK_REQ_PIN) && (*tlen >= sizeof(*rep)) &&
+        ((*tlen - sizeof(*rep)) / sizeof(brk_pin_ent_t) >= rep->n)) {
+        skip   = sizeof(*rep) + rep->n * sizeof(brk_pin_ent_t);
+        *text += skip;
+        *tlen -= skip;
+    }
+    *tlen = strnlen(*text, *tlen);
+}
+
 cxl_broker_status_t brk_call_wait(cxl_broker_t *b, int idx, void **data,
                                   size_t *len)
 {
@@ -178,6 +197,8 @@ cxl_broker_status_t brk_call_wait(cxl_broker_t *b, int idx, void **data,
     double deadline = brk_cnow() + b->timeout;
     cxl_broker_status_t st;
     unsigned spins = 0;
+    const char *text;
+    size_t tlen;
 
     while (!slot->done) {
         if (b->dead) {
@@ -198,8 +219,8 @@ cxl_broker_status_t brk_call_wait(cxl_broker_t *b, int idx, void **data,
     }
     st = (cxl_broker_status_t)slot->status;
     if (st != CXL_BROKER_OK) {
-        brk_cerr(st, "%.*s", (int)slot->len,
-                 (slot->len && slot->data) ? (char*)slot->data : "");
+        brk_reply_text(slot, &text, &tlen);
+        brk_cerr(st, "%.*s", (int)tlen, text);
     }
     if (data != NULL) {
         *data = slot->data;

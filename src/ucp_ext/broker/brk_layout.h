@@ -21,7 +21,7 @@
 #define BRK_ARENA_NAME      "cxl-broker"
 #define BRK_MAGIC           0x314b5242584c4355ull   /* "UCLXBRK1" */
 #define BRK_META_MAGIC      0x3154454d4b524258ull   /* "XBRKMET1" */
-#define BRK_LAYOUT_VERSION  1u
+#define BRK_LAYOUT_VERSION  2u     /* 2: records of 256 bytes, 128 KiB */
 #define BRK_MAX_VERSIONS    256u
 #define BRK_NAME_MAX        48u    /* dataset name, with the NUL */
 #define BRK_ADDR_MAX        64u    /* "HOST:PORT", with the NUL */
@@ -89,10 +89,17 @@ typedef struct {
     uint64_t fingerprint;       /* of paths, sizes, mtimes, options */
     uint64_t create_ns;
     uint64_t record_size;       /* raw format */
-    uint8_t  reserved[256 - 168];
+    uint8_t  reserved[256 - 176];
     uint32_t crc;               /* CRC32C of the record, crc = 0 */
     uint32_t pad;
 } brk_vrec_t;
+
+/* The header and the version records, before the heap. */
+#define BRK_HDR_REGION      ((uint64_t)128 << 10)
+
+_Static_assert(sizeof(brk_vrec_t) == 256, "brk_vrec_t is 256 bytes");
+_Static_assert(sizeof(brk_hdr_t) + BRK_MAX_VERSIONS * sizeof(brk_vrec_t) <=
+               BRK_HDR_REGION, "the version records end before the heap");
 
 /*
  * Chunk state, one 32-byte entry per chunk, written only by the broker.

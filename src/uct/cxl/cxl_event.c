@@ -42,6 +42,7 @@
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -272,6 +273,36 @@ ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events)
 }
 
 /*
+ * A write to the FIFO of a peer that died fails with EPIPE and raises
+ * SIGPIPE, which kills a program that did not ignore it (a broker's
+ * reader did, when the broker was killed): the signal is blocked around
+ * the write and, if the write raised it, taken back.
+ */
+static ssize_t uct_cxl_signal_write(int fd)
+{
+    struct timespec zero = {0, 0};
+    sigset_t pipe_set, old, pending;
+    char byte = 0;
+    ssize_t n;
+    int err, was_pending;
+
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigpending(&pending);
+    was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    n   = write(fd, &byte, 1);
+    err = errno;
+    if ((n < 0) && (err == EPIPE) && !was_pending) {
+        while ((sigtimedwait(&pipe_set, NULL, &zero) < 0) && (errno == EINTR)) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = err;
+    return n;
+}
+
+/*
  * The sender's half of the Dekker pair, right after the record's sequence
  * number store.  Events are enabled only where every peer shares the
  * receiver's host (uct_cxl_iface_event_init), so the two meet in that
@@ -283,7 +314,6 @@ ucs_status_t uct_cxl_iface_event_arm(uct_iface_h tl_iface, unsigned events)
 void uct_cxl_tx_signal_slow(uct_cxl_tx_t *tx)
 {
     char path[64];
-    char byte = 0;
 
     if ((tx->peer->events == UCT_CXL_EVENTS_MEMBARRIER) &&
         uct_cxl_membarrier_registered) {
@@ -308,7 +338,7 @@ void uct_cxl_tx_signal_slow(uct_cxl_tx_t *tx)
             tx->signal_fd = -2;
         }
     }
-    if ((tx->signal_fd >= 0) && (write(tx->signal_fd, &byte, 1) < 0) &&
+    if ((tx->signal_fd >= 0) && (uct_cxl_signal_write(tx->signal_fd) < 0) &&
         (errno != EAGAIN)) {
         ucs_diag("cxl: signalling peer 0x%" PRIx64 " failed: %m", tx->peer_id);
     }
