@@ -372,9 +372,9 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
         return CXL_BROKER_OK;
     }
     if (req->pin_bytes > capacity) {
-        snprintf(err, errlen, "%s: --pin-bytes %" PRIu64 " MiB exceeds the "
-                 "broker's capacity of %" PRIu64 " MiB", name,
-                 req->pin_bytes >> 20, capacity >> 20);
+        snprintf(err, errlen, "--pin-bytes %" PRIu64 " MiB exceeds the "
+                 "broker's capacity of %" PRIu64 " MiB", req->pin_bytes >> 20,
+                 capacity >> 20);
         return CXL_BROKER_ERR_NO_SPACE;
     }
     for (vs = srv->versions; vs != NULL; vs = vs->next) {
