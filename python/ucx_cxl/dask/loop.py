@@ -18,7 +18,26 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import _ucp
 
-TICK_IDLE = 0.01
+def _cxl_events() -> bool:
+    """Whether the cxl transport can wake this process: it signals only
+    on pools that cannot span hosts (emulated, under /dev/shm) in hw mode,
+    or where UCX_CXL_EVENTS=yes says every peer shares the host."""
+    ev = os.environ.get("UCX_CXL_EVENTS", "try").lower()
+    if ev in ("y", "yes", "on", "1"):
+        return True
+    if ev in ("n", "no", "off", "0"):
+        return False
+    if os.environ.get("UCX_CXL_COHERENCE", "auto").lower() == "sw":
+        return False
+    pool = os.environ.get("UCX_CXL_POOL", "auto")
+    return pool in ("", "auto") or all(
+        p.startswith("/dev/shm/") for p in pool.split(","))
+
+
+# How often a waiting engine progresses without an event: connection
+# requests never signal the fd (UCX 1.13), so a listener needs a slow tick;
+# without cxl wake-up events, a waiting read polls every millisecond.
+TICK_IDLE = 0.01 if _cxl_events() else 0.001
 _engines: Dict[Tuple[int, int], "Engine"] = {}
 
 
