@@ -23,7 +23,12 @@
 #      a dataset of files added and warmed (progress), four reader
 #      processes reading it at once through ucp_get (every file byte read
 #      from disk once), `stat` with the hit counts, then a kill -9 of the
-#      broker and a restart that finds the chunks still resident.
+#      broker and a restart that finds the chunks still resident;
+#   7. PyTorch on the broker (python/ucx_cxl, Debian's /usr/bin/python3):
+#      a DataLoader with two workers over CXLDataset and EpochSampler, a
+#      resume from mid-epoch, a zero-copy tensor;
+#   8. Dask with protocol="cxl" (the comm backend over UCP) next to "tcp":
+#      the same dask.array computation on both.
 # The default pool is left in place; remove it with
 # `build-release/cxlpool destroy`.
 set -euo pipefail
@@ -179,9 +184,18 @@ serve_broker
 LD_PRELOAD="$module" "$broker" ls
 LD_PRELOAD="$module" "$reader" --check demo | sed 's/^/  /'
 LD_PRELOAD="$module" "$broker" stat | grep -E '^(cache|requests)'
+
+echo
+echo "== 7. PyTorch: an unchanged DataLoader loop over the broker (python/ucx_cxl)"
+PYTHONPATH="$top/python" UCX_CXL_LIBDIR="$dir/.libs" /usr/bin/python3 "$top/contrib/demo-torch.py" demo
 kill "$bpid"; wait "$bpid" 2>/dev/null || true
 pids=()
 LD_PRELOAD="$module" "$broker" destroy >/dev/null
+
+echo
+echo "== 8. Dask: LocalCluster(protocol=\"cxl\"), the comm backend over UCP, next to tcp"
+PYTHONPATH="$top/python" UCX_CXL_LIBDIR="$dir/.libs" /usr/bin/python3 "$top/contrib/demo-dask.py" 2>&1 |
+    grep -vE 'UserWarning|warnings.warn|resource_tracker'
 
 echo
 echo "== the pool after everyone left"
