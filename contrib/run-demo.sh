@@ -187,14 +187,14 @@ LD_PRELOAD="$module" "$broker" stat | grep -E '^(cache|requests)'
 
 echo
 echo "== 7. PyTorch: an unchanged DataLoader loop over the broker (python/ucx_cxl)"
-PYTHONPATH="$top/python" UCX_CXL_LIBDIR="$dir/.libs" /usr/bin/python3 "$top/contrib/demo-torch.py" demo
+PYTHONPATH="$top/python" CXL_LIBDIR="$dir/.libs" /usr/bin/python3 "$top/contrib/demo-torch.py" demo
 kill "$bpid"; wait "$bpid" 2>/dev/null || true
 pids=()
 LD_PRELOAD="$module" "$broker" destroy >/dev/null
 
 echo
 echo "== 8. Dask: LocalCluster(protocol=\"cxl\"), the comm backend over UCP, next to tcp"
-PYTHONPATH="$top/python" UCX_CXL_LIBDIR="$dir/.libs" /usr/bin/python3 "$top/contrib/demo-dask.py" 2>&1 |
+PYTHONPATH="$top/python" CXL_LIBDIR="$dir/.libs" /usr/bin/python3 "$top/contrib/demo-dask.py" 2>&1 |
     grep -vE 'UserWarning|warnings.warn|resource_tracker'
 
 echo

@@ -5,7 +5,7 @@ transport (``libuct_cxl.so``) is loaded here, globally, before the broker
 library initialises UCP: its constructor registers the transport, and no
 ``LD_PRELOAD`` is needed.
 
-Search order for both libraries: ``$UCX_CXL_LIBDIR``; the build tree next
+Search order for both libraries: ``$CXL_LIBDIR``; the build tree next
 to this source tree (``build-release/.libs``, then ``build/.libs``); the
 directory recorded at install time (``_paths.py``); the system's.
 """
@@ -23,9 +23,15 @@ _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 
 
+# UCX warns about every UCX_* variable it does not know: the old name of
+# this one is moved to the new one, for this process and its children.
+if "UCX_CXL_LIBDIR" in os.environ:
+    os.environ.setdefault("CXL_LIBDIR", os.environ.pop("UCX_CXL_LIBDIR"))
+
+
 def _candidates() -> List[Path]:
     dirs: List[Path] = []
-    env = os.environ.get("UCX_CXL_LIBDIR")
+    env = os.environ.get("CXL_LIBDIR")
     if env:
         dirs.append(Path(env))
     top = Path(__file__).resolve().parents[2]
@@ -134,13 +140,13 @@ def lib() -> ctypes.CDLL:
         uct = _find("libuct_cxl.so", ["", "ucx"])
         if uct is None:
             raise OSError("ucx_cxl: libuct_cxl.so not found (build the project, "
-                          "or set UCX_CXL_LIBDIR)")
+                          "or set CXL_LIBDIR)")
         ctypes.CDLL(uct, mode=ctypes.RTLD_GLOBAL)
         path = _find("libcxl_broker.so", [""]) or \
             ctypes.util.find_library("cxl_broker")
         if path is None:
             raise OSError("ucx_cxl: libcxl_broker.so not found (build the "
-                          "project, or set UCX_CXL_LIBDIR)")
+                          "project, or set CXL_LIBDIR)")
         lb = ctypes.CDLL(path)
         _bind(lb)
         _lib = lb

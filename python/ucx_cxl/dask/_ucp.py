@@ -25,7 +25,7 @@ def lib() -> ctypes.CDLL:
         path = _paths._find("libcxl_comm.so", [""])
         if path is None:
             raise OSError("ucx_cxl.dask: libcxl_comm.so not found (build the "
-                          "project, or set UCX_CXL_LIBDIR)")
+                          "project, or set CXL_LIBDIR)")
         c = ctypes.CDLL(path)
         P, SZ = ctypes.c_void_p, ctypes.c_size_t
         sig = {

@@ -565,18 +565,6 @@ static void brk_loop(brk_srv_t *srv)
     close(ep);
 }
 
-static void brk_default_addr(char *buf, size_t len)
-{
-    const char *env = getenv(CXL_BROKER_ENV);
-
-    if ((env != NULL) && env[0]) {
-        snprintf(buf, len, "%s", env);
-    } else {
-        snprintf(buf, len, "127.0.0.1:%u",
-                 CXL_BROKER_DEFAULT_PORT_BASE + (unsigned)(getuid() % 1000));
-    }
-}
-
 int brk_serve(const brk_serve_params_t *params)
 {
     struct sigaction sa;
@@ -599,7 +587,7 @@ int brk_serve(const brk_serve_params_t *params)
     if (params->listen != NULL) {
         snprintf(srv->addr, sizeof(srv->addr), "%s", params->listen);
     } else {
-        brk_default_addr(srv->addr, sizeof(srv->addr));
+        cxl_broker_default_addr(srv->addr, sizeof(srv->addr));
     }
     cxlpool_params_init(&pp);
     pp.path = params->pool_path;
