@@ -34,6 +34,11 @@ REPO = Path(__file__).resolve().parents[2]
 BUILDDIR = Path(os.environ.get("CXL_BUILDDIR", REPO / "build-release"))
 LIBDIR = Path(os.environ.get("UCX_CXL_LIBDIR", BUILDDIR / ".libs"))
 os.environ.setdefault("UCX_CXL_LIBDIR", str(LIBDIR))
+# the processes the tests start import ucx_cxl and helpers too
+_pp = [str(REPO / "python"), str(Path(__file__).resolve().parent)]
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    _pp + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+           if p and p not in _pp])
 # the main broker's port, from the pid; spares count down from it
 PORT = 20000 + (os.getpid() * 7) % 20000
 
