@@ -54,15 +54,6 @@ def same(sample: Any, expected: Any) -> bool:
         np.array_equal(a, expected)
 
 
-def pss_kib(pid: int) -> int:
-    """Proportional set size of a process, from /proc/PID/smaps_rollup."""
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        for line in f:
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no Pss line for pid {pid}")
-
-
 class Cli:
     """build-release/cxl-broker, for one broker address."""
 
@@ -182,3 +173,16 @@ class BrokerProc:
         for p in (self.pool,):
             if os.path.exists(p):
                 os.unlink(p)
+
+
+def rollup(pid: int) -> Dict[str, int]:
+    """/proc/PID/smaps_rollup in KiB: Pss, Pss_Anon, Private_Dirty, ..."""
+    out: Dict[str, int] = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            k, _, rest = line.partition(":")
+            v = rest.split()
+            if v and v[0].isdigit():
+                out[k] = int(v[0])
+    return out
+
