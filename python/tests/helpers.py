@@ -54,6 +54,14 @@ def same(sample: Any, expected: Any) -> bool:
         np.array_equal(a, expected)
 
 
+def ucx_env(**kw: str) -> Dict[str, str]:
+    """The environment for the C programs: UCX warns on stdout about every
+    UCX_* variable it does not know, ucx_cxl's UCX_CXL_LIBDIR included."""
+    env = dict(os.environ, **kw)
+    env.pop("UCX_CXL_LIBDIR", None)
+    return env
+
+
 class Cli:
     """build-release/cxl-broker, for one broker address."""
 
@@ -63,7 +71,7 @@ class Cli:
         self.addr = addr
 
     def run(self, *args: str, check: bool = True) -> str:
-        env = dict(os.environ, CXL_BROKER=self.addr, LD_PRELOAD=self.preload)
+        env = ucx_env(CXL_BROKER=self.addr, LD_PRELOAD=self.preload)
         p = subprocess.run([self.exe, *args], env=env, capture_output=True,
                            text=True, timeout=120)
         if check and p.returncode != 0:
@@ -117,9 +125,8 @@ class BrokerProc:
 
     def _start_at(self, port: int) -> bool:
         addr = f"127.0.0.1:{port}"
-        env = dict(os.environ,
-                   LD_PRELOAD=os.path.join(self.libdir, "libuct_cxl.so"),
-                   UCX_CXL_POOL=self.pool)
+        env = ucx_env(LD_PRELOAD=os.path.join(self.libdir, "libuct_cxl.so"),
+                      UCX_CXL_POOL=self.pool)
         with open(self.out, "w") as out, open(self.err, "w") as err:
             self.proc = subprocess.Popen(
                 [os.path.join(self.bindir, "cxl-broker"), "serve", "--pool",

@@ -642,6 +642,11 @@ void cxl_broker_view_release(cxl_broker_ds_t *ds, cxl_broker_view_t *view)
 {
     if ((view->chunk < ds->rep.nchunks) && ds->views[view->chunk]) {
         ds->views[view->chunk]--;
+        /* views pin beyond the cache: give those pins back with the last
+         * view, not at the next read, which may never come */
+        if ((ds->views[view->chunk] == 0) && (ds->npinned > ds->b->pin_cache)) {
+            brk_pins_trim(ds, ds->b->pin_cache);
+        }
     }
     view->data = NULL;
 }
