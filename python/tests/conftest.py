@@ -1,7 +1,7 @@
 """The broker and the datasets the tests read.
 
 One ``cxl-broker serve`` for the session, on a pool in a temporary
-directory (build-release/cxlpool create), listening on 127.0.0.1 at a port
+directory under /dev/shm (build-release/cxlpool create), listening on 127.0.0.1 at a port
 derived from this process's id; UCX_CXL_POOL and CXL_BROKER point the
 tests (and the processes they start) at it.  The binaries are in
 $CXL_BUILDDIR (default REPO/build-release); the libraries in
@@ -55,14 +55,25 @@ def workdir():
 
 
 @pytest.fixture(scope="session")
-def broker(workdir):
+def pooldir():
+    """Pools under /dev/shm: the transport's wake-up events need a pool that
+    cannot span hosts (an emulated one); on a pool file elsewhere a broker
+    that sleeps sees each request only at its 100 ms tick."""
+    base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    d = tempfile.mkdtemp(prefix="ucx-cxl-pytest.", dir=base)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def broker(workdir, pooldir):
     """The session's broker; its address and pool in os.environ."""
     for exe in ("cxlpool", "cxl-broker"):
         if not (BUILDDIR / exe).exists():
             pytest.exit(f"{BUILDDIR / exe} not found: build first "
                         "(contrib/build.sh release) or set CXL_BUILDDIR", 99)
     b = BrokerProc(str(BUILDDIR), str(LIBDIR), str(workdir), "main",
-                   capacity="128m")
+                   capacity="128m", pooldir=pooldir)
     b.start(PORT)
     saved = {k: os.environ.get(k) for k in ("UCX_CXL_POOL", "CXL_BROKER")}
     os.environ["UCX_CXL_POOL"] = b.pool
@@ -82,7 +93,7 @@ _spare_port = [PORT - 100]
 
 
 @pytest.fixture
-def spare_broker(workdir):
+def spare_broker(workdir, pooldir):
     """A factory of brokers of their own (own pool, capacity), for tests
     that kill one or need a small cache; stopped at the test's end."""
     made: List[BrokerProc] = []
@@ -90,7 +101,7 @@ def spare_broker(workdir):
     def make(capacity: str = "16m", pool_size: str = "128m") -> BrokerProc:
         b = BrokerProc(str(BUILDDIR), str(LIBDIR), str(workdir),
                        f"spare{len(made)}.{_spare_port[0]}", capacity=capacity,
-                       pool_size=pool_size)
+                       pool_size=pool_size, pooldir=pooldir)
         made.append(b)
         _spare_port[0] -= 1
         b.start(_spare_port[0])

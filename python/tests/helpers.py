@@ -97,10 +97,11 @@ class BrokerProc:
     """
 
     def __init__(self, bindir: str, libdir: str, workdir: str, name: str,
-                 capacity: str = "64m", pool_size: str = "512m") -> None:
+                 capacity: str = "64m", pool_size: str = "512m",
+                 pooldir: str = "") -> None:
         self.bindir, self.libdir, self.workdir = bindir, libdir, workdir
         self.name = name
-        self.pool = os.path.join(workdir, f"{name}.pool")
+        self.pool = os.path.join(pooldir or workdir, f"{name}.pool")
         self.capacity, self.pool_size = capacity, pool_size
         self.proc = None
         self.addr = None
