@@ -16,10 +16,12 @@ its workers (while they prefetch).
   shuffled order touches them in proportion to the data; the per-sample
   metadata of a process must be flat arrays (the sample lengths, 8 B a
   sample in each worker; the sampler's order, 8-16 B in the main process),
-  so BIG's Pss_Anon may exceed SMALL's by at most those arrays + SLACK_MB,
-  for the 4-worker total and for the cost of the extra workers alike.
+  so with 4 workers BIG's Pss_Anon may exceed SMALL's by at most those
+  arrays + SLACK_MB, in the main process and in a worker (whose Pss_Anon
+  also has its share of the main process's pages from before the fork).
 The control: a dataset that keeps a tuple per sample (in the parent, so
-that the workers' refcount updates copy its pages) must fail that bound.
+that the workers' refcount updates copy its pages) must fail that bound,
+in the main process and in the workers (measured: 7 and 10 MiB over).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ pytestmark = pytest.mark.filterwarnings(
 SMALL, BIG, RECORD = 20_000, 200_000, 64
 BATCH, MEASURE_AT = 256, 60
 WORKER_MB = 40
-SLACK_MB = 2
+SLACK_MB = 3                       # measured: main 0.4, a worker 0.9 MiB
 LENS_B = 8                         # each process: the sample lengths
 MAIN_B = 16                        # the main process: the sampler's order
 
@@ -82,21 +84,19 @@ def measure(cls, name, workers):
     return [x["Pss"] for x in r], [x["Pss_Anon"] for x in r]
 
 
-def profile(cls, specs):
+def profile(cls, specs, workers=(1, 4)):
     return {(n, w): measure(cls, specs[n].name, w)
-            for n in (SMALL, BIG) for w in (1, 4)}
+            for n in (SMALL, BIG) for w in workers}
 
 
 def anon_excess(m):
-    """KiB by which BIG's Pss_Anon exceeds SMALL's beyond the flat arrays:
-    (4-worker total, cost of the 3 extra workers)."""
+    """KiB by which BIG's Pss_Anon exceeds SMALL's beyond the flat arrays,
+    with 4 workers: (the main process, a worker on average)."""
     dn = BIG - SMALL
-    tot = {k: sum(v[1]) for k, v in m.items()}
-    d4 = tot[BIG, 4] - tot[SMALL, 4]
-    arrays4 = (MAIN_B + 4 * LENS_B) * dn / 1024
-    extra = (tot[BIG, 4] - tot[BIG, 1]) - (tot[SMALL, 4] - tot[SMALL, 1])
-    arrays_extra = 3 * LENS_B * dn / 1024
-    return d4 - arrays4, extra - arrays_extra
+    main = m[BIG, 4][1][0] - m[SMALL, 4][1][0] - MAIN_B * dn / 1024
+    worker = (np.mean(m[BIG, 4][1][1:]) - np.mean(m[SMALL, 4][1][1:]) -
+              LENS_B * dn / 1024)
+    return main, worker
 
 
 def test_pss_flat(small_samples):
@@ -109,19 +109,19 @@ def test_pss_flat(small_samples):
             f"MiB of PSS (at most {WORKER_MB}); MiB: {show}"
         w = m[n, 4][0][1:]
         assert max(w) <= 1.15 * min(w), f"workers' PSS differ: {w} KiB"
-    e4, ex = anon_excess(m)
-    print(f"PSS MiB {show}; Pss_Anon excess {e4:.0f} / {ex:.0f} KiB")
+    em, ew = anon_excess(m)
+    print(f"PSS MiB {show}; Pss_Anon excess {em:.0f} / {ew:.0f} KiB")
     slack = SLACK_MB * 1024
-    assert e4 <= slack and ex <= slack, \
-        f"Pss_Anon grows with the samples beyond the flat arrays by {e4:.0f} " \
-        f"KiB (4 workers) / {ex:.0f} KiB (extra workers); at most {slack}; " \
+    assert em <= slack and ew <= slack, \
+        f"Pss_Anon grows with the samples beyond the flat arrays by {em:.0f} " \
+        f"KiB (main process) / {ew:.0f} KiB (a worker); at most {slack}; " \
         f"Pss_Anon KiB: { {k: v[1] for k, v in m.items()} }"
 
 
 def test_pss_control(small_samples):
     """The bound above rejects a Python object per sample."""
-    m = profile(ObjectsDataset, small_samples)
-    e4, ex = anon_excess(m)
-    print(f"control: Pss_Anon excess {e4:.0f} / {ex:.0f} KiB")
-    assert e4 > SLACK_MB * 1024 and ex > SLACK_MB * 1024, \
-        f"a tuple per sample went unnoticed: excess {e4:.0f} / {ex:.0f} KiB"
+    m = profile(ObjectsDataset, small_samples, workers=(4,))
+    em, ew = anon_excess(m)
+    print(f"control: Pss_Anon excess {em:.0f} / {ew:.0f} KiB")
+    assert em > SLACK_MB * 1024 and ew > SLACK_MB * 1024, \
+        f"a tuple per sample went unnoticed: excess {em:.0f} / {ew:.0f} KiB"

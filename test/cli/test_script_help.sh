@@ -13,7 +13,8 @@ fail=0
 
 for s in contrib/run-tests.sh contrib/run-demo.sh contrib/build.sh \
          test/mpi/run-mpi.sh test/mpi/run-mpi-single-host.sh \
-         test/mpi/run-mpi-coll.sh test/coll/run-coll-ucp.sh; do
+         test/mpi/run-mpi-coll.sh test/coll/run-coll-ucp.sh \
+         test/python/run-pytest.sh; do
     out=$(bash "$top/$s" --help 2>&1)
     rc=$?
     # the header: from line 3 to the line before the first non-comment line
