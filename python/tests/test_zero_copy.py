@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import gc
 import re
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -122,3 +125,26 @@ def test_view_needs_local(small_cache):
             ds.view(3)
     with Broker() as br:
         assert br.is_local
+
+
+WRITER = """
+import sys
+from ucx_cxl.data import CXLDataset
+t = CXLDataset(sys.argv[1], copy=False)[int(sys.argv[2])]
+t[0] = int(t[0]) ^ 0xff
+print("written")
+"""
+
+
+def test_view_write_faults(datasets):
+    """A tensor cannot be read-only: a write through a zero-copy one must
+    fault (views use a read-only mapping of the arena), not change the
+    chunk for every reader."""
+    spec = datasets["files"]
+    i = 3
+    p = subprocess.run([sys.executable, "-c", WRITER, spec.name, str(i)],
+                       capture_output=True, text=True, timeout=120)
+    assert "written" not in p.stdout, "a write through a view went through"
+    assert p.returncode in (-signal.SIGSEGV, -signal.SIGBUS), \
+        f"exit {p.returncode}: {p.stderr[-2000:]}"
+    assert np.array_equal(CXLDataset(spec.name)[i].numpy(), spec.expected(i))

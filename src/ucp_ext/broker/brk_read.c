@@ -632,7 +632,7 @@ cxl_broker_status_t cxl_broker_view(cxl_broker_ds_t *ds, uint64_t i,
         }
     }
     ds->views[c]++;
-    view->data  = ds->b->arena + ds->pin_off[c] + s->off;
+    view->data  = ds->b->arena_ro + ds->pin_off[c] + s->off;
     view->len   = s->len;
     view->chunk = c;
     return CXL_BROKER_OK;
