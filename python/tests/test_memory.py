@@ -26,6 +26,7 @@ in the main process and in the workers (measured: 7 and 10 MiB over).
 
 from __future__ import annotations
 
+import gc
 import os
 
 import numpy as np
@@ -70,6 +71,7 @@ def small_samples(broker, workdir):
 
 def measure(cls, name, workers):
     """KiB of Pss and Pss_Anon of [main, worker...] at batch MEASURE_AT."""
+    gc.collect()           # what earlier tests left must not be forked
     ds = cls(name)
     s = EpochSampler(ds, seed=1)
     loader = DataLoader(ds, batch_size=BATCH, sampler=s, num_workers=workers,
