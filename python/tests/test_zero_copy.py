@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import Spec, add, make_files
+from conftest import Spec, add
 from ucx_cxl import Broker, BrokerError
 from ucx_cxl.data import CXLDataset
 
