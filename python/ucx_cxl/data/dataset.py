@@ -132,6 +132,8 @@ class CXLDataset(Dataset):
             return buf
         if not buf.flags.writeable:
             # torch warns on read-only numpy; the tensor must not be written
+            # (a view of the pool: its pages are mapped read-only, a write
+            # faults)
             import warnings
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)

@@ -9,7 +9,8 @@ version or the number of workers), padded or cut to a multiple of
   handful of integers; a restarted job continues at the exact next sample.
   With a DataLoader the sampler runs ahead of the training loop (workers
   prefetch), so pass what the loop consumed: ``state_dict(samples_seen=
-  batches * batch_size)``.
+  batches * batch_size)``, counted from where this run of the epoch
+  started (a resumed sampler adds the position it resumed at).
 * ``set_epoch()`` also tells the broker the epoch's global order, which its
   ``plan`` policy uses to prefetch and to evict by next use.
 """
@@ -45,6 +46,7 @@ class EpochSampler(Sampler):
         self.announce = announce
         self.epoch = 0
         self.position = 0      # samples of this rank's share already given
+        self._base = 0         # the position this run of the epoch began at
         n = len(dataset)
         if drop_last:
             self.num_samples = n // self.num_replicas
@@ -68,6 +70,7 @@ class EpochSampler(Sampler):
     def set_epoch(self, epoch: int) -> None:
         if epoch != self.epoch:
             self.position = 0
+            self._base = 0
         self.epoch = epoch
         if self.announce and hasattr(self.dataset, "announce_epoch") and self.rank == 0:
             self.dataset.announce_epoch(epoch, self.order())
@@ -75,6 +78,7 @@ class EpochSampler(Sampler):
     def __iter__(self) -> Iterator[int]:
         mine = self.order()[self.rank::self.num_replicas]
         start, self.position = self.position, 0
+        self._base = start
         for k in range(start, len(mine)):
             self.position = k + 1
             yield int(mine[k])
@@ -84,7 +88,8 @@ class EpochSampler(Sampler):
         return self.num_samples - self.position
 
     def state_dict(self, samples_seen: Optional[int] = None) -> Dict[str, Any]:
-        pos = self.position if samples_seen is None else samples_seen
+        pos = self.position if samples_seen is None else \
+            self._base + samples_seen
         return {"epoch": self.epoch, "seed": self.seed, "position": int(pos),
                 "num_replicas": self.num_replicas, "shuffle": self.shuffle,
                 "drop_last": self.drop_last, "len": len(self.dataset)}
@@ -97,3 +102,4 @@ class EpochSampler(Sampler):
         self.epoch = int(state["epoch"])
         self.seed = int(state["seed"])
         self.position = int(state["position"])
+        self._base = self.position

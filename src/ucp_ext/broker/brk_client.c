@@ -8,11 +8,13 @@
 #include "brk_client_int.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -133,6 +135,36 @@ static cxl_broker_status_t brk_ep_open(cxl_broker_t *b)
     return CXL_BROKER_OK;
 }
 
+/*
+ * Views hand out pointers into the arena, and a torch tensor cannot be
+ * made read-only: a write through one would change the chunk for every
+ * reader of the pod.  So views point into a read-only mapping of the
+ * arena (the same pages), where such a write faults; without one (the
+ * pool cannot be mapped so), into the pool's own mapping.
+ */
+static void brk_map_ro(cxl_broker_t *b)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    void *p;
+    int fd;
+
+    b->arena_ro = b->arena;
+    if ((page <= 0) || (b->arena_pool_off % (uint64_t)page)) {
+        return;
+    }
+    fd = open(b->pool_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    p = mmap(NULL, b->arena_size, PROT_READ, MAP_SHARED, fd,
+             (off_t)b->arena_pool_off);
+    close(fd);
+    if (p != MAP_FAILED) {
+        b->ro_map   = p;
+        b->arena_ro = p;
+    }
+}
+
 /* Map the broker's pool here when it is the same pool (uuid). */
 static cxl_broker_status_t brk_local_open(cxl_broker_t *b, int want)
 {
@@ -159,6 +191,7 @@ static cxl_broker_status_t brk_local_open(cxl_broker_t *b, int want)
         return CXL_BROKER_OK;
     }
     b->arena = (uint8_t*)cxlpool_base(b->pool) + b->arena_pool_off;
+    brk_map_ro(b);
     return CXL_BROKER_OK;
 }
 
@@ -278,6 +311,9 @@ void cxl_broker_disconnect(cxl_broker_t *b)
     }
     if (b->ucp != NULL) {
         ucp_cleanup(b->ucp);
+    }
+    if (b->ro_map != NULL) {
+        munmap(b->ro_map, b->arena_size);
     }
     if (b->pool != NULL) {
         cxlpool_close(b->pool);

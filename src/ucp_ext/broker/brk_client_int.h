@@ -45,6 +45,8 @@ struct cxl_broker {
     /* local: this process maps the pool too */
     cxlpool_t      *pool;
     uint8_t        *arena;      /* own mapping, NULL if remote */
+    const uint8_t  *arena_ro;   /* views' mapping: read-only, else arena */
+    void           *ro_map;     /* that read-only mapping, if made */
     unsigned        pin_cache;  /* chunks a handle keeps pinned */
 };
 

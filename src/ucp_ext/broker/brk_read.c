@@ -632,7 +632,7 @@ cxl_broker_status_t cxl_broker_view(cxl_broker_ds_t *ds, uint64_t i,
         }
     }
     ds->views[c]++;
-    view->data  = ds->b->arena + ds->pin_off[c] + s->off;
+    view->data  = ds->b->arena_ro + ds->pin_off[c] + s->off;
     view->len   = s->len;
     view->chunk = c;
     return CXL_BROKER_OK;
@@ -642,6 +642,11 @@ void cxl_broker_view_release(cxl_broker_ds_t *ds, cxl_broker_view_t *view)
 {
     if ((view->chunk < ds->rep.nchunks) && ds->views[view->chunk]) {
         ds->views[view->chunk]--;
+        /* views pin beyond the cache: give those pins back with the last
+         * view, not at the next read, which may never come */
+        if ((ds->views[view->chunk] == 0) && (ds->npinned > ds->b->pin_cache)) {
+            brk_pins_trim(ds, ds->b->pin_cache);
+        }
     }
     view->data = NULL;
 }
