@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -26,6 +27,9 @@
 
 #define BRK_TICK_MS       100
 #define BRK_LEASE_EVERY_S 0.2
+/* without wake-up events: keep polling this long after the last activity,
+ * then sleep 1 ms at a time */
+#define BRK_SPIN_S        0.005
 
 typedef struct brk_msg {
     struct brk_msg *next;
@@ -506,8 +510,34 @@ static void brk_on_signal(int sig)
 
 /* ---- the loop ---- */
 
+/*
+ * Whether the cxl transport can wake this process: it signals only on
+ * pools that cannot span hosts (emulated, under /dev/shm) in hw mode, or
+ * where UCX_CXL_EVENTS=yes says every peer shares the host.  Elsewhere
+ * the wake-up fd never fires for cxl traffic and the loop must poll.
+ */
+static int brk_cxl_events(brk_srv_t *srv)
+{
+    const char *ev = getenv("UCX_CXL_EVENTS");
+    cxlpool_info_t info;
+
+    if ((ev != NULL) && (!strcasecmp(ev, "y") || !strcasecmp(ev, "yes") ||
+                         !strcmp(ev, "1") || !strcasecmp(ev, "on"))) {
+        return 1;
+    }
+    if ((ev != NULL) && (!strcasecmp(ev, "n") || !strcasecmp(ev, "no") ||
+                         !strcmp(ev, "0") || !strcasecmp(ev, "off"))) {
+        return 0;
+    }
+    cxlpool_info(srv->pool, &info);
+    return (srv->coh == CXL_COH_HW) && !strncmp(info.path, "/dev/shm/", 9);
+}
+
 static void brk_loop(brk_srv_t *srv)
 {
+    int events = brk_cxl_events(srv);
+    double last_busy = brk_now();
+    unsigned busy;
     struct epoll_event ev, evs[4];
     double last_lease = 0;
     brk_fill_job_t *job, *next;
@@ -531,14 +561,22 @@ static void brk_loop(brk_srv_t *srv)
     ev.data.fd = srv->add_efd;
     epoll_ctl(ep, EPOLL_CTL_ADD, srv->add_efd, &ev);
 
+    if (!events) {
+        brk_log(srv, "the transport has no wake-up events for this pool "
+                "(outside /dev/shm, or sw mode): polling, every 1 ms when idle");
+    }
     while (!brk_signalled) {
+        busy = 0;
         while (ucp_worker_progress(srv->worker)) {
+            busy = 1;
         }
+        busy |= (brk_msgs != NULL);
         brk_dispatch_msgs(srv);
         for (job = brk_fill_collect(&srv->fill); job != NULL; job = next) {
             next = job->next;
             brk_cache_fill_done(srv, job);
             free(job);
+            busy = 1;
         }
         if (srv->adds != NULL) {
             if (read(srv->add_efd, &cnt, sizeof(cnt)) < 0) {
@@ -551,6 +589,16 @@ static void brk_loop(brk_srv_t *srv)
             last_lease = brk_now();
         }
         if ((brk_msgs != NULL) && (brk_msgs->ready != 0)) {
+            continue;
+        }
+        if (busy) {
+            last_busy = brk_now();
+        }
+        if (!events) {
+            if (brk_now() - last_busy < BRK_SPIN_S) {
+                continue;
+            }
+            n = epoll_wait(ep, evs, 4, 1);
             continue;
         }
         if (wfd >= 0) {
