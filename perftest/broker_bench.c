@@ -17,11 +17,18 @@
  *   memcpy  memcpy --record blocks at random block offsets out of one
  *           shared buffer of --memcpy-src bytes (default 1 GiB, larger
  *           than the LLC) filled before the fork: the copy limit
+ *   crc     CRC32C (cxlpool_crc32c(), what the broker's fill computes over
+ *           every chunk) of --record blocks of that buffer, in place: the
+ *           fill's CPU ceiling per thread
+ *   crc-hw  the same CRC32C with the SSE4.2 crc32 instruction (x86-64),
+ *           checked against cxlpool_crc32c() once: what a fill could do
  *
  * Sample indices: uniform over the dataset, from a xorshift64* generator
  * seeded with --seed and the reader's number, the same sequence in every
  * mode.  --epoch instead reads one seeded permutation of all samples, each
- * exactly once, split into --readers contiguous slices (the cold epoch).
+ * exactly once, split into --readers contiguous slices (the cold epoch);
+ * --order seq makes that permutation the identity (a sequential read of
+ * the file in --record blocks: the raw read bandwidth, timed like an epoch).
  *
  * Timing: every reader sets up (connects, opens, maps), reads untimed for
  * --warmup seconds, and waits; the parent then starts all of them at once
@@ -52,7 +59,8 @@
  *
  * Options: --mode M --readers N --batch K --record BYTES --file PATH
  *   --dataset NAME --broker HOST:PORT --local -1|0|1 --seconds S
- *   --warmup S --count N --epoch --seed N --check --pss-at F --pss-pid PID
+ *   --warmup S --count N --epoch --order seq|random --seed N --check
+ *   --pss-at F --pss-pid PID
  *   --pool-file PATH --memcpy-src BYTES --inject-error --header --help
  */
 #define _GNU_SOURCE
@@ -77,8 +85,12 @@
 #define BB_MAX_BATCH   1024
 #define BB_ERR_LEN     256
 
-typedef enum { BB_BROKER, BB_PREAD, BB_MMAP, BB_MEMCPY } bb_mode_t;
-static const char *const bb_mode_names[] = {"broker", "pread", "mmap", "memcpy"};
+typedef enum { BB_BROKER, BB_PREAD, BB_MMAP, BB_MEMCPY, BB_CRC, BB_CRC_HW,
+               BB_NMODES } bb_mode_t;
+static const char *const bb_mode_names[] = {"broker", "pread", "mmap", "memcpy",
+                                            "crc", "crc-hw"};
+/* the modes that read the shared in-memory buffer, not the dataset */
+#define BB_MEM_MODE(m) (((m) == BB_MEMCPY) || ((m) == BB_CRC) || ((m) == BB_CRC_HW))
 
 typedef struct {
     bb_mode_t   mode;
@@ -93,6 +105,7 @@ typedef struct {
     double      warmup;
     uint64_t    count;
     int         epoch;
+    int         seq;            /* --order seq */
     uint64_t    seed;
     int         check;
     int         inject;
@@ -125,6 +138,7 @@ typedef struct {
 
 static bb_ctl_t *ctl;
 static uint8_t  *memcpy_src;    /* memcpy mode: shared, filled before fork */
+static volatile uint32_t crc_sink;
 static uint64_t *epoch_order;   /* --epoch: the permutation, before fork */
 
 static double now_sec(void)
@@ -163,6 +177,55 @@ static uint64_t digest_of(uint64_t index, const void *p, size_t len)
 {
     return (uint64_t)cxlpool_crc32c(0, p, len) * (2 * index + 1);
 }
+
+/* CRC32C with the SSE4.2 instruction (the pool's polynomial, ~crc in/out) */
+#if defined(__x86_64__)
+__attribute__((target("sse4.2")))
+static uint32_t bb_crc32c_hw(uint32_t crc, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    uint64_t c = ~crc, v;
+
+    for (; len >= 8; len -= 8, p += 8) {
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+    }
+    for (; len > 0; --len, ++p) {
+        c = __builtin_ia32_crc32qi((uint32_t)c, *p);
+    }
+    return ~(uint32_t)c;
+}
+
+static int bb_crc_hw_check(void)
+{
+    uint8_t b[4099];
+    size_t i;
+
+    if (!__builtin_cpu_supports("sse4.2")) {
+        fprintf(stderr, "broker_bench: crc-hw: no SSE4.2 on this CPU\n");
+        return -1;
+    }
+    for (i = 0; i < sizeof(b); ++i) {
+        b[i] = (uint8_t)(i * 131 + 7);
+    }
+    if (bb_crc32c_hw(0, b, sizeof(b)) != cxlpool_crc32c(0, b, sizeof(b))) {
+        fprintf(stderr, "broker_bench: crc-hw: differs from cxlpool_crc32c\n");
+        return -1;
+    }
+    return 0;
+}
+#else
+static uint32_t bb_crc32c_hw(uint32_t crc, const void *buf, size_t len)
+{
+    return cxlpool_crc32c(crc, buf, len);
+}
+
+static int bb_crc_hw_check(void)
+{
+    fprintf(stderr, "broker_bench: crc-hw: x86-64 only\n");
+    return -1;
+}
+#endif
 
 /* ---- --gen: a raw file of records, each tagged with its index ---- */
 
@@ -352,7 +415,7 @@ static int bb_reader_setup(bb_reader_t *r)
             r->map = NULL;
             return bb_fail(r, "mmap %s failed", cfg->file);
         }
-    } else if (cfg->mode == BB_MEMCPY) {
+    } else if (BB_MEM_MODE(cfg->mode)) {
         r->nsamples = cfg->memcpy_src / cfg->record;
     }
     if (r->nsamples == 0) {
@@ -423,6 +486,16 @@ static int bb_read(bb_reader_t *r, const uint64_t *idx, unsigned m)
             memcpy(r->buf + (size_t)k * rec, r->map + idx[k] * rec, rec);
         }
         return 0;
+    case BB_CRC:
+        for (k = 0; k < m; ++k) {
+            crc_sink += cxlpool_crc32c(0, memcpy_src + idx[k] * rec, rec);
+        }
+        return 0;
+    case BB_CRC_HW:
+        for (k = 0; k < m; ++k) {
+            crc_sink += bb_crc32c_hw(0, memcpy_src + idx[k] * rec, rec);
+        }
+        return 0;
     case BB_MEMCPY:
     default:
         for (k = 0; k < m; ++k) {
@@ -450,7 +523,7 @@ static void bb_account(bb_reader_t *r, const uint64_t *idx, unsigned m)
     for (k = 0; k < m; ++k) {
         p = r->buf + (size_t)k * rec;
         r->res->digest += digest_of(idx[k], p, rec);
-        if ((r->fd >= 0) && (r->cfg->mode != BB_MEMCPY)) {
+        if ((r->fd >= 0) && !BB_MEM_MODE(r->cfg->mode)) {
             if ((pread(r->fd, r->tmp, rec, (off_t)(idx[k] * rec)) != (ssize_t)rec) ||
                 memcmp(r->tmp, p, rec)) {
                 if (r->res->errors++ == 0) {
@@ -546,7 +619,8 @@ static void usage(FILE *f)
             "usage: broker_bench --mode broker|pread|mmap|memcpy [--readers N]\n"
             "         [--batch K] [--record BYTES] [--file PATH] [--dataset NAME]\n"
             "         [--broker HOST:PORT] [--local -1|0|1] [--seconds S]\n"
-            "         [--warmup S] [--count N] [--epoch] [--seed N] [--check]\n"
+            "         [--warmup S] [--count N] [--epoch [--order seq|random]]\n"
+            "         [--seed N] [--check]\n"
             "         [--pss-at F] [--pss-pid PID] [--pool-file PATH]\n"
             "         [--memcpy-src BYTES] [--inject-error] [--header]\n"
             "       broker_bench --gen FILE NRECORDS SIZE SEED\n"
@@ -613,6 +687,7 @@ int main(int argc, char **argv)
         {"warmup", required_argument, NULL, 'w'},
         {"count", required_argument, NULL, 'c'},
         {"epoch", no_argument, NULL, 'e'},
+        {"order", required_argument, NULL, 'o'},
         {"seed", required_argument, NULL, 's'},
         {"check", no_argument, NULL, 'C'},
         {"inject-error", no_argument, NULL, 'X'},
@@ -639,9 +714,9 @@ int main(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (opt) {
         case 'm':
-            for (r = 0; r < 4 && strcmp(optarg, bb_mode_names[r]); ++r) {
+            for (r = 0; r < BB_NMODES && strcmp(optarg, bb_mode_names[r]); ++r) {
             }
-            if (r == 4) {
+            if (r == BB_NMODES) {
                 fprintf(stderr, "broker_bench: unknown mode '%s'\n", optarg);
                 return 2;
             }
@@ -658,6 +733,13 @@ int main(int argc, char **argv)
         case 'w': cfg.warmup = atof(optarg); break;
         case 'c': cfg.count = strtoull(optarg, NULL, 0); break;
         case 'e': cfg.epoch = 1; break;
+        case 'o':
+            if (strcmp(optarg, "seq") && strcmp(optarg, "random")) {
+                fprintf(stderr, "broker_bench: --order seq|random\n");
+                return 2;
+            }
+            cfg.seq = !strcmp(optarg, "seq");
+            break;
         case 's': cfg.seed = strtoull(optarg, NULL, 0); break;
         case 'C': cfg.check = 1; break;
         case 'X': cfg.inject = 1; break;
@@ -683,8 +765,8 @@ int main(int argc, char **argv)
         (cfg.seconds <= 0) || (cfg.warmup < 0) ||
         ((cfg.mode == BB_BROKER) && (cfg.dataset == NULL)) ||
         (((cfg.mode == BB_PREAD) || (cfg.mode == BB_MMAP) || cfg.check) &&
-         (cfg.file == NULL) && (cfg.mode != BB_MEMCPY)) ||
-        ((cfg.mode == BB_MEMCPY) && (cfg.epoch || (cfg.memcpy_src < cfg.record)))) {
+         (cfg.file == NULL) && !BB_MEM_MODE(cfg.mode)) ||
+        (BB_MEM_MODE(cfg.mode) && (cfg.epoch || (cfg.memcpy_src < cfg.record)))) {
         usage(stderr);
         return 2;
     }
@@ -699,7 +781,10 @@ int main(int argc, char **argv)
         return 1;
     }
     memset(ctl, 0, sizeof(*ctl));
-    if (cfg.mode == BB_MEMCPY) {
+    if ((cfg.mode == BB_CRC_HW) && (bb_crc_hw_check() != 0)) {
+        return 1;
+    }
+    if (BB_MEM_MODE(cfg.mode)) {
         memcpy_src = mmap(NULL, cfg.memcpy_src, PROT_READ | PROT_WRITE,
                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (memcpy_src == MAP_FAILED) {
@@ -743,7 +828,7 @@ int main(int argc, char **argv)
         for (i = 0; i < nsamp; ++i) {
             epoch_order[i] = i;
         }
-        for (i = nsamp; i > 1; --i) {
+        for (i = nsamp; !cfg.seq && (i > 1); --i) {
             j = xs_below(&s, i);
             t = epoch_order[i - 1];
             epoch_order[i - 1] = epoch_order[j];

@@ -25,14 +25,18 @@
 # page cache dropped before each (echo 3 > /proc/sys/vm/drop_caches when
 # permitted, else posix_fadvise(DONTNEED) of the dataset files: see
 # --drop) and the broker's chunks evicted: raw file read bandwidth (dd,
-# bs=4M, sequential), `cxl-broker warm` (the broker's sequential fill),
-# the first epoch through the broker (every sample once, a random
-# permutation, split among --cold-readers readers) and the same epoch with
-# pread.  The broker's counters (stat --json) before and after each broker
-# epoch show how many bytes it read from the files.
+# bs=4M, and broker_bench's sequential 4 MiB preads timed like an epoch),
+# `cxl-broker warm` (the broker's sequential fill), the first epoch
+# through the broker (every sample once, a random permutation, split among
+# --cold-readers readers) and the same epoch with pread.  The broker's
+# counters (stat --json) before and after each broker epoch show how many
+# bytes it read from the files.  Per repetition also the fill's CPU
+# ceiling: CRC32C of 4 MiB chunks as the broker computes it
+# (cxlpool_crc32c) and with the SSE4.2 instruction.
 #
 # Once (unless --no-profile or without perf): perf record -g of one broker
-# reader at 4 KiB; raw/profile-*.txt and a summary in the report.
+# reader at 4 KiB, and of the broker daemon during a cold `cxl-broker warm`
+# of the largest dataset; raw/profile-*.txt and a summary in the report.
 #
 # Output folder (default perftest/out/broker-<date>-<time>/):
 #   report.md    machine, load, datasets, correctness pass, TARGETS
@@ -63,7 +67,8 @@
 #   --quick        1 repetition, 0.5 s runs
 #   --smoke        tiny datasets (4-8 MiB), readers 1,2, 1 repetition,
 #                  0.2 s runs, every read checked (--check in every run),
-#                  cold epoch with --drop file; what make check runs
+#                  a 64 MiB memcpy source, cold epoch with --drop file;
+#                  what make check runs
 #                  (test/perftest/test_broker_bench.sh); timings mean nothing
 #   --out DIR      output folder
 #   --builddir DIR build folder (default: contrib/build.sh release)
@@ -88,7 +93,7 @@ REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 
 REPS="" QUICK=0 SMOKE=0 OUT="" BUILDDIR="" SIZES="4k,64k,1m" READERS=""
 COLD_READERS="" BATCH=16 SECS="" WARMUP="" MIBS="" DROP="" COLD=1 PROFILE=1
-RUN_TO=120
+RUN_TO=120 MEMSRC=1g
 
 usage() { awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
 die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
@@ -121,6 +126,7 @@ done
 if ((SMOKE)); then
     : "${REPS:=1}" "${READERS:=1,2}" "${COLD_READERS:=2}" "${SECS:=0.2}" \
       "${WARMUP:=0.05}" "${MIBS:=4,4,8}" "${DROP:=file}"
+    MEMSRC=64m
     PROFILE=0
 elif ((QUICK)); then
     : "${REPS:=1}" "${SECS:=0.5}"
@@ -305,6 +311,7 @@ brk ls --json >"$RAW/ls-warm.json" 2>>"$LOGS/broker-cli.log"
     printf 'warmup=%s\n' "$WARMUP"
     printf 'mode=%s\n' "$( ((SMOKE)) && echo smoke || { ((QUICK)) && echo quick || echo default; })"
     printf 'drop=%s\n' "$DROP"
+    printf 'memcpy_src=%s\n' "$MEMSRC"
     printf 'cold=%s\n' "$COLD"
     printf 'pool=%s\n' "$POOL"
     printf 'capacity_mib=%s\n' "$CAP_MIB"
@@ -347,7 +354,7 @@ mode_args() {   # mode_args MODE I
         broker) printf '%s\n' --mode broker --dataset "${DS[i]}" --file "${FILES[i]}" \
                     --pss-pid "$BROKER_PID" --pool-file "$POOL" ;;
         pread | mmap) printf '%s\n' --mode "$1" --file "${FILES[i]}" ;;
-        memcpy) printf '%s\n' --mode memcpy --memcpy-src 1g --file "${FILES[i]}" ;;
+        memcpy) printf '%s\n' --mode memcpy --memcpy-src "$MEMSRC" --file "${FILES[i]}" ;;
         memcpy-ds) printf '%s\n' --mode memcpy --memcpy-src "$((NREC[i] * REC[i]))" --file "${FILES[i]}" ;;
     esac
     printf '%s\n' --record "${REC[i]}" --batch "$BATCH"
@@ -436,6 +443,23 @@ if ((HAVE_PERF)); then
     else
         msg "  perf record failed (see $LOGS/perf-record.log)"
     fi
+    # the broker daemon while it fills the largest dataset cold
+    j=$((${#DS[@]} - 1))
+    msg "profile: perf record -g of the broker during a cold cxl-broker warm ${DS[j]}"
+    brk evict "${DS[j]}" >>"$LOGS/broker-cli.log" 2>&1
+    sync
+    [[ $DROP == global ]] && { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null
+    dd if="${FILES[j]}" iflag=nocache count=0 status=none 2>/dev/null
+    perf record -g -F 999 -p "$BROKER_PID" -o "$RAW/perf-broker.data" >>"$LOGS/perf-record.log" 2>&1 &
+    PERF_PID=$!
+    sleep 0.5
+    brk warm "${DS[j]}" >>"$LOGS/broker-cli.log" 2>&1
+    kill -INT "$PERF_PID" 2>/dev/null
+    wait "$PERF_PID" 2>/dev/null
+    perf report -i "$RAW/perf-broker.data" --stdio --no-children --sort symbol --percent-limit 0.3 \
+        2>/dev/null | grep -v '^$' | head -n 200 >"$RAW/profile-broker-fill.txt"
+    rm -f "$RAW/perf-broker.data" "$RAW/perf-broker.data.old"
+    cat "${FILES[j]}" >/dev/null
 fi
 
 # ---------------------------------------------------------------------------
@@ -472,6 +496,13 @@ if ((COLD)); then
             t1=$(date +%s.%N)
             awk -v r="$rep" -v rec="${REC[i]}" -v b="$bytes" -v t0="$t0" -v t1="$t1" -v cb="$cb" -v rc="$rc" \
                 'BEGIN { s = t1 - t0; printf "%s,%s,1,raw-dd,%.6f,%d,%.4f,%s,,,%d\n", r, rec, s, b, b / s / 1e9, cb, rc == 0 }' >>"$OUT/cold.csv"
+            # the same, timed like the epochs (after open): sequential 4 MiB preads
+            drop_cache "$f"
+            cb=$(cache_kib "$f")
+            bench "cold-rawpread-${SIZE_LIST[i]}-r$rep" --mode pread --file "$f" --record 4m --epoch --order seq
+            awk -F, -v r="$rep" -v rec="${REC[i]}" -v cb="$cb" -v rc="$JOB_RC" \
+                '$1 == "total" { printf "%s,%s,1,raw-pread,%s,%s,%s,%s,,,%d\n", r, rec, $8, $10, $12, cb, rc == 0 }' \
+                "$JOB_BASE.csv" >>"$OUT/cold.csv"
             # the broker's own sequential fill
             brk evict "${DS[i]}" >>"$LOGS/broker-cli.log" 2>&1
             drop_cache "$f"
@@ -501,6 +532,13 @@ if ((COLD)); then
                     ((JOB_RC == 0)) || msg "  FAILED cold $m ${SIZE_LIST[i]} n$n r$rep: $(job_why)"
                 done
             done
+        done
+        # the fill's CPU ceiling: CRC32C of 4 MiB chunks (the broker's) and with SSE4.2
+        for m in crc crc-hw; do
+            bench "cold-$m-r$rep" --mode "$m" --record 4m --memcpy-src "$MEMSRC" --seconds "$SECS" --warmup 0.1
+            awk -F, -v r="$rep" -v m="$m" -v rc="$JOB_RC" \
+                '$1 == "total" { printf "%s,%s,1,%s,%s,%s,%s,,,,%d\n", r, $3, m, $8, $10, $12, rc == 0 }' \
+                "$JOB_BASE.csv" >>"$OUT/cold.csv"
         done
         msg "  cold rep $rep/$REPS done"
     done

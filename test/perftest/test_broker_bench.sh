@@ -12,8 +12,8 @@
 #     row per reader whose samples add up to the total
 #   - check.csv: every sample of every dataset read once in every mode,
 #     none differing from the file, one digest per size for all modes
-#   - cold.csv: raw dd, broker warm, broker and pread epochs per size, all
-#     ok, the file out of the page cache before each, the broker's cold
+#   - cold.csv: raw dd and sequential pread, broker warm, broker and pread
+#     epochs per size, the CRC32C ceilings, all ok, the file out of the page cache before each, the broker's cold
 #     epoch reading each file byte exactly once (stat file_bytes_read)
 #   - report.md (targets, correctness line), results.csv and the plots
 # A negative control runs broker_bench --check --inject-error: the check
@@ -145,6 +145,7 @@ msgs=$(awk -F, '
     {
         ++n
         if ($11 != 1) print $2 " " $4 " n" $3 ": not ok"
+        if ($4 ~ /^crc/) { crc[$4] = 1; if ($6 < 1) print $4 ": no bytes"; next }
         if ($8 != 0) print $2 " " $4 ": " $8 " KiB of the file still cached before the cold run"
         if ($6 < 1 || $5 <= 0) print $2 " " $4 ": no bytes or time"
         if (($4 == "broker-epoch" || $4 == "broker-warm") && $9 != $6)
@@ -153,12 +154,13 @@ msgs=$(awk -F, '
     }
     END {
         split("4096 65536 1048576", recs, " ")
-        split("raw-dd broker-warm broker-epoch pread-epoch", ks, " ")
+        split("raw-dd raw-pread broker-warm broker-epoch pread-epoch", ks, " ")
         for (r in recs) for (k in ks) if (!((recs[r] "," ks[k]) in seen)) print "no " ks[k] " row at " recs[r]
-        if (n != 12) print n " rows, not 12"
+        if (!("crc" in crc) || !("crc-hw" in crc)) print "no crc / crc-hw rows"
+        if (n != 17) print n " rows, not 17"
     }' "$R/cold.csv" 2>&1)
 if [ -z "$msgs" ] && [ -s "$R/cold.csv" ]; then
-    ok "cold.csv: 12 rows, uncached before each, each file byte read once by the broker's cold epoch"
+    ok "cold.csv: 17 rows, uncached before each, each file byte read once by the broker's cold epoch"
 else
     bad "cold.csv:"
     echo "$msgs" | head -n 10 | sed 's/^/    /'
