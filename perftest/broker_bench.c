@@ -12,6 +12,10 @@
  *   broker  connect to the broker, open --dataset, and read samples with
  *           cxl_broker_read_batch() (--batch samples per call: gets in
  *           flight together) into the buffer
+ *   view    the same samples through cxl_broker_view() (the zero-copy view
+ *           of a resident sample, for readers that map the pool; needs
+ *           it: --local 1 is implied) and a memcpy out of it into the
+ *           buffer, view released after the copy
  *   pread   open --file once, pread() sample i from offset i * --record
  *   mmap    mmap --file once (MAP_POPULATE), memcpy sample i out of it
  *   memcpy  memcpy --record blocks at random block offsets out of one
@@ -86,9 +90,11 @@
 #define BB_ERR_LEN     256
 
 typedef enum { BB_BROKER, BB_PREAD, BB_MMAP, BB_MEMCPY, BB_CRC, BB_CRC_HW,
-               BB_NMODES } bb_mode_t;
+               BB_VIEW, BB_NMODES } bb_mode_t;
 static const char *const bb_mode_names[] = {"broker", "pread", "mmap", "memcpy",
-                                            "crc", "crc-hw"};
+                                            "crc", "crc-hw", "view"};
+/* the modes that connect to the broker */
+#define BB_BRK_MODE(m) (((m) == BB_BROKER) || ((m) == BB_VIEW))
 /* the modes that read the shared in-memory buffer, not the dataset */
 #define BB_MEM_MODE(m) (((m) == BB_MEMCPY) || ((m) == BB_CRC) || ((m) == BB_CRC_HW))
 
@@ -383,10 +389,10 @@ static int bb_reader_setup(bb_reader_t *r)
         }
         r->nsamples = (uint64_t)st.st_size / cfg->record;
     }
-    if (cfg->mode == BB_BROKER) {
+    if (BB_BRK_MODE(cfg->mode)) {
         cxl_broker_params_init(&prm);
         prm.addr  = cfg->broker;
-        prm.local = cfg->local;
+        prm.local = (cfg->mode == BB_VIEW) ? 1 : cfg->local;
         if (cxl_broker_connect(&prm, &r->b) != CXL_BROKER_OK) {
             return bb_fail(r, "connect: %s", cxl_broker_last_error());
         }
@@ -471,6 +477,21 @@ static int bb_read(bb_reader_t *r, const uint64_t *idx, unsigned m)
             if (r->iov[k].got != rec) {
                 return bb_fail(r, "%s", "a sample of the wrong length");
             }
+        }
+        return 0;
+    case BB_VIEW:
+        for (k = 0; k < m; ++k) {
+            cxl_broker_view_t v;
+
+            if (cxl_broker_view(r->ds, idx[k], &v) != CXL_BROKER_OK) {
+                return bb_fail(r, "view: %s", cxl_broker_last_error());
+            }
+            if (v.len != rec) {
+                cxl_broker_view_release(r->ds, &v);
+                return bb_fail(r, "%s", "a sample of the wrong length");
+            }
+            memcpy(r->buf + (size_t)k * rec, v.data, rec);
+            cxl_broker_view_release(r->ds, &v);
         }
         return 0;
     case BB_PREAD:
@@ -616,7 +637,8 @@ out:
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: broker_bench --mode broker|pread|mmap|memcpy [--readers N]\n"
+            "usage: broker_bench --mode broker|view|pread|mmap|memcpy|crc|crc-hw\n"
+            "         [--readers N]\n"
             "         [--batch K] [--record BYTES] [--file PATH] [--dataset NAME]\n"
             "         [--broker HOST:PORT] [--local -1|0|1] [--seconds S]\n"
             "         [--warmup S] [--count N] [--epoch [--order seq|random]]\n"
@@ -763,7 +785,7 @@ int main(int argc, char **argv)
     if ((optind != argc) || (cfg.readers < 1) || (cfg.readers > BB_MAX_READERS) ||
         (cfg.batch < 1) || (cfg.batch > BB_MAX_BATCH) || (cfg.record == 0) ||
         (cfg.seconds <= 0) || (cfg.warmup < 0) ||
-        ((cfg.mode == BB_BROKER) && (cfg.dataset == NULL)) ||
+        (BB_BRK_MODE(cfg.mode) && (cfg.dataset == NULL)) ||
         (((cfg.mode == BB_PREAD) || (cfg.mode == BB_MMAP) || cfg.check) &&
          (cfg.file == NULL) && !BB_MEM_MODE(cfg.mode)) ||
         (BB_MEM_MODE(cfg.mode) && (cfg.epoch || (cfg.memcpy_src < cfg.record)))) {
@@ -803,7 +825,7 @@ int main(int argc, char **argv)
 
         if ((cfg.file != NULL) && (stat(cfg.file, &st) == 0)) {
             nsamp = (uint64_t)st.st_size / cfg.record;
-        } else if (cfg.mode == BB_BROKER) {
+        } else if (BB_BRK_MODE(cfg.mode)) {
             cxl_broker_params_t prm;
             cxl_broker_t *b;
             cxl_broker_ds_t *ds;
@@ -914,7 +936,7 @@ int main(int argc, char **argv)
         bytes   += res->bytes;
         errors  += res->errors;
         digest  += res->digest;
-        if (cfg.mode == BB_BROKER) {
+        if (BB_BRK_MODE(cfg.mode)) {
             local = (r == 0 || local == res->local) ? res->local : -1;
         }
         printf("reader,%s,%" PRIu64 ",%u,%u,%u,%s,%.6f,%" PRIu64 ",%" PRIu64
@@ -924,7 +946,7 @@ int main(int argc, char **argv)
                phase, res->seconds, res->samples, res->bytes, sps,
                (res->seconds > 0) ? res->bytes / res->seconds / 1e9 : 0,
                sps, sps, per[r].pss, per[r].pss_anon, per[r].pss_file,
-               per[r].pss_shmem, per[r].rss, (cfg.mode == BB_BROKER) ? res->local : -1,
+               per[r].pss_shmem, per[r].rss, BB_BRK_MODE(cfg.mode) ? res->local : -1,
                res->errors, res->digest);
     }
     /* --epoch: every sample read exactly once, or the digest means nothing */

@@ -29,9 +29,10 @@ OUT = sys.argv[1]
 PLOTS = os.path.join(OUT, "plots")
 os.makedirs(PLOTS, exist_ok=True)
 
-MODES = ["broker", "pread", "mmap", "memcpy", "memcpy-ds"]
+MODES = ["broker", "view", "pread", "mmap", "memcpy", "memcpy-ds"]
 DESC = {
     "broker": "cxl_broker_read_batch() through the broker: ucp_get from the pool into the reader's buffer",
+    "view": "cxl_broker_view() (the zero-copy view of a resident sample, readers that map the pool) and a memcpy out of it into the reader's buffer",
     "pread": "pread() of sample i at i × size from the file in the page cache (one fd per reader)",
     "mmap": "memcpy of sample i out of an mmap (MAP_POPULATE) of the file",
     "memcpy": "the limit: memcpy of size-byte blocks at random offsets out of a 1 GiB buffer (> LLC), same processes",
@@ -203,8 +204,8 @@ with open(os.path.join(OUT, "results.csv"), "w", newline="") as f:
                         continue
                     note = ""
                     if fig == "other_pss_kib":
-                        note = "PSS of the broker daemon" if m == "broker" else "not sampled"
-                        if m != "broker":
+                        note = "PSS of the broker daemon"
+                        if m not in ("broker", "view"):
                             continue
                     w.writerow([fig, rec, n, m, unit, better]
                                + [("%.4g" % s["reps"][i]) if i in s["reps"] else ""
@@ -253,13 +254,18 @@ if 1048576 in records:
                         "broker GB/s ≥ %.1f× memcpy limit" % TGT_MEMCPY, ratio(b, mc), TGT_MEMCPY,
                         "%s vs %s GB/s" % (fmt(b and b["median"]), fmt(mc and mc["median"]))))
 if 4096 in records:
-    for n in nreaders:
-        b = stats((4096, n, "broker"), "samples_per_s")
-        for base in ("pread", "mmap"):
-            p = stats((4096, n, base), "samples_per_s")
-            targets.append(("warm 4 KiB vs %s, %s reader%s" % (base, readers_label(n), "s" if n > 1 else ""),
-                            "broker samples/s ≥ %.0f× %s" % (TGT_PREAD, base), ratio(b, p), TGT_PREAD,
-                            "%s vs %s samples/s" % (fmt(b and b["median"]), fmt(p and p["median"]))))
+    for via in ("broker", "view"):
+        for n in nreaders:
+            b = stats((4096, n, via), "samples_per_s")
+            if not b:
+                continue
+            for base in ("pread", "mmap"):
+                p = stats((4096, n, base), "samples_per_s")
+                targets.append(("warm 4 KiB%s vs %s, %s reader%s" % (
+                                    "" if via == "broker" else " (view API)", base, readers_label(n),
+                                    "s" if n > 1 else ""),
+                                "%s samples/s ≥ %.0f× %s" % (via, TGT_PREAD, base), ratio(b, p), TGT_PREAD,
+                                "%s vs %s samples/s" % (fmt(b and b["median"]), fmt(p and p["median"]))))
 def raw_stats(rec):
     """raw read bandwidth per rep: the faster of dd and the sequential preads"""
     a, b = cold_stats(rec, 1, "raw-dd"), cold_stats(rec, 1, "raw-pread")
@@ -326,7 +332,7 @@ L.append("| datasets | one raw file of fixed-size records per size, on %s (%s): 
          % (meta.get("data_fs", "?"), meta.get("data_dir", "?"), dsd))
 L.append("| pool | %s, 1 GiB (tmpfs), broker cache %s MiB, 4 MiB chunks |" % (
     meta.get("pool", "?"), meta.get("capacity_mib", "?")))
-L.append("| run | %s mode, %d repetitions, modes alternating (broker, pread, mmap, memcpy[, memcpy-ds]) "
+L.append("| run | %s mode, %d repetitions, modes alternating (broker, view, pread, mmap, memcpy[, memcpy-ds]) "
          "per size and reader count; %s s timed after %s s untimed warm-up per run; batch %s; "
          "%s s in all |" % (meta.get("mode", "?"), REPS, meta.get("seconds", "?"),
                             meta.get("warmup", "?"), meta.get("batch", "?"),
@@ -415,7 +421,7 @@ for rec in records:
             g = stats((rec, n, m), "gb_per_s")
             sp = spread.get((rec, n, m), [])
             pct = "%.0f %%" % (100 * g["median"] / mc["median"]) if (g and mc and mc["median"]) else "-"
-            vs = rcell(ratio(b, s)) if m != "broker" else ""
+            vs = rcell(ratio(b, s)) if m not in ("broker", "view") else ""
             L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
                 readers_label(n), m, cell(s), cell(g),
                 ("%s–%s" % (fmt(min(sp)), fmt(max(sp)))) if sp else "-", pct, vs))
@@ -431,7 +437,7 @@ L.append("- **readers PSS**: Σ Pss over the reader processes; split into *priva
          "reader's buffer, heap, UCX's own memory) and *shared* (Pss_File + Pss_Shmem: mapped files, "
          "the pool for broker readers, the mmap'd dataset for mmap readers; a shared page counts "
          "1/mappers in each).")
-L.append("- **broker**: the broker daemon's PSS (broker mode only). The pool pages the readers touched "
+L.append("- **broker**: the broker daemon's PSS (broker and view modes only). The pool pages the readers touched "
          "are shared between them and the broker, so *readers shared + broker* is the one copy in the "
          "pool (plus libraries): it does not grow with readers.")
 L.append("- **page cache**: the dataset file's bytes in the page cache (mincore). pread readers map "
@@ -453,7 +459,7 @@ for rec in records:
     L.append("| mode | readers | readers PSS | private | shared | broker PSS | readers + broker | "
              "page cache | added per reader (readers + broker) |")
     L.append("|---|---|---|---|---|---|---|---|---|")
-    for m in ("broker", "pread", "mmap"):
+    for m in ("broker", "view", "pread", "mmap"):
         base = None
         for n in nreaders:
             k = (rec, n, m)
@@ -463,7 +469,7 @@ for rec in records:
             an = stats(k, "pss_anon_kib")
             fi = stats(k, "pss_file_kib")
             sh = stats(k, "pss_shmem_kib")
-            ot = stats(k, "other_pss_kib") if m == "broker" else None
+            ot = stats(k, "other_pss_kib") if m in ("broker", "view") else None
             fc = stats(k, "file_cache_kib")
             tot = p["median"] + (ot["median"] if ot else 0)
             if base is None:

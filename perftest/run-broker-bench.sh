@@ -3,10 +3,12 @@
 # run-broker-bench.sh - the dataset-chunk broker (issue 13) against what
 # data loaders do today, in one command: reader processes (1, 2, 4) read
 # random samples (4 KiB, 64 KiB, 1 MiB) of one raw file of fixed-size
-# records per size, with perftest/broker_bench.c, in four modes run
-# ALTERNATING (broker, pread, mmap, memcpy, broker, ...) --reps times:
+# records per size, with perftest/broker_bench.c, in five modes run
+# ALTERNATING (broker, view, pread, mmap, memcpy, broker, ...) --reps times:
 #   broker  cxl_broker_read_batch() through the broker: ucp_get out of the
 #           pool into the reader's buffer (--batch samples per call)
+#   view    cxl_broker_view() (zero-copy view of the resident sample in
+#           this process's mapping of the pool) and a memcpy out of it
 #   pread   pread() of sample i at i * SIZE from the file in the page cache
 #   mmap    memcpy of sample i out of an mmap of the file (MAP_POPULATE)
 #   memcpy  the limit: memcpy of SIZE blocks at random offsets out of a
@@ -334,7 +336,7 @@ bench() {
     shift
     SEQ=$((SEQ + 1))
     JOB_BASE=$(printf '%s/%04d-%s' "$RAW" "$SEQ" "$name")
-    [[ " $* " == *" --mode broker "* ]] && pre=$MODULE
+    [[ " $* " == *" --mode broker "* || " $* " == *" --mode view "* ]] && pre=$MODULE
     printf '[%s] %s\n' "$(date +%T)" "$(printf '%q ' ${pre:+LD_PRELOAD=$pre} timeout -k 5 "$RUN_TO" "$BB" "$@")" >>"$CMDLOG"
     LD_PRELOAD=$pre timeout -k 5 "$RUN_TO" "$BB" "$@" >"$JOB_BASE.csv" 2>"$JOB_BASE.err" &
     RUN_PID=$!
@@ -351,7 +353,7 @@ job_why() {
 mode_args() {   # mode_args MODE I
     local i=$2
     case $1 in
-        broker) printf '%s\n' --mode broker --dataset "${DS[i]}" --file "${FILES[i]}" \
+        broker | view) printf '%s\n' --mode "$1" --dataset "${DS[i]}" --file "${FILES[i]}" \
                     --pss-pid "$BROKER_PID" --pool-file "$POOL" ;;
         pread | mmap) printf '%s\n' --mode "$1" --file "${FILES[i]}" ;;
         memcpy) printf '%s\n' --mode memcpy --memcpy-src "$MEMSRC" --file "${FILES[i]}" ;;
@@ -376,7 +378,7 @@ echo "record,mode,readers,samples,errors,digest,rc" >"$OUT/check.csv"
 msg "correctness pass: every sample once per mode (--epoch --check), digests compared"
 CHECK_FAIL=0
 for i in "${!SIZE_LIST[@]}"; do
-    for m in broker pread mmap; do
+    for m in broker view pread mmap; do
         mapfile -t a < <(mode_args "$m" "$i")
         bench "check-$m-${SIZE_LIST[i]}" "${a[@]}" --readers 2 --epoch --check --seed 7
         awk -F, -v m="$m" -v rc="$JOB_RC" '$1 == "total" { print $3 "," m "," $4 "," $9 "," $24 "," $25 "," rc }' \
@@ -389,7 +391,7 @@ for i in "${!SIZE_LIST[@]}"; do
     d=$(awk -F, -v r="${REC[i]}" '$1 == r { print $6 }' "$OUT/check.csv" | sort -u | wc -l)
     e=$(awk -F, -v r="${REC[i]}" '$1 == r { s += $5 } END { print s + 0 }' "$OUT/check.csv")
     if ((d == 1 && e == 0)); then
-        msg "  ${SIZE_LIST[i]}: ${NREC[i]} samples, broker = pread = mmap = file (digest $(awk -F, -v r="${REC[i]}" '$1 == r { print $6; exit }' "$OUT/check.csv"))"
+        msg "  ${SIZE_LIST[i]}: ${NREC[i]} samples, broker = view = pread = mmap = file (digest $(awk -F, -v r="${REC[i]}" '$1 == r { print $6; exit }' "$OUT/check.csv"))"
     else
         msg "  ${SIZE_LIST[i]}: MISMATCH: $d different digests, $e samples differ from the file"
         CHECK_FAIL=1
@@ -402,11 +404,11 @@ printf 'check_fail=%s\n' "$CHECK_FAIL" >>"$OUT/meta.env"
 # ---------------------------------------------------------------------------
 EXTRA=()
 ((SMOKE)) && EXTRA=(--check)
-msg "warm: sizes $SIZES x readers $READERS x (broker pread mmap memcpy) x $REPS reps, ${SECS}s each$( \
+msg "warm: sizes $SIZES x readers $READERS x (broker view pread mmap memcpy) x $REPS reps, ${SECS}s each$( \
     ((SMOKE)) && echo ', every read checked')"
 for ((rep = 1; rep <= REPS; ++rep)); do
     for i in "${!SIZE_LIST[@]}"; do
-        modes=(broker pread mmap memcpy)
+        modes=(broker view pread mmap memcpy)
         ((REC[i] == 1048576)) && modes+=(memcpy-ds)
         for n in "${READER_LIST[@]}"; do
             for m in "${modes[@]}"; do

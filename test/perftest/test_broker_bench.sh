@@ -6,7 +6,7 @@
 # against the file) must finish, and its output must be well-formed and
 # every read correct:
 #   - samples.csv has the documented header and one total row per size,
-#     reader count and mode (broker, pread, mmap, memcpy; memcpy-ds at
+#     reader count and mode (broker, view, pread, mmap, memcpy; memcpy-ds at
 #     1 MiB) with numbers, samples > 0, no sample differing from the file,
 #     PSS read, broker readers local (the pool mapped); readers.csv has one
 #     row per reader whose samples add up to the total
@@ -73,8 +73,8 @@ msgs=$(awk -F, '
         if ($12 != $11 * $5) print "row " NR ": bytes " $12 " != samples x record"
         if ($26 != 0) print "row " NR ": " $26 " samples differ from the file"
         if ($17 < 1) print "row " NR ": no PSS read"
-        if ($2 == "broker" && $25 != 1) print "row " NR ": broker reader not local"
-        if ($2 == "broker" && $22 < 1) print "row " NR ": no broker PSS"
+        if (($2 == "broker" || $2 == "view") && $25 != 1) print "row " NR ": broker reader not local"
+        if (($2 == "broker" || $2 == "view") && $22 < 1) print "row " NR ": no broker PSS"
         if ($15 > $16) print "row " NR ": per-reader min > max"
         key = $2 "," $5 "," $6
         if (key in seen) print "row " NR ": " key " twice"
@@ -83,14 +83,14 @@ msgs=$(awk -F, '
     END {
         split("4096 65536 1048576", recs, " ")
         for (r in recs) for (k = 1; k <= 2; ++k) {
-            split("broker pread mmap memcpy", ms, " ")
+            split("broker view pread mmap memcpy", ms, " ")
             for (m in ms) if (!((ms[m] "," recs[r] "," k) in seen)) print "no row for " ms[m] " " recs[r] " readers " k
             if (recs[r] == 1048576 && !(("memcpy-ds," recs[r] "," k) in seen)) print "no memcpy-ds row for readers " k
         }
-        if (n != 26) print n " rows, not 26"
+        if (n != 32) print n " rows, not 32"
     }' "$S" 2>&1)
 if [ -z "$msgs" ]; then
-    ok "samples.csv: 26 well-formed rows (3 sizes x 2 reader counts x 4 modes + memcpy-ds), no wrong sample"
+    ok "samples.csv: 32 well-formed rows (3 sizes x 2 reader counts x 5 modes + memcpy-ds), no wrong sample"
 else
     bad "samples.csv:"
     echo "$msgs" | head -n 10 | sed 's/^/    /'
@@ -129,8 +129,8 @@ msgs=$(awk -F, -v nrec="$nrec" '
         seen[$1 "," $2] = 1
     }
     END {
-        for (r in want) { split("broker pread mmap", ms, " "); for (m in ms) if (!((r "," ms[m]) in seen)) print "no check of " ms[m] " at " r }
-        if (n != 9) print n " rows, not 9"
+        for (r in want) { split("broker view pread mmap", ms, " "); for (m in ms) if (!((r "," ms[m]) in seen)) print "no check of " ms[m] " at " r }
+        if (n != 12) print n " rows, not 12"
     }' "$R/check.csv" 2>&1)
 if [ -z "$msgs" ] && [ -n "$nrec" ]; then
     ok "correctness pass: every sample of every dataset read once per mode, equal to the file, one digest per size"
