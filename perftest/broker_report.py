@@ -317,6 +317,17 @@ L.append("| software | UCX %s; git %s; libuct_cxl.so %s…, libcxl_broker.so %s�
     meta.get("libbroker_sha256", "?")))
 L.append("| load average (1/5/15 min) | start %s, end %s |" % (meta.get("load_start", "?"),
                                                                meta.get("load_end", "?")))
+runs = read_csv(os.path.join(OUT, "runs.csv"))
+loads = sorted(float(r["load1"]) for r in runs if num(r.get("load1")) is not None)
+busy = sorted(int(r["cpu_busy_pct"]) for r in runs if r.get("cpu_busy_pct", "").isdigit())
+if loads:
+    L.append("| other work during the warm runs | 1-min load before each run %.2f–%.2f (median %.2f)%s "
+             "(runs.csv) |" % (loads[0], loads[-1], statistics.median(loads),
+                               ("; CPUs busy in the second before each run: median %d %%, %d–%d %%%s"
+                                % (statistics.median(busy), busy[0], busy[-1],
+                                   ("; waited for ≤ %s %% busy" % meta["wait_idle"])
+                                   if meta.get("wait_idle", "0") != "0" else ""))
+                               if busy else ""))
 over = [n for n in nreaders if n > NCPU]
 L.append("| readers | %s%s |" % (", ".join(str(n) for n in nreaders),
                                  (" — **%s oversubscribed** (more reader processes than the %d cores; "

@@ -47,6 +47,8 @@
 #                printed at the end
 #   results.csv  figure,record,readers,mode,unit,rep1..repN,median,min,max,
 #                ok_reps,note
+#   runs.csv     every warm run: label,record,readers,rep,rc,cpu_busy_pct
+#                (the second before it),load1
 #   samples.csv  every total row of broker_bench with its rep (header
 #                inside; columns as in broker_bench.c) ; readers.csv: every
 #                per-reader row
@@ -64,7 +66,7 @@
 #          [--out DIR] [--builddir DIR] [--sizes LIST] [--readers LIST]
 #          [--cold-readers LIST] [--batch K] [--seconds S] [--warmup S]
 #          [--mib LIST] [--drop global|file] [--no-cold] [--no-profile]
-#          [--timeout S] [--help]
+#          [--timeout S] [--wait-idle PCT] [--wait-max S] [--help]
 #   --reps N       repetitions (default 5; --quick 1; --smoke 1)
 #   --quick        1 repetition, 0.5 s runs
 #   --smoke        tiny datasets (4-8 MiB), readers 1,2, 1 repetition,
@@ -86,6 +88,11 @@
 #                  is writable); file: posix_fadvise DONTNEED of our files
 #   --no-cold      no cold epoch; --no-profile: no perf record
 #   --timeout S    limit of one broker_bench run (default 120)
+#   --wait-idle P  before every warm run wait until the CPUs were at most
+#                  P % busy over one second (other work on a shared
+#                  machine), at most --wait-max seconds (default 300) per
+#                  run; 0 (default): do not wait.  The busy share before
+#                  every run is in runs.csv and the report either way
 #   -h, --help     this text
 set -uo pipefail
 
@@ -95,7 +102,7 @@ REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 
 REPS="" QUICK=0 SMOKE=0 OUT="" BUILDDIR="" SIZES="4k,64k,1m" READERS=""
 COLD_READERS="" BATCH=16 SECS="" WARMUP="" MIBS="" DROP="" COLD=1 PROFILE=1
-RUN_TO=120 MEMSRC=1g
+RUN_TO=120 MEMSRC=1g WAIT_IDLE=0 WAIT_MAX=300
 
 usage() { awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
 die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
@@ -119,6 +126,8 @@ while (($#)); do
         --no-cold) COLD=0 ;;
         --no-profile) PROFILE=0 ;;
         --timeout) need "$1" $#; RUN_TO=$2; shift ;;
+        --wait-idle) need "$1" $#; WAIT_IDLE=$2; shift ;;
+        --wait-max) need "$1" $#; WAIT_MAX=$2; shift ;;
         -h | --help) usage; exit 0 ;;
         *) printf '%s: unknown option %q (see --help)\n' "$PROG" "$1" >&2; exit 2 ;;
     esac
@@ -146,6 +155,8 @@ fi
 [[ $BATCH =~ ^[1-9][0-9]*$ ]] || die "--batch must be a positive integer"
 [[ $RUN_TO =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive integer"
 [[ $DROP == global || $DROP == file ]] || die "--drop takes global or file"
+[[ $WAIT_IDLE =~ ^[0-9]+$ && $WAIT_IDLE -le 100 ]] || die "--wait-idle takes a percentage 0..100"
+[[ $WAIT_MAX =~ ^[0-9]+$ ]] || die "--wait-max takes seconds"
 IFS=, read -r -a SIZE_LIST <<<"$SIZES"
 IFS=, read -r -a READER_LIST <<<"$READERS"
 IFS=, read -r -a COLD_LIST <<<"$COLD_READERS"
@@ -314,6 +325,7 @@ brk ls --json >"$RAW/ls-warm.json" 2>>"$LOGS/broker-cli.log"
     printf 'mode=%s\n' "$( ((SMOKE)) && echo smoke || { ((QUICK)) && echo quick || echo default; })"
     printf 'drop=%s\n' "$DROP"
     printf 'memcpy_src=%s\n' "$MEMSRC"
+    printf 'wait_idle=%s\n' "$WAIT_IDLE"
     printf 'cold=%s\n' "$COLD"
     printf 'pool=%s\n' "$POOL"
     printf 'capacity_mib=%s\n' "$CAP_MIB"
@@ -402,6 +414,31 @@ printf 'check_fail=%s\n' "$CHECK_FAIL" >>"$OUT/meta.env"
 # ---------------------------------------------------------------------------
 # Warm: alternating modes, --reps times
 # ---------------------------------------------------------------------------
+cpu_busy() {   # percent of all CPUs busy over one second (/proc/stat)
+    local a b
+    a=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
+    sleep 1
+    b=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
+    awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ")
+        busy = y[1] - x[1]; idle = y[2] - x[2]
+        printf "%.0f", (busy + idle > 0) ? 100 * busy / (busy + idle) : 0 }'
+}
+BUSY=""
+wait_idle() {   # sets BUSY: the busy share right before the run (with --wait-idle)
+    local t0=$SECONDS said=0
+    BUSY=""
+    ((WAIT_IDLE > 0)) || return 0
+    BUSY=$(cpu_busy)
+    while ((BUSY > WAIT_IDLE && SECONDS - t0 < WAIT_MAX)); do
+        ((said)) || msg "    waiting for the CPUs to be at most $WAIT_IDLE % busy (now $BUSY %, at most ${WAIT_MAX}s)"
+        said=1
+        sleep 2
+        BUSY=$(cpu_busy)
+    done
+    ((BUSY > WAIT_IDLE)) && msg "    still $BUSY % busy after ${WAIT_MAX}s: running anyway"
+    return 0
+}
+echo "label,record,readers,rep,rc,cpu_busy_pct,load1" >"$OUT/runs.csv"
 EXTRA=()
 ((SMOKE)) && EXTRA=(--check)
 msg "warm: sizes $SIZES x readers $READERS x (broker view pread mmap memcpy) x $REPS reps, ${SECS}s each$( \
@@ -413,8 +450,11 @@ for ((rep = 1; rep <= REPS; ++rep)); do
         for n in "${READER_LIST[@]}"; do
             for m in "${modes[@]}"; do
                 mapfile -t a < <(mode_args "$m" "$i")
+                wait_idle
+                load1=$(cut -d' ' -f1 /proc/loadavg)
                 bench "$m-${SIZE_LIST[i]}-n$n-r$rep" "${a[@]}" --readers "$n" --seconds "$SECS" \
                     --warmup "$WARMUP" --seed "$rep" "${EXTRA[@]}"
+                printf '%s,%s,%s,%s,%s,%s,%s\n' "$m" "${REC[i]}" "$n" "$rep" "$JOB_RC" "$BUSY" "$load1" >>"$OUT/runs.csv"
                 append_rows "$rep" "$m" "$JOB_BASE.csv"
                 if ((JOB_RC != 0)); then
                     msg "  FAILED $m ${SIZE_LIST[i]} n$n r$rep: $(job_why)"
