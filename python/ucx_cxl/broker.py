@@ -88,6 +88,32 @@ def _after_fork_parent() -> None:
 os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent)
 
 
+# A process that ends without disconnecting leaves the broker to find out
+# by an endpoint timeout.  DataLoader workers (multiprocessing children)
+# end with os._exit() and run no atexit handler, only multiprocessing's
+# finalizers, so every process that connects registers one (a child's
+# registry starts empty) that closes its connections at exit.
+_exit_hook_pid: Optional[int] = None
+
+
+def _close_at_exit() -> None:
+    for b in list(_live):
+        if b._pid == os.getpid() and b._h:
+            try:
+                b.close()
+            except Exception:   # exiting: nothing to report to
+                pass
+
+
+def _hook_exit() -> None:
+    global _exit_hook_pid
+    if _exit_hook_pid == os.getpid():
+        return
+    import multiprocessing.util as mpu   # registers its atexit handler
+    mpu.Finalize(None, _close_at_exit, exitpriority=100)
+    _exit_hook_pid = os.getpid()
+
+
 class Broker:
     """A connection to ``cxl-broker serve``."""
 
@@ -116,6 +142,7 @@ class Broker:
         self._datasets: "weakref.WeakSet[BrokerDataset]" = weakref.WeakSet()
         self._lock = threading.Lock()
         _live.add(self)
+        _hook_exit()
 
     @staticmethod
     def default_addr() -> str:
