@@ -274,17 +274,22 @@ if ! ((SMOKE)); then
             >>"$RAW/profile.log" 2>&1 || msg "  profile $mode failed: $(tail -n1 "$RAW/profile.log")"
     done
     if ((PERF)) && command -v perf >/dev/null 2>&1; then
-        msg "perf: the C side of one warm small epoch, cxl-item and cxl"
-        for mode in cxl-item cxl; do
-            timeout -k 5 300 perf record -F 2000 -g -o "$RAW/perf-$mode.data" -- \
+        msg "perf: the C side of 10 warm small epochs, cxl-item, cxl and cxl-batch (num_workers 0)"
+        for mode in cxl-item cxl cxl-batch; do
+            rm -f "$RAW/perf.ctl" "$RAW/perf.ack"
+            mkfifo "$RAW/perf.ctl" "$RAW/perf.ack" || break
+            # events enabled only around the measured epochs (not the imports)
+            timeout -k 5 300 perf record -F 4000 -D -1 --control "fifo:$RAW/perf.ctl,$RAW/perf.ack" \
+                -o "$RAW/perf-$mode.data" -- \
                 "$PY" "$BENCH" profile --set small --mode "$mode" --data "$DATA" --name tb-small \
-                --batch "$BATCH" --out "$RAW/profile-perf-$mode.txt" >>"$RAW/perf.log" 2>&1 &&
+                --batch "$BATCH" --out "$RAW/profile-perf-$mode.txt" --perf-ctl "$RAW/perf.ctl" \
+                --perf-ack "$RAW/perf.ack" >>"$RAW/perf.log" 2>&1 &&
                 perf report -i "$RAW/perf-$mode.data" --stdio --no-children --sort dso \
                     >"$RAW/perf-$mode-dso.txt" 2>>"$RAW/perf.log" &&
-                perf report -i "$RAW/perf-$mode.data" --stdio --no-children --sort dso,sym -g none \
-                    2>>"$RAW/perf.log" | head -n 80 >"$RAW/perf-$mode-sym.txt" ||
+                perf report -i "$RAW/perf-$mode.data" --stdio --no-children --sort dso,sym \
+                    2>>"$RAW/perf.log" | grep -v '^#' | grep -v '^$' | head -n 60 >"$RAW/perf-$mode-sym.txt" ||
                 msg "  perf $mode failed (see raw/perf.log)"
-            rm -f "$RAW/perf-$mode.data"
+            rm -f "$RAW/perf-$mode.data" "$RAW/perf.ctl" "$RAW/perf.ack" "$RAW/profile-perf-$mode.txt"*
         done
     fi
 fi

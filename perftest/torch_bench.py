@@ -617,6 +617,17 @@ def profile_cmd(args) -> int:
     t0 = time.perf_counter()
     n, _, _ = run_epoch(loader, per_sample, None)
     plain = time.perf_counter() - t0
+    if args.perf_ctl:
+        # perf record -D -1 --control fifo:CTL,ACK: sample only these epochs
+        with open(args.perf_ctl, "w") as ctl, open(args.perf_ack) as ack:
+            ctl.write("enable\n")
+            ctl.flush()
+            ack.readline()
+            for _ in range(args.perf_epochs):
+                run_epoch(loader, per_sample, None)
+            ctl.write("disable\n")
+            ctl.flush()
+            ack.readline()
     prof = cProfile.Profile()
     prof.enable()
     run_epoch(loader, per_sample, None)
@@ -811,6 +822,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     common(p)
     p.add_argument("--mode", default="cxl")
     p.add_argument("--out", required=True)
+    p.add_argument("--perf-ctl", help="perf's control FIFO (perf record --control)")
+    p.add_argument("--perf-ack", help="perf's ack FIFO")
+    p.add_argument("--perf-epochs", type=int, default=10,
+                   help="warm epochs recorded by perf (default 10)")
     c = sub.add_parser("cuda")
     common(c)
     c.add_argument("--depth", type=int, default=4)

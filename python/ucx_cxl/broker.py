@@ -346,8 +346,11 @@ class BrokerDataset:
         ``ucx_cxl.data.CXLDataset``.
         """
         idx = self.check_indices(indices)
+        return self._read_many(idx, self.lens[idx], out)
+
+    def _read_many(self, idx: np.ndarray, lens: np.ndarray, out) -> np.ndarray:
+        """read_many of checked int64 indices whose lengths are lens."""
         n = idx.size
-        lens = self.lens[idx]
         offs = np.zeros(n + 1, dtype=np.uint64)
         np.cumsum(lens, out=offs[1:])
         mv = memoryview(out).cast("B")
