@@ -46,8 +46,8 @@
 #
 # Usage: perftest/run-torch-bench.sh [--reps N] [--quick] [--smoke]
 #          [--out DIR] [--builddir DIR] [--small N:SIZE] [--large N:SIZE]
-#          [--workers LIST] [--warm N] [--batch N] [--cuda] [--no-perf]
-#          [--keep-data] [--help]
+#          [--workers LIST] [--warm N] [--batch N] [--cuda] [--cuda-only]
+#          [--no-perf] [--keep-data] [--help]
 #   --reps N        repetitions (default 5; --quick 1)
 #   --quick         1 repetition
 #   --smoke         tiny datasets (256 x 4 KiB, 8 x 1 MiB), 1 repetition,
@@ -60,8 +60,11 @@
 #   --warm N        warm epochs per worker count (default 3)
 #   --batch N       batch size of the small set (default 64; the large set
 #                   is read sample by sample)
-#   --cuda          also the GPU section (torch_bench.py cuda) where
-#                   ucx_cxl.data.cuda_status() finds a GPU
+#   --cuda          also the GPU section (torch_bench.py cuda: samples to
+#                   device memory through a StagingRing against the
+#                   baseline pin_memory=True + .cuda()) where
+#                   ucx_cxl.data.cuda_status() finds a GPU; OUT/cuda.csv
+#   --cuda-only     the GPU section alone (test/gpu/run-gpu-tests.sh)
 #   --no-perf       no perf record of the profiled epoch
 #   --keep-data     keep the temporary datasets (their folder is printed)
 #   --out DIR       output folder
@@ -77,7 +80,7 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 
 REPS="" QUICK=0 SMOKE=0 OUT="" BUILDDIR="" SMALL="" LARGE="" WORKERS=""
-WARM="" BATCH=64 CUDA=0 PERF=1 KEEP=0
+WARM="" BATCH=64 CUDA=0 CPU=1 PERF=1 KEEP=0
 
 usage() { awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
 die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
@@ -96,6 +99,7 @@ while (($#)); do
         --warm) need "$1" $#; WARM=$2; shift ;;
         --batch) need "$1" $#; BATCH=$2; shift ;;
         --cuda) CUDA=1 ;;
+        --cuda-only) CUDA=1; CPU=0 ;;
         --no-perf) PERF=0 ;;
         --keep-data) KEEP=1 ;;
         -h | --help) usage; exit 0 ;;
@@ -187,6 +191,9 @@ trap 'msg "interrupted"; exit 130' INT TERM
 
 export PYTHONPATH="$REPO_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
 export UCX_CXL_LIBDIR="$BUILDDIR/.libs"
+# UCX warns (on stdout) about every UCX_* variable it does not know, and
+# the package's UCX_CXL_LIBDIR is one
+export UCX_WARN_UNUSED_ENV_VARS=n
 export UCX_CXL_POOL="$POOL"
 cli() { LD_PRELOAD="$MODULE" "$CLI" "$@"; }
 
@@ -265,7 +272,7 @@ if ((SMOKE)); then MC=(--buf 64M --passes 2); else MC=(--passes 5); fi
     msg "  memcpy failed: $(tail -n1 "$RAW/limits.log")"
 cat "$RAW/limits.log" >&2
 
-if ! ((SMOKE)); then
+if ! ((SMOKE)) && ((CPU)); then
     for mode in cxl-item cxl cxl-batch files npy; do
         msg "profile: one warm small epoch, $mode, num_workers 0"
         printf '[%s] %s\n' "$(date +%T)" "$PY $BENCH profile --set small --mode $mode" >>"$CMDLOG"
@@ -307,6 +314,7 @@ CHECK=()
 ((SMOKE)) && CHECK=(--check)
 for ((rep = 1; rep <= REPS; ++rep)); do
     for set in small large; do
+        ((CPU)) || continue
         for mode in ${MODES[$set]}; do
             log="$RAW/epoch-$set-$mode-rep$rep.log"
             cmd=("$PY" "$BENCH" epoch --set "$set" --mode "$mode" --data "$DATA" --name "tb-$set"
@@ -336,13 +344,16 @@ for ((rep = 1; rep <= REPS; ++rep)); do
                 "${CHECK[@]}" >"$RAW/cuda-$set-rep$rep.log" 2>&1
             rc=$?
             if ((rc == 77)); then
-                msg "cuda: $(head -n1 "$RAW/cuda-$set-rep$rep.log")"
+                msg "cuda: $(grep -m1 SKIP "$RAW/cuda-$set-rep$rep.log")"
                 CUDA=0
                 break
             elif ((rc != 0)); then
                 FAILS=$((FAILS + 1))
                 printf '%s|cuda|%s|rc=%s: %s\n' "$set" "$rep" "$rc" \
                     "$(grep -m1 -E 'Error|FAIL' "$RAW/cuda-$set-rep$rep.log" | cut -c1-240)" >>"$OUT/failures.txt"
+                msg "  rep $rep/$REPS cuda $set: FAILED rc=$rc (see $RAW/cuda-$set-rep$rep.log)"
+            else
+                msg "  rep $rep/$REPS cuda $set: $(grep -c '^torch_bench: cuda' "$RAW/cuda-$set-rep$rep.log") figures"
             fi
         done
     fi

@@ -23,6 +23,7 @@ hand (PYTHONPATH=python, UCX_CXL_POOL, CXL_BROKER set):
   profile --set small --mode cxl|cxl-batch --data DIR --name NAME --out F
       cProfile of one warm epoch in the main process (num_workers 0)
   cuda --set small|large --data DIR --name NAME [--csv F] [--check]
+  (or epoch --device cuda ...)
       to the GPU: CXLDataset reads into a StagingRing slot (pinned) and
       cudaMemcpyAsync to device memory, against the baseline
       pin_memory=True + .cuda() (with a torch built without CUDA, as
@@ -336,12 +337,20 @@ def broker_stat(cli: Optional[str]) -> Dict:
     if not cli:
         return {}
     env = dict(os.environ)
+    mod = os.path.join(env.pop("UCX_CXL_LIBDIR", ""), "libuct_cxl.so")
+    if os.path.exists(mod):
+        env["LD_PRELOAD"] = mod     # UCX 1.13 loads no module by itself
     r = subprocess.run([cli, "stat", "--json"], capture_output=True, text=True,
                        env=env, timeout=60)
-    try:
-        return json.loads(r.stdout)
-    except ValueError:
-        return {}
+    for line in r.stdout.splitlines():  # UCX's warnings go to stdout too
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    print(f"torch_bench: {cli} stat --json: rc {r.returncode}: "
+          f"{(r.stderr or r.stdout).strip()[-200:]}", file=sys.stderr)
+    return {}
 
 
 def make_cold(mode: str, args) -> Dict[str, object]:
@@ -457,6 +466,8 @@ def run_epoch(loader, per_sample: bool, checker: Optional[Checker]):
 
 
 def epoch_cmd(args) -> int:
+    if args.device == "cuda":
+        return cuda_cmd(args)
     import warnings
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
     workers = [int(w) for w in args.workers.split(",") if w != ""]
@@ -713,11 +724,17 @@ def cuda_cmd(args) -> int:
                 errors.append(f"sample {int(i)} on the device: crc {c:08x}, "
                               f"file {crc[int(i)]:08x}")
 
-    def timed(fn) -> float:
+    checks: Dict[str, str] = {}
+
+    def timed(mode: str, fn) -> float:
+        del errors[:]
         fn()                                  # warm-up epoch
         t0 = time.perf_counter()
         fn()
-        return time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        if crc is not None:
+            checks[mode] = "ok" if not errors else "FAIL " + "; ".join(errors[:10])
+        return dt
 
     rows = []
     ring = StagingRing(depth=depth, slot_bytes=nbytes)
@@ -732,7 +749,7 @@ def cuda_cmd(args) -> int:
             if crc is not None and b % 7 == 0:
                 verify(k, idx)
         ring.synchronize()
-    rows.append(("cxl-staging", timed(cxl_epoch)))
+    rows.append(("cxl-staging", timed("cxl-staging", cxl_epoch)))
     ds.close()
     # baseline: a files Dataset, default collate, pin_memory=True, .cuda()
     FilesDataset, _, _ = baseline_classes()
@@ -745,7 +762,7 @@ def cuda_cmd(args) -> int:
             for batch in loader:
                 batch.cuda(non_blocking=True)
             torch.cuda.synchronize()
-        rows.append(("baseline-pin_memory", timed(base_epoch)))
+        rows.append(("baseline-pin_memory", timed("baseline-pin_memory", base_epoch)))
     else:
         # the same path through cudart: the collated (pageable) batch is
         # copied into pinned memory (what pin_memory does), then to the device
@@ -760,13 +777,13 @@ def cuda_cmd(args) -> int:
                 if crc is not None and b % 7 == 0:
                     verify(k, batches[b])
             ring.synchronize()
-        rows.append(("baseline-pin_memory-cudart", timed(base_epoch)))
+        rows.append(("baseline-pin_memory-cudart", timed("baseline-pin_memory-cudart", base_epoch)))
     ring.close()
     for p in dbuf:
         cudart.cudaFree(p)
     out = []
-    check = ("ok" if not errors else "FAIL " + "; ".join(errors)) if crc is not None else ""
     for mode, dt in rows:
+        check = checks.get(mode, "")
         row = {c: "" for c in COLUMNS}
         row.update({"set": args.set, "mode": mode, "workers": 0, "rep": args.rep,
                     "kind": "warm", "epoch": 1, "samples": n, "bytes": n * rec,
@@ -777,10 +794,10 @@ def cuda_cmd(args) -> int:
         print(f"torch_bench: cuda {args.set} {mode} (batch {bs}, ring {depth}): "
               f"{n / dt:.0f} samples/s {n * rec / dt / 1e9:.3f} GB/s", flush=True)
     write_rows(args.csv, out)
-    if errors:
-        print("FAIL: torch_bench cuda: " + "; ".join(errors))
-        return 1
-    return 0
+    bad = [f"{m}: {c}" for m, c in checks.items() if c.startswith("FAIL")]
+    for b in bad:
+        print(f"FAIL: torch_bench cuda {args.set} {b}")
+    return 1 if bad else 0
 
 
 # ---------------------------------------------------------------------------
@@ -811,6 +828,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     e.add_argument("--warm", type=int, default=3)
     e.add_argument("--no-cold", action="store_true")
     e.add_argument("--cli", help="cxl-broker, for the fill counters of cold epochs")
+    e.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: the GPU section (as the cuda command)")
+    e.add_argument("--depth", type=int, default=4, help="--device cuda: ring slots")
     e.add_argument("--inject-error", action="store_true",
                    help="--check's negative control: flip a bit of one sample per epoch")
     m = sub.add_parser("memcpy")
