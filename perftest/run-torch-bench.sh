@@ -25,8 +25,8 @@
 #   npy         np.load(mmap_mode='r'), the sample's row copied out
 # For every num_workers (0, 1, 2, 4; one DataLoader, persistent workers):
 # a cold epoch (the broker's copy evicted with `cxl-broker evict`, the page
-# cache dropped: echo 3 > /proc/sys/vm/drop_caches, as root) and --warm
-# warm epochs; the loop touches every byte (an int64 sum of each batch).
+# cache dropped: echo 3 > /proc/sys/vm/drop_caches, as root; at 0 and 4
+# workers, an uncounted first epoch at the others) and --warm warm epochs; the loop touches every byte (an int64 sum of each batch).
 # PSS is summed over the main process and its workers (smaps_rollup,
 # sampled every 50 ms during the epoch).  Also: the memcpy limit (1 MiB
 # numpy copies out of a buffer bigger than the LLC, one thread) and a
@@ -46,7 +46,8 @@
 #
 # Usage: perftest/run-torch-bench.sh [--reps N] [--quick] [--smoke]
 #          [--out DIR] [--builddir DIR] [--small N:SIZE] [--large N:SIZE]
-#          [--workers LIST] [--warm N] [--batch N] [--cuda] [--cuda-only]
+#          [--workers LIST] [--warm N] [--cold-workers LIST] [--batch N]
+#          [--cuda] [--cuda-only]
 #          [--no-perf] [--keep-data] [--help]
 #   --reps N        repetitions (default 5; --quick 1)
 #   --quick         1 repetition
@@ -57,7 +58,9 @@
 #   --small N:SIZE  the small set (default 20000:4K)
 #   --large N:SIZE  the large set (default 200:1M)
 #   --workers LIST  num_workers values (default 0,1,2,4)
-#   --warm N        warm epochs per worker count (default 3)
+#   --warm N        warm epochs per worker count (default 2)
+#   --cold-workers LIST  num_workers values with a cold epoch (default
+#                   0,4; "all"); the others start with an uncounted epoch
 #   --batch N       batch size of the small set (default 64; the large set
 #                   is read sample by sample)
 #   --cuda          also the GPU section (torch_bench.py cuda: samples to
@@ -80,7 +83,7 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 
 REPS="" QUICK=0 SMOKE=0 OUT="" BUILDDIR="" SMALL="" LARGE="" WORKERS=""
-WARM="" BATCH=64 CUDA=0 CPU=1 PERF=1 KEEP=0
+WARM="" BATCH=64 CUDA=0 CPU=1 PERF=1 KEEP=0 COLDW=""
 
 usage() { awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
 die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
@@ -97,6 +100,7 @@ while (($#)); do
         --large) need "$1" $#; LARGE=$2; shift ;;
         --workers) need "$1" $#; WORKERS=$2; shift ;;
         --warm) need "$1" $#; WARM=$2; shift ;;
+        --cold-workers) need "$1" $#; COLDW=$2; shift ;;
         --batch) need "$1" $#; BATCH=$2; shift ;;
         --cuda) CUDA=1 ;;
         --cuda-only) CUDA=1; CPU=0 ;;
@@ -108,11 +112,11 @@ while (($#)); do
     shift
 done
 if ((SMOKE)); then
-    : "${REPS:=1}" "${SMALL:=256:4K}" "${LARGE:=8:1M}" "${WORKERS:=0,2}" "${WARM:=1}"
+    : "${REPS:=1}" "${SMALL:=256:4K}" "${LARGE:=8:1M}" "${WORKERS:=0,2}" "${WARM:=1}" "${COLDW:=all}"
 elif ((QUICK)); then
     : "${REPS:=1}"
 fi
-: "${REPS:=5}" "${SMALL:=20000:4K}" "${LARGE:=200:1M}" "${WORKERS:=0,1,2,4}" "${WARM:=3}"
+: "${REPS:=5}" "${SMALL:=20000:4K}" "${LARGE:=200:1M}" "${WORKERS:=0,1,2,4}" "${WARM:=2}" "${COLDW:=0,4}"
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || die "--reps must be a positive integer"
 [[ $WARM =~ ^[1-9][0-9]*$ ]] || die "--warm must be a positive integer"
 [[ $BATCH =~ ^[1-9][0-9]*$ ]] || die "--batch must be a positive integer"
@@ -249,6 +253,7 @@ CAN_DROP=0
     printf 'reps=%s\n' "$REPS"
     printf 'workers=%s\n' "$WORKERS"
     printf 'warm=%s\n' "$WARM"
+    printf 'cold_workers=%s\n' "$COLDW"
     printf 'batch=%s\n' "$BATCH"
     printf 'small=%s\n' "$SMALL"
     printf 'large=%s\n' "$LARGE"
@@ -318,7 +323,7 @@ for ((rep = 1; rep <= REPS; ++rep)); do
         for mode in ${MODES[$set]}; do
             log="$RAW/epoch-$set-$mode-rep$rep.log"
             cmd=("$PY" "$BENCH" epoch --set "$set" --mode "$mode" --data "$DATA" --name "tb-$set"
-                 --workers "$WORKERS" --warm "$WARM" --batch "$BATCH" --rep "$rep"
+                 --workers "$WORKERS" --cold-workers "$COLDW" --warm "$WARM" --batch "$BATCH" --rep "$rep"
                  --csv "$SAMPLES" --cli "$CLI" "${CHECK[@]}")
             printf '[%s] %s\n' "$(date +%T)" "${cmd[*]}" >>"$CMDLOG"
             t0=$SECONDS

@@ -11,11 +11,12 @@ hand (PYTHONPATH=python, UCX_CXL_POOL, CXL_BROKER set):
       DIR/large/..., DIR/large.npy; pseudo-random bytes (seeded)
   epoch --set small|large --mode MODE --data DIR --name NAME
         [--workers 0,1,2,4] [--warm 3] [--batch 64] [--rep R] [--csv F]
-        [--no-cold] [--check] [--cli CXL-BROKER]
+        [--no-cold] [--cold-workers LIST] [--check] [--cli CXL-BROKER]
       per worker count: a cold epoch (the broker's copy evicted with
-      `cxl-broker evict NAME`, the page cache dropped), then --warm warm
-      epochs, one DataLoader (persistent workers) for all of them; one
-      CSV row per epoch (header: COLUMNS below)
+      `cxl-broker evict NAME`, the page cache dropped; where the count is
+      not in --cold-workers an uncounted "first" epoch instead), then
+      --warm warm epochs, one DataLoader (persistent workers) for all of
+      them; one CSV row per epoch (header: COLUMNS below)
   memcpy [--block 1M] [--buf BYTES] [--csv F]
       the copy limit: numpy copies of 1 MiB blocks out of a buffer
       bigger than the last-level cache, single thread; also the touch
@@ -471,6 +472,8 @@ def epoch_cmd(args) -> int:
     import warnings
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
     workers = [int(w) for w in args.workers.split(",") if w != ""]
+    cold_workers = None if args.cold_workers in ("", "all") else \
+        {int(w) for w in args.cold_workers.split(",") if w != ""}
     mode = args.mode
     if mode not in MODES[args.set]:
         print(f"torch_bench: mode {mode} not in {MODES[args.set]}", file=sys.stderr)
@@ -484,7 +487,10 @@ def epoch_cmd(args) -> int:
     failed = 0
     for nw in workers:
         loader, per_sample = make_loader(ds, mode, args, nw, seed=1000 + args.rep)
-        kinds = ([] if args.no_cold else ["cold"]) + ["warm"] * args.warm
+        # a cold epoch, or (no cold one at this num_workers) a first epoch
+        # that starts the workers and is not counted as warm
+        cold_here = not args.no_cold and (cold_workers is None or nw in cold_workers)
+        kinds = ["cold" if cold_here else "first"] + ["warm"] * args.warm
         for e, kind in enumerate(kinds):
             cold = {"evicted": "", "resident": "", "dropped": ""}
             fill0 = None
@@ -827,6 +833,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     e.add_argument("--workers", default="0,1,2,4")
     e.add_argument("--warm", type=int, default=3)
     e.add_argument("--no-cold", action="store_true")
+    e.add_argument("--cold-workers", default="all",
+                   help="num_workers values with a cold epoch (default all); the "
+                        "others begin with an uncounted first epoch")
     e.add_argument("--cli", help="cxl-broker, for the fill counters of cold epochs")
     e.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cuda: the GPU section (as the cuda command)")

@@ -220,24 +220,59 @@ def profile_notes(out: str) -> List[str]:
             continue
         lines.append(f"| {name} | " + " | ".join(f"{v:.2f}" for v in vals) + " |")
     lines.append("")
+    by = {c[0]: c for c in cols}
+    bc = "broker client (Python wrapper + the ctypes call into libcxl_broker)"
+    coll = "collate (default_collate, torch.stack)"
+    if "cxl-item" in by and "cxl" in by:
+        it, cx = by["cxl-item"], by["cxl"]
+        lines.append(
+            f"Reading: per sample (cxl-item) the broker client costs "
+            f"{it[3].get(bc, 0):.2f} µs (a ctypes call with its argument conversion "
+            f"and one cxl_broker_read, i.e. pin check + ucp_get + seqlock check, per "
+            f"sample) and CXLDataset's Python {it[3].get(cats[1][0], 0):.2f} µs; with "
+            f"__getitems__ (cxl) one read_batch a batch brings the broker client to "
+            f"{cx[3].get(bc, 0):.2f} µs a sample, and what is left is the DataLoader's "
+            f"own work: collate {cx[3].get(coll, 0):.2f} µs (torch.stack copies the "
+            f"batch), fetcher/sampler {cx[3].get(cats[5][0], 0):.2f} µs, tensor "
+            f"views {cx[3].get(cats[3][0], 0):.2f} µs."
+            + (f"  The batch path (cxl-batch) skips the collate and the per-sample "
+               f"views: {by['cxl-batch'][1]:.2f} µs a sample, of which read_many "
+               f"{by['cxl-batch'][3].get(bc, 0):.2f} µs (the request vector filled by "
+               f"numpy, the C call: its 4 KiB copies and UCX's share are in the perf "
+               f"line below)." if "cxl-batch" in by else ""))
+        lines.append("")
     lines.append("Top functions by tottime (µs/sample):")
     lines.append("")
     for mode, _, _, _, top, n in cols:
         items = "; ".join(f"`{os.path.basename(e['file'])}:{e['name'][:48]}` {e['tottime'] / n * 1e6:.2f}"
                           for e in top)
         lines.append(f"* {mode}: {items}")
-    for mode in ("cxl-item", "cxl"):
+    for mode in ("cxl-item", "cxl", "cxl-batch"):
         p = os.path.join(raw, f"perf-{mode}-dso.txt")
         if not os.path.exists(p):
             continue
-        dsos = []
+        dsos, share = [], defaultdict(float)
         with open(p) as f:
             for line in f:
                 t = line.split()
                 if len(t) >= 2 and t[0].endswith("%") and not line.startswith("#"):
                     dsos.append(f"{t[1]} {t[0]}")
+                    for lib in ("libcxl_broker", "libucp", "libuct", "libucs"):
+                        if t[1].startswith(lib):
+                            share["ucx"] += float(t[0].rstrip("%"))
+        memmove = 0.0
+        sp = os.path.join(raw, f"perf-{mode}-sym.txt")
+        if os.path.exists(sp):
+            with open(sp) as f:
+                for line in f:
+                    t = line.split()
+                    if len(t) >= 4 and t[0].endswith("%") and "memmove" in line or \
+                            len(t) >= 4 and t[0].endswith("%") and "memcpy" in line:
+                        memmove += float(t[0].rstrip("%"))
         if dsos:
-            lines.append(f"* perf, {mode} (whole process, by library): " + ", ".join(dsos[:7]))
+            lines.append(f"* perf, {mode} (10 warm epochs, by library): " + ", ".join(dsos[:7])
+                         + f"; the broker client and UCX (libcxl_broker, libucp, libuct, libucs) "
+                         f"{share['ucx']:.1f} %, memmove/memcpy (the bytes themselves) {memmove:.1f} %")
     return lines
 
 
@@ -307,7 +342,9 @@ def main() -> int:
     L.append(f"* loader: small set batch_size {meta.get('batch', '?')}, shuffled "
              f"(RandomSampler, the same seed for every mode), large set sample by sample "
              f"(batch_size=None); num_workers {','.join(map(str, workers))} with persistent "
-             f"workers; {meta.get('warm', '?')} warm epochs after the cold one")
+             f"workers; at num_workers {meta.get('cold_workers', 'all')} a cold epoch, at "
+             f"the others an uncounted first epoch, then {meta.get('warm', '?')} warm epochs "
+             f"(a repetition's warm figure: their median)")
     L.append("")
 
     def st(s, m, w, kind, fig):

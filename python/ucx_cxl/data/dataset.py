@@ -26,14 +26,14 @@ from . import decode
 OUTPUTS = ("tensor", "numpy", "bytes")
 
 
-def _batch_buffer(nbytes: int):
+def _batch_buffer(nbytes: int, shared: bool = True):
     """A fresh uint8 buffer for a batch, as (tensor or None, array over it).
 
     In a DataLoader worker the tensor is in shared memory, as torch's
     default collate allocates it, so that the batch crosses to the main
     process without a copy (a tensor made by torch.from_numpy would be
     copied into shared memory when it is sent)."""
-    if get_worker_info() is not None and nbytes:
+    if shared and nbytes and get_worker_info() is not None:
         try:
             st = torch.empty(0, dtype=torch.uint8).storage()._new_shared(nbytes)
             t = torch.empty(0, dtype=torch.uint8).new(st)
@@ -182,7 +182,9 @@ class CXLDataset(Dataset):
         idx = self._indices(indices)
         if not self._batchable():
             return [self[int(i)] for i in idx]
-        flat_t, flat, offs, shape, dtype = self._read_flat(idx)
+        # the fetcher collates these (a copy into its own buffer, shared
+        # memory in a worker): an ordinary buffer here
+        flat_t, flat, offs, shape, dtype = self._read_flat(idx, shared=False)
         if shape is None or dtype is None:
             return self._samples_from(idx, flat_t, flat, offs)
         batch = self._finish(flat_t, flat, 0, int(offs[-1]), dtype,
@@ -210,7 +212,7 @@ class CXLDataset(Dataset):
         idx = self._indices(indices)
         if not self._batchable():
             return [self[int(i)] for i in idx]
-        flat_t, flat, offs, shape, dtype = self._read_flat(idx)
+        flat_t, flat, offs, shape, dtype = self._read_flat(idx, shared=True)
         if shape is None or dtype is None:      # lengths or rows differ
             return self._samples_from(idx, flat_t, flat, offs)
         return self._finish(flat_t, flat, 0, int(offs[-1]), dtype,
@@ -248,13 +250,13 @@ class CXLDataset(Dataset):
                 raise IndexError(f"{self.name}: sample {bad} of {self._len}")
         return idx
 
-    def _read_flat(self, idx: np.ndarray):
+    def _read_flat(self, idx: np.ndarray, shared: bool):
         """Read idx into one buffer: (shared tensor or None, uint8 array,
         offsets, sample shape, dtype); shape and dtype None when the
         samples differ in length or (.npy) in dtype and shape."""
         ds = self.handle
         lens = ds.lens[idx]                 # idx checked by _indices
-        flat_t, flat = _batch_buffer(int(lens.sum()))
+        flat_t, flat = _batch_buffer(int(lens.sum()), shared)
         offs = ds._read_many(idx, lens, flat)
         if not idx.size or not bool((lens == lens[0]).all()):
             return flat_t, flat, offs, None, None
