@@ -376,18 +376,37 @@ def main() -> int:
             count(ok)
             L.append(f"| 4 KiB warm samples/s ≥ {WARM_X_SMALL:g}× baseline: {mode} | {w} | "
                      f"{a.fmt()} | {bname} {b.fmt()} | {txt} | {verdict(ok)} |")
+    # the best configuration of each side, whatever its num_workers
+    cx = [(st("small", m, w, "warm", "samples_per_s"), f"{m}, {w} workers")
+          for m in MODES["small"] if m in CXL_MODES for w in workers]
+    bs = [(st("small", m, w, "warm", "samples_per_s"), f"{m}, {w} workers")
+          for m in BASELINES for w in workers]
+    cx = [c for c in cx if c[0].median is not None]
+    bs = [c for c in bs if c[0].median is not None]
+    if cx and bs:
+        a, an = max(cx, key=lambda c: c[0].median)
+        b, bn = max(bs, key=lambda c: c[0].median)
+        r, txt = ratio_text(a, b)
+        ok = r >= WARM_X_SMALL
+        count(ok)
+        L.append(f"| 4 KiB warm samples/s ≥ {WARM_X_SMALL:g}× baseline: best configuration "
+                 f"of each | any | {an}: {a.fmt()} | {bn}: {b.fmt()} | {txt} | {verdict(ok)} |")
     if memcpy:
         for w in workers:
             a = st("large", "cxl-nocopy", w, "warm", "gb_per_s")
             if a.median is None:
                 continue
-            b = Stat({1: memcpy})
-            r, txt = ratio_text(a, b)
-            ok = r >= MEMCPY_FRAC
-            count(ok)
-            note = "" if w == 0 else " (views cross to the main process: copied)"
-            L.append(f"| 1 MiB copy=False warm GB/s ≥ {MEMCPY_FRAC:g}× memcpy{note} | {w} | "
-                     f"{a.fmt()} GB/s | memcpy {memcpy:.2f} GB/s | {r:.2f}× | {verdict(ok)} |")
+            r = a.median / memcpy
+            if w == 0:
+                ok = r >= MEMCPY_FRAC
+                count(ok)
+                v = verdict(ok)
+            else:
+                v = ("not counted: a view cannot cross processes, the worker's sample "
+                     "is copied into shared memory and sent")
+            L.append(f"| 1 MiB copy=False warm GB/s ≥ {MEMCPY_FRAC:g}× memcpy | {w} | "
+                     f"{a.fmt()} GB/s | memcpy {memcpy:.2f} GB/s | {r:.2f}× "
+                     f"[{a.min / memcpy:.2f}–{a.max / memcpy:.2f}] | {v} |")
     pos = [w for w in workers if w >= 1]
     w_lo = pos[0] if len(pos) >= 2 else (workers[0] if workers else None)
     w_hi = max(workers) if workers else None
