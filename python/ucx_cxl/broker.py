@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import threading
 import weakref
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -88,6 +89,46 @@ def _after_fork_parent() -> None:
 os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent)
 
 
+# A process that ends without disconnecting leaves the broker to find out
+# by an endpoint timeout.  DataLoader workers (multiprocessing children)
+# end with os._exit() and run no atexit handler, only multiprocessing's
+# finalizers, so every process that connects registers one (a child's
+# registry starts empty) that closes its connections at exit.  Workers
+# still alive when the main process ends (persistent_workers) are ended
+# with SIGTERM by multiprocessing: a multiprocessing child whose SIGTERM
+# is the default closes its connections first, then dies of the signal.
+_exit_hook_pid: Optional[int] = None
+
+
+def _on_sigterm(signum, frame) -> None:
+    _close_at_exit()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _close_at_exit() -> None:
+    for b in list(_live):
+        if b._pid == os.getpid() and b._h:
+            try:
+                b.close()
+            except Exception:   # exiting: nothing to report to
+                pass
+
+
+def _hook_exit() -> None:
+    global _exit_hook_pid
+    if _exit_hook_pid == os.getpid():
+        return
+    import multiprocessing.util as mpu   # registers its atexit handler
+    mpu.Finalize(None, _close_at_exit, exitpriority=100)
+    _exit_hook_pid = os.getpid()
+    import multiprocessing
+    if (multiprocessing.parent_process() is not None and
+            threading.current_thread() is threading.main_thread() and
+            signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
 class Broker:
     """A connection to ``cxl-broker serve``."""
 
@@ -116,6 +157,7 @@ class Broker:
         self._datasets: "weakref.WeakSet[BrokerDataset]" = weakref.WeakSet()
         self._lock = threading.Lock()
         _live.add(self)
+        _hook_exit()
 
     @staticmethod
     def default_addr() -> str:
@@ -187,6 +229,15 @@ class Broker:
         if st != OK:
             _raise(st, "evict")
         return n.value
+
+
+# cxl_broker_iov_t as numpy sees it (read_many fills it without a loop)
+_IOV_DTYPE = np.dtype({"names": ["index", "buf", "len", "got", "status"],
+                       "formats": ["<u8", "<u8", "<u8", "<u8", "<i4"],
+                       "offsets": [_lib._Iov.index.offset, _lib._Iov.buf.offset,
+                                   _lib._Iov.len.offset, _lib._Iov.got.offset,
+                                   _lib._Iov.status.offset],
+                       "itemsize": ctypes.sizeof(_lib._Iov)})
 
 
 class BrokerDataset:
@@ -275,6 +326,55 @@ class BrokerDataset:
         st = _lib.lib().cxl_broker_read_batch(self._h, iov, n)
         if st != OK:
             _raise(st, f"{self.name}: batch of {n}")
+
+    def check_indices(self, indices) -> np.ndarray:
+        """indices as a flat int64 array; IndexError if one is out of range."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.nsamples):
+            bad = idx[(idx < 0) | (idx >= self.nsamples)][0]
+            raise IndexError(f"{self.name}: sample {bad} of {self.nsamples}")
+        return idx
+
+    def read_many(self, indices, out) -> np.ndarray:
+        """Read samples ``indices`` back to back into ``out``; one call.
+
+        ``out``: a writable contiguous buffer of at least the samples'
+        summed length (``self.lens[indices].sum()``).  Sample k lands at
+        ``offsets[k]``; returns the ``n + 1`` offsets (uint64).  The
+        request vector is built with numpy in a buffer kept per dataset,
+        so there is no per-sample Python work: the batch path of
+        ``ucx_cxl.data.CXLDataset``.
+        """
+        idx = self.check_indices(indices)
+        return self._read_many(idx, self.lens[idx], out)
+
+    def _read_many(self, idx: np.ndarray, lens: np.ndarray, out) -> np.ndarray:
+        """read_many of checked int64 indices whose lengths are lens."""
+        n = idx.size
+        offs = np.zeros(n + 1, dtype=np.uint64)
+        np.cumsum(lens, out=offs[1:])
+        mv = memoryview(out).cast("B")
+        if mv.readonly:
+            raise ValueError("read_many needs a writable buffer")
+        if len(mv) < int(offs[-1]):
+            raise ValueError(f"read_many: buffer of {len(mv)} bytes for "
+                             f"{int(offs[-1])}")
+        if n == 0:
+            return offs
+        base = ctypes.addressof(ctypes.c_char.from_buffer(mv)) if len(mv) else 0
+        if self._iov_cache is None or len(self._iov_cache) < n:
+            self._iov_cache = (_lib._Iov * max(n, 64))()
+        iov = self._iov_cache
+        a = np.frombuffer(iov, dtype=_IOV_DTYPE, count=n)
+        a["index"] = idx
+        a["buf"] = offs[:-1] + np.uint64(base)
+        a["len"] = lens
+        a["got"] = 0
+        a["status"] = 0
+        st = _lib.lib().cxl_broker_read_batch(self._h, iov, n)
+        if st != OK:
+            _raise(st, f"{self.name}: batch of {n}")
+        return offs
 
     def view(self, i: int) -> np.ndarray:
         """A read-only uint8 array over sample i in the pool (zero-copy).

@@ -14,16 +14,40 @@ the DataLoader forks its workers, unless it reads samples itself.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, get_worker_info
 
 from ..broker import Broker, BrokerDataset
 from . import decode
 
 OUTPUTS = ("tensor", "numpy", "bytes")
+
+
+def _batch_buffer(nbytes: int, shared: bool = True):
+    """A fresh uint8 buffer for a batch, as (tensor or None, array over it).
+
+    In a DataLoader worker the tensor is in shared memory, as torch's
+    default collate allocates it, so that the batch crosses to the main
+    process without a copy (a tensor made by torch.from_numpy would be
+    copied into shared memory when it is sent)."""
+    if shared and nbytes and get_worker_info() is not None:
+        try:
+            st = torch.empty(0, dtype=torch.uint8).storage()._new_shared(nbytes)
+            t = torch.empty(0, dtype=torch.uint8).new(st)
+            return t, t.numpy()
+        except (AttributeError, RuntimeError, TypeError):
+            pass            # another torch: an ordinary buffer still works
+    return None, np.empty(nbytes, dtype=np.uint8)
+
+
+def _torch_view(t: "torch.Tensor", dtype: np.dtype, shape) -> "torch.Tensor":
+    """t (uint8) seen as dtype with shape, in torch (the storage kept)."""
+    if dtype != np.uint8:
+        t = t.view(torch.from_numpy(np.empty(0, dtype=dtype)).dtype)
+    return t.reshape(shape)
 
 
 class CXLDataset(Dataset):
@@ -118,7 +142,10 @@ class CXLDataset(Dataset):
         ds.read_into(i, buf)
         return buf
 
-    def __getitem__(self, i: int) -> Any:
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, (list, tuple, np.ndarray, torch.Tensor)) and \
+                getattr(i, "ndim", 1) > 0:
+            return self.get_batch(i)
         if i < 0:
             i += self._len
         buf = self.raw(int(i))
@@ -140,6 +167,118 @@ class CXLDataset(Dataset):
                 t = torch.from_numpy(buf)
         else:
             t = torch.from_numpy(buf)
+        if self.device is not None:
+            from .device import to_device
+            t = to_device(t, self.device)
+        return t
+
+    # -- batches: one read_batch call per batch --
+
+    def __getitems__(self, indices: Any) -> List[Any]:
+        """The samples ``indices`` as a list, read with one call.
+
+        What the DataLoader's fetcher calls for a batch when the dataset
+        has it (Debian's torch 1.13 does, as torch >= 2.0), then collates;
+        the same as ``[ds[i] for i in indices]``: views of one buffer.
+        """
+        idx = self._indices(indices)
+        if not self._batchable():
+            return [self[int(i)] for i in idx]
+        # the fetcher collates these (a copy into its own buffer, shared
+        # memory in a worker): an ordinary buffer here
+        flat_t, flat, offs, shape, dtype = self._read_flat(idx, shared=False)
+        if shape is None or dtype is None:
+            return self._samples_from(idx, flat_t, flat, offs)
+        batch = self._finish(flat_t, flat, 0, int(offs[-1]), dtype,
+                             (len(idx),) + shape)
+        # the rows as views, made in C (unbind) rather than a slice each
+        return list(batch) if self.output == "numpy" else list(batch.unbind(0))
+
+    def get_batch(self, indices: Any) -> Any:
+        """The samples ``indices`` as one batch, read with one call.
+
+        ``ds[[i, j, ...]]`` is this.  Samples of one length (and, for
+        .npy, of one dtype and shape) come back stacked, a tensor (or
+        array) of shape ``(len(indices), *sample_shape)`` as the default
+        collate would make it, but written by the reads themselves: no
+        per-sample Python work, no copy to stack.  In a DataLoader worker
+        the batch is allocated in shared memory, so that sending it to
+        the main process copies nothing.  Otherwise (lengths differ,
+        ``copy=False``, ``output="bytes"``, decoded .tar) a list of
+        samples.  For torch 1.13's DataLoader, which never hands a dataset
+        a whole batch, let a ``BatchSampler`` make the batches::
+
+            DataLoader(ds, batch_size=None, num_workers=4,
+                       sampler=BatchSampler(EpochSampler(ds), 64, False))
+        """
+        idx = self._indices(indices)
+        if not self._batchable():
+            return [self[int(i)] for i in idx]
+        flat_t, flat, offs, shape, dtype = self._read_flat(idx, shared=True)
+        if shape is None or dtype is None:      # lengths or rows differ
+            return self._samples_from(idx, flat_t, flat, offs)
+        return self._finish(flat_t, flat, 0, int(offs[-1]), dtype,
+                            (len(idx),) + shape)
+
+    def _samples_from(self, idx: np.ndarray, flat_t, flat, offs) -> List[Any]:
+        """Each sample of a batch read into one buffer, decoded on its own."""
+        out = []
+        for k, i in enumerate(idx):
+            a, b = int(offs[k]), int(offs[k + 1])
+            dtype, shape = np.dtype(np.uint8), (b - a,)
+            if self.decode and self.format == "npy":
+                dtype, shape = decode.npy_row(self.handle.sample_info(int(i)))
+            out.append(self._finish(flat_t, flat, a, b, dtype, shape))
+        return out
+
+    def _batchable(self) -> bool:
+        # a subclass that overrides __getitem__ (labels, transforms) gets
+        # it called per sample, as without the batch path
+        return (type(self).__getitem__ is CXLDataset.__getitem__ and
+                self.copy and self.output != "bytes" and
+                not (self.decode and self.format == "tar"))
+
+    def _indices(self, indices: Any) -> np.ndarray:
+        """Flat int64 indices, negative ones from the end; IndexError for
+        one out of range."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size:
+            lo, hi = idx.min(), idx.max()
+            if lo < 0:
+                idx = np.where(idx < 0, idx + self._len, idx)
+                lo, hi = idx.min(), idx.max()
+            if lo < 0 or hi >= self._len:
+                bad = idx[(idx < 0) | (idx >= self._len)][0]
+                raise IndexError(f"{self.name}: sample {bad} of {self._len}")
+        return idx
+
+    def _read_flat(self, idx: np.ndarray, shared: bool):
+        """Read idx into one buffer: (shared tensor or None, uint8 array,
+        offsets, sample shape, dtype); shape and dtype None when the
+        samples differ in length or (.npy) in dtype and shape."""
+        ds = self.handle
+        lens = ds.lens[idx]                 # idx checked by _indices
+        flat_t, flat = _batch_buffer(int(lens.sum()), shared)
+        offs = ds._read_many(idx, lens, flat)
+        if not idx.size or not bool((lens == lens[0]).all()):
+            return flat_t, flat, offs, None, None
+        if self.decode and self.format == "npy":
+            infos = {ds.sample_info(int(i)) for i in idx}
+            if len(infos) != 1:
+                return flat_t, flat, offs, None, None    # rows of other files
+            dtype, shape = decode.npy_row(infos.pop())
+            return flat_t, flat, offs, shape, dtype
+        return flat_t, flat, offs, (int(lens[0]),), np.dtype(np.uint8)
+
+    def _finish(self, flat_t, flat: np.ndarray, a: int, b: int,
+                dtype: np.dtype, shape) -> Any:
+        if self.output == "numpy" or flat_t is None:
+            arr = flat[a:b].view(dtype).reshape(shape)
+            if self.output == "numpy":
+                return arr
+            t = torch.from_numpy(arr)
+        else:
+            t = _torch_view(flat_t[a:b], dtype, shape)
         if self.device is not None:
             from .device import to_device
             t = to_device(t, self.device)
