@@ -65,7 +65,9 @@ cxlpool_status_t cxlpool_error(cxlpool_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 cxlpool_status_t cxlpool_error_errno(int err, const char *path, const char *what);
 
-/* crc32c */
+/* crc32c; the portable table version, for the test that checks the
+ * instruction path against it */
+uint32_t cxlpool_crc32c_table(uint32_t crc, const void *buf, size_t len);
 uint32_t cxlpool_sb_crc(const cxlpool_sb_t *sb);
 uint32_t cxlpool_attach_crc(const cxlpool_attach_rec_t *rec);
 uint32_t cxlpool_extent_crc(const cxlpool_extent_rec_t *rec);
