@@ -37,9 +37,12 @@ int cxl_comm_worker_create(cxl_comm_worker_t **worker_p)
     if (w == NULL) {
         return cxl_comm_error(UCS_ERR_NO_MEMORY, "out of memory");
     }
-    w->efd = -1;
+    w->efd       = -1;
+    w->news_tail = &w->news_head;
+    kh_init_inplace(cxl_comm_eps, &w->by_uep);
     st = ucp_config_read(NULL, NULL, &cfg);
     if (st != UCS_OK) {
+        kh_destroy_inplace(cxl_comm_eps, &w->by_uep);
         free(w);
         return cxl_comm_error(st, "ucp_config_read: %s", ucs_status_string(st));
     }
@@ -52,6 +55,7 @@ int cxl_comm_worker_create(cxl_comm_worker_t **worker_p)
     st = ucp_init(&prm, cfg, &w->ucp);
     ucp_config_release(cfg);
     if (st != UCS_OK) {
+        kh_destroy_inplace(cxl_comm_eps, &w->by_uep);
         free(w);
         return cxl_comm_error(st, "ucp_init: %s", ucs_status_string(st));
     }
@@ -61,6 +65,7 @@ int cxl_comm_worker_create(cxl_comm_worker_t **worker_p)
     st = ucp_worker_create(w->ucp, &wp, &w->worker);
     if (st != UCS_OK) {
         ucp_cleanup(w->ucp);
+        kh_destroy_inplace(cxl_comm_eps, &w->by_uep);
         free(w);
         return cxl_comm_error(st, "ucp_worker_create: %s", ucs_status_string(st));
     }
@@ -84,7 +89,57 @@ void cxl_comm_worker_destroy(cxl_comm_worker_t *w)
     }
     ucp_worker_destroy(w->worker);
     ucp_cleanup(w->ucp);
+    kh_destroy_inplace(cxl_comm_eps, &w->by_uep);
     free(w);
+}
+
+void cxl_comm_news(cxl_comm_worker_t *w, cxl_comm_news_t *n)
+{
+    if (n->queued) {
+        return;
+    }
+    n->queued    = 1;
+    n->next      = NULL;
+    *w->news_tail = n;
+    w->news_tail  = &n->next;
+}
+
+void cxl_comm_news_drop(cxl_comm_worker_t *w, cxl_comm_news_t *n)
+{
+    cxl_comm_news_t **pp;
+
+    if (!n->queued) {
+        return;
+    }
+    for (pp = &w->news_head; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == n) {
+            *pp = n->next;
+            if (w->news_tail == &n->next) {
+                w->news_tail = pp;
+            }
+            break;
+        }
+    }
+    n->queued = 0;
+}
+
+int cxl_comm_poll(cxl_comm_worker_t *w, uintptr_t *news, int max)
+{
+    cxl_comm_news_t *n;
+    int count = 0;
+
+    cxl_comm_progress(w);
+    while ((count < max) && ((n = w->news_head) != NULL)) {
+        w->news_head = n->next;
+        if (w->news_head == NULL) {
+            w->news_tail = &w->news_head;
+        }
+        n->queued = 0;
+        if (n->user != 0) {
+            news[count++] = n->user;
+        }
+    }
+    return count;
 }
 
 int cxl_comm_worker_efd(cxl_comm_worker_t *w)
