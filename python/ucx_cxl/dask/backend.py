@@ -92,7 +92,9 @@ class CXLComm(Comm):
             return
         if frames is not None:
             w.set_result(frames)
-        elif self._ep is None or self._failed or self._status():
+        elif self._ep is None or self._failed or (
+                self._status() and all(e[1] for e in self._rx)):
+            # (receives still in flight complete first, well or not)
             w.set_exception(CommClosedError(
                 f"{self._peer_addr}: connection closed ({self._why()})"))
 
@@ -190,7 +192,8 @@ class CXLComm(Comm):
     async def read(self, deserializers=None):
         frames = self._take()
         if frames is None:
-            if self._ep is None or self._failed or self._status():
+            if self._ep is None or self._failed or (
+                    self._status() and all(e[1] for e in self._rx)):
                 raise CommClosedError(f"{self._peer_addr}: connection closed "
                                       f"({self._why()})")
             self._waiter = w = self._eng.loop.create_future()

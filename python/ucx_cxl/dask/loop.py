@@ -115,12 +115,14 @@ class Engine:
         found = False
         while True:
             n = lib.cxl_comm_poll(w, news, NEWS_MAX)
+            # requests first: news of a failure must find the receives that
+            # completed before it complete
+            if self.inflight and self._complete():
+                found = True
             for i in range(n):
                 o = objs.get(news[i])
                 if o is not None:
                     o._news()
-            if self.inflight and self._complete():
-                found = True
             if n:
                 found = True
             if n < NEWS_MAX:

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 cxl_comm_ep_t *cxl_comm_ep_new(cxl_comm_worker_t *w)
 {
@@ -76,9 +77,11 @@ static void cxl_comm_ep_news(cxl_comm_ep_t *ep)
                                                      : &ep->news);
 }
 
+/* A closed endpoint goes once UCP holds no request of it any more. */
 static void cxl_comm_ep_free(cxl_comm_ep_t *ep)
 {
     if (!ep->flushing && ep->close_done) {
+        ep->worker->nfreeing--;
         free(ep);
     }
 }
@@ -163,7 +166,9 @@ void cxl_comm_ep_err_cb(void *arg, ucp_ep_h uep, ucs_status_t status)
     if (ep->status == 0) {
         ep->status = (status < 0) ? status : UCS_ERR_CONNECTION_RESET;
     }
-    if (!ep->closing) {
+    if (ep->lingering) {
+        ep->linger_done = 1;    /* the sweep disconnects it */
+    } else if (!ep->closing) {
         cxl_comm_ep_news(ep);
     }
 }
@@ -393,7 +398,13 @@ void cxl_comm_ep_set_user(cxl_comm_ep_t *ep, uintptr_t user)
 
 int cxl_comm_ep_status(const cxl_comm_ep_t *ep)
 {
-    return ep->status ? ep->status : (ep->ready ? CXL_COMM_OK : CXL_COMM_INPROGRESS);
+    if (ep->status) {
+        return ep->status;
+    }
+    if (ep->peer_closed) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    return ep->ready ? CXL_COMM_OK : CXL_COMM_INPROGRESS;
 }
 
 const char *cxl_comm_ep_peer(const cxl_comm_ep_t *ep)
@@ -419,17 +430,13 @@ static void cxl_comm_close_cb(void *request, ucs_status_t status, void *arg)
     cxl_comm_ep_free(ep);
 }
 
-void cxl_comm_ep_close(cxl_comm_ep_t *ep, int force)
+/* The UCP endpoint goes (the binding closed it before). */
+static void cxl_comm_ep_finish(cxl_comm_ep_t *ep, int force)
 {
     ucp_request_param_t prm;
     ucs_status_ptr_t sp;
 
-    if (ep == NULL) {
-        return;
-    }
     cxl_comm_ep_unlink(ep);
-    cxl_comm_msg_drop_all(ep);
-    ep->closing = 1;
     memset(&prm, 0, sizeof(prm));
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
                        UCP_OP_ATTR_FIELD_USER_DATA;
@@ -444,5 +451,116 @@ void cxl_comm_ep_close(cxl_comm_ep_t *ep, int force)
          * refer to it (it frees it when it completes) */
         ep->close_done = 1;
         cxl_comm_ep_free(ep);
+    }
+}
+
+static double cxl_comm_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void cxl_comm_ep_close(cxl_comm_ep_t *ep, int force)
+{
+    if (ep == NULL) {
+        return;
+    }
+    if (ep->closing) {          /* lingering: now at once */
+        if (ep->lingering) {
+            ep->lingering = 0;
+            ep->worker->nsweep--;
+            cxl_comm_ep_finish(ep, 1);
+        }
+        return;
+    }
+    if (ep->send_ack) {
+        ep->send_ack = 0;
+        ep->worker->nsweep--;
+    }
+    cxl_comm_news_drop(ep->worker, &ep->news);
+    ep->news.user = 0;
+    cxl_comm_msg_drop_all(ep);
+    ep->closing = 1;
+    ep->worker->nfreeing++;
+    if (force || ep->status || !ep->ready || ep->peer_closed) {
+        cxl_comm_ep_finish(ep, force || ep->peer_closed);
+        return;
+    }
+    /* graceful: CLOSE, then the UCP endpoint stays for the peer's answer */
+    ep->lingering    = 1;
+    ep->linger_until = cxl_comm_now() + CXL_COMM_LINGER_S;
+    ep->worker->nsweep++;
+    cxl_comm_ep_marker(ep, CXL_COMM_HDR_CLOSE);
+}
+
+static const uint32_t cxl_comm_hdrs[] = {
+    0, CXL_COMM_HDR_CLOSE, CXL_COMM_HDR_CLOSE_ACK
+};
+
+static void cxl_comm_marker_cb(void *request, ucs_status_t status, void *arg)
+{
+    (void)status;
+    (void)arg;
+    ucp_request_free(request);
+}
+
+/* A marker: its header is a constant, so nothing has to outlive it. */
+void cxl_comm_ep_marker(cxl_comm_ep_t *ep, uint32_t hdr)
+{
+    ucp_request_param_t prm;
+    ucs_status_ptr_t sp;
+
+    memset(&prm, 0, sizeof(prm));
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS;
+    prm.cb.send      = cxl_comm_marker_cb;
+    prm.flags        = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
+    sp = ucp_am_send_nbx(ep->ep, CXL_COMM_AM_ID, &cxl_comm_hdrs[hdr],
+                         sizeof(uint32_t), NULL, 0, &prm);
+    if (UCS_PTR_IS_ERR(sp) && ep->lingering) {
+        ep->linger_done = 1;    /* nobody will answer it */
+    }
+}
+
+/* A marker arrived (from the message handler: nothing is sent or closed
+ * here, the sweep after progress does it). */
+void cxl_comm_ep_peer_marker(cxl_comm_ep_t *ep, uint32_t hdr)
+{
+    if (ep->lingering) {
+        ep->linger_done = 1;    /* CLOSE_ACK, or CLOSE: both closed */
+        return;
+    }
+    if (ep->closing || ep->peer_closed || (hdr != CXL_COMM_HDR_CLOSE)) {
+        return;
+    }
+    ep->peer_closed = 1;
+    ep->send_ack    = 1;
+    ep->worker->nsweep++;
+    cxl_comm_ep_news(ep);
+}
+
+/* After progress: answers to CLOSE, and lingering endpoints whose peer
+ * answered, failed, or took too long. */
+void cxl_comm_sweep(cxl_comm_worker_t *w)
+{
+    cxl_comm_ep_t *ep, *next;
+    double now = cxl_comm_now();
+
+    for (ep = w->eps; (ep != NULL) && (w->nsweep > 0); ep = next) {
+        next = ep->next;
+        if (ep->send_ack) {
+            ep->send_ack = 0;
+            w->nsweep--;
+            if (!ep->status) {
+                cxl_comm_ep_marker(ep, CXL_COMM_HDR_CLOSE_ACK);
+            }
+        }
+        if (ep->lingering &&
+            (ep->linger_done || ep->status || (now >= ep->linger_until))) {
+            ep->lingering = 0;
+            w->nsweep--;
+            cxl_comm_ep_finish(ep, ep->status != 0);
+        }
     }
 }

@@ -12,6 +12,20 @@
 
 #define CXL_COMM_AM_ID 0x71u
 
+/*
+ * Close markers: active messages of no data with a 4-byte AM header (data
+ * messages have none).  A graceful close sends CLOSE and keeps the UCP
+ * endpoint until the peer answers CLOSE_ACK (or CLOSE: both closed), fails,
+ * or CXL_COMM_LINGER_S passed: only then is it disconnected.  Without it
+ * the last messages before a close could be lost: UCP drops what arrives
+ * for an endpoint it has marked failed, and the peer's disconnect (tcp
+ * connection manager, async thread) may be seen before the data in the
+ * pool's ring is polled.
+ */
+#define CXL_COMM_HDR_CLOSE      1u
+#define CXL_COMM_HDR_CLOSE_ACK  2u
+#define CXL_COMM_LINGER_S       2.0
+
 typedef struct cxl_comm_msg {
     struct cxl_comm_msg *next;
     size_t               len;
@@ -44,6 +58,11 @@ struct cxl_comm_ep {
     int                  flushing;  /* that flush is in flight */
     int                  closing;   /* closed by the binding */
     int                  close_done;
+    int                  lingering; /* closed, waiting for the peer's answer */
+    int                  linger_done; /* the answer (or a failure) came */
+    double               linger_until;
+    int                  peer_closed; /* the peer sent CLOSE */
+    int                  send_ack;  /* CLOSE_ACK to send (after progress) */
     cxl_comm_msg_t      *head, **tail; /* arrived, in order */
     char                 peer[64];
     char                 local[64];
@@ -65,6 +84,8 @@ struct cxl_comm_worker {
     ucp_worker_h       worker;
     int                efd;
     cxl_comm_ep_t     *eps;
+    unsigned           nfreeing;    /* closed endpoints UCP still holds */
+    unsigned           nsweep;      /* endpoints with lingering/send_ack */
     khash_t(cxl_comm_eps) by_uep;   /* ucp_ep_h -> endpoint, for messages */
     cxl_comm_news_t   *news_head, **news_tail;
 };
@@ -77,6 +98,9 @@ cxl_comm_ep_t *cxl_comm_ep_new(cxl_comm_worker_t *w);
 cxl_comm_ep_t *cxl_comm_ep_find(cxl_comm_worker_t *w, ucp_ep_h uep);
 void cxl_comm_ep_unlink(cxl_comm_ep_t *ep);
 void cxl_comm_ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status);
+void cxl_comm_ep_marker(cxl_comm_ep_t *ep, uint32_t hdr);
+void cxl_comm_ep_peer_marker(cxl_comm_ep_t *ep, uint32_t hdr);
+void cxl_comm_sweep(cxl_comm_worker_t *w);
 int  cxl_comm_msg_init(cxl_comm_worker_t *w);
 void cxl_comm_msg_drop_all(cxl_comm_ep_t *ep);
 cxl_comm_req_t *cxl_comm_req_new(void);

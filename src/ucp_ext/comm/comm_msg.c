@@ -61,12 +61,20 @@ static ucs_status_t cxl_comm_am_cb(void *arg, const void *header,
     cxl_comm_msg_t *m;
     ucs_status_t ret = UCS_OK;
 
-    (void)header;
-    (void)header_len;
+    uint32_t hdr;
+
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
-        ((ep = cxl_comm_ep_find(w, param->reply_ep)) == NULL) ||
-        ((m = calloc(1, sizeof(*m))) == NULL)) {
+        ((ep = cxl_comm_ep_find(w, param->reply_ep)) == NULL)) {
         return UCS_OK;      /* an endpoint being closed: dropped */
+    }
+    if (header_len == sizeof(hdr)) {
+        memcpy(&hdr, header, sizeof(hdr));
+        cxl_comm_ep_peer_marker(ep, hdr);
+        return UCS_OK;
+    }
+    if (ep->closing || ep->peer_closed ||
+        ((m = calloc(1, sizeof(*m))) == NULL)) {
+        return UCS_OK;      /* closed here, or after the peer's CLOSE: dropped */
     }
     m->len = length;
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
@@ -139,6 +147,10 @@ static int cxl_comm_ep_usable(cxl_comm_ep_t *ep, const char *what)
     if (ep->status) {
         return cxl_comm_error(ep->status, "%s: %s", what,
                               ucs_status_string(ep->status));
+    }
+    if (ep->peer_closed) {
+        return cxl_comm_error(UCS_ERR_CONNECTION_RESET, "%s: the peer closed "
+                              "the connection", what);
     }
     if (!ep->ready) {
         return cxl_comm_error(UCS_ERR_NOT_CONNECTED, "%s: not connected yet",

@@ -83,8 +83,14 @@ int cxl_comm_worker_create(cxl_comm_worker_t **worker_p)
 
 void cxl_comm_worker_destroy(cxl_comm_worker_t *w)
 {
+    unsigned i;
+
     while (w->eps != NULL) {
         cxl_comm_ep_close(w->eps, 1);
+    }
+    /* forced closes and first flushes complete (with an error) in a few
+     * progress calls; UCP warns about requests a worker is destroyed with */
+    for (i = 0; (w->nfreeing > 0) && (i < 100000); ++i) {
         cxl_comm_progress(w);
     }
     ucp_worker_destroy(w->worker);
@@ -98,8 +104,8 @@ void cxl_comm_news(cxl_comm_worker_t *w, cxl_comm_news_t *n)
     if (n->queued) {
         return;
     }
-    n->queued    = 1;
-    n->next      = NULL;
+    n->queued     = 1;
+    n->next       = NULL;
     *w->news_tail = n;
     w->news_tail  = &n->next;
 }
@@ -153,6 +159,9 @@ unsigned cxl_comm_progress(cxl_comm_worker_t *w)
 
     while ((k = ucp_worker_progress(w->worker)) != 0) {
         n += k;
+    }
+    if (w->nsweep > 0) {
+        cxl_comm_sweep(w);
     }
     return n;
 }
