@@ -668,7 +668,11 @@ def test_write_after_peer_died(run):
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                          text=True, env=dict(os.environ))
     try:
-        addr = p.stdout.readline().strip()
+        addr = ""
+        while not addr.startswith("cxl://"):    # (UCX may warn on stdout)
+            line = p.stdout.readline()
+            assert line, "the listener process ended"
+            addr = line.strip()
 
         async def main():
             c = await connect(addr, timeout=20)
