@@ -9,8 +9,10 @@
  * buffer without a copy (completion through a request), received in
  * order per endpoint into a buffer the caller supplies once it knows the
  * length.  Transports are UCX's choice under UCX_TLS (default here:
- * "cxl,tcp"); every endpoint uses peer error handling, so a dead peer
- * fails its endpoint instead of hanging it.
+ * "cxl,tcp"); rendezvous data moves on the active-message lanes (default
+ * UCX_MAX_RNDV_LANES=0: with peer error handling UCP would otherwise move
+ * it over tcp even where cxl connects).  Every endpoint uses peer error
+ * handling, so a dead peer fails its endpoint instead of hanging it.
  */
 #ifndef UCX_CXL_COMM_H
 #define UCX_CXL_COMM_H
@@ -40,6 +42,11 @@ void     cxl_comm_worker_destroy(cxl_comm_worker_t *worker);
 int      cxl_comm_worker_efd(cxl_comm_worker_t *worker);
 /* Progress; returns the number of events handled. */
 unsigned cxl_comm_progress(cxl_comm_worker_t *worker);
+/* Progress for at most usec microseconds, yielding the CPU whenever a
+ * round found nothing, until a request completes or something has news
+ * (cxl_comm_poll); returns the events handled.  For a transfer in flight
+ * whose next step needs the peer (room in its ring). */
+unsigned cxl_comm_progress_wait(cxl_comm_worker_t *worker, unsigned usec);
 /* Arm the fd: 1 when the caller may sleep on it, 0 when events are
  * pending (progress again first). */
 int      cxl_comm_worker_arm(cxl_comm_worker_t *worker);
@@ -72,6 +79,9 @@ int      cxl_comm_ep_status(const cxl_comm_ep_t *ep);
 const char *cxl_comm_ep_peer(const cxl_comm_ep_t *ep);
 /* "HOST:PORT" of this side's connection ("" while connecting). */
 const char *cxl_comm_ep_local(cxl_comm_ep_t *ep);
+/* UCP's description of a connected endpoint (ucp_ep_print_info: its
+ * lanes, "lane[N]: ... TL/DEV ... am am_bw#0 keepalive"), into buf. */
+int      cxl_comm_ep_info(cxl_comm_ep_t *ep, char *buf, size_t len);
 /* Close: flushes unless force; frees the endpoint when done. */
 void     cxl_comm_ep_close(cxl_comm_ep_t *ep, int force);
 

@@ -25,9 +25,10 @@ import collections
 import ctypes
 import functools
 import logging
+import re
 import struct
 import weakref
-from typing import Any, Deque, List, Optional
+from typing import Any, Deque, Dict, List, Optional
 
 import numpy as np
 
@@ -265,6 +266,21 @@ class CXLComm(Comm):
         self.abort()
         raise CommClosedError(f"{self._peer_addr}: {why}")
 
+    # -- diagnostics --
+
+    def transport_info(self) -> str:
+        """UCP's description of this comm's endpoint (ucp_ep_print_info)."""
+        if self._ep is None:
+            return ""
+        buf = ctypes.create_string_buffer(1 << 14)
+        self._eng.lib.cxl_comm_ep_info(self._ep, buf, len(buf))
+        return buf.value.decode(errors="replace")
+
+    def lanes(self) -> Dict[str, List[str]]:
+        """The transports of this comm's UCP lanes by use: {"am": ["cxl/DEV"],
+        "am_bw": [...], "keepalive": [...], ...} (from transport_info)."""
+        return parse_lanes(self.transport_info())
+
     # -- lifetime --
 
     async def close(self):
@@ -298,6 +314,40 @@ class CXLComm(Comm):
     @property
     def peer_address(self) -> str:
         return self._peer_addr
+
+
+_LANE = re.compile(r"lane\[\d+\]:\s+\d+:(\S+)\s.*?->\s+\S+\s+(.*)$")
+
+
+def parse_lanes(text: str) -> Dict[str, List[str]]:
+    """{use: [transport/device, ...]} from ucp_ep_print_info's lane lines,
+    e.g. "lane[1]:  2:cxl/pool.0 md[1] -> md[1]/cxl/sysdev[255] am am_bw#0"."""
+    uses: Dict[str, List[str]] = {}
+    for line in text.splitlines():
+        m = _LANE.search(line)
+        if not m:
+            continue
+        tl = m.group(1).rsplit(".", 1)[0]
+        for use in m.group(2).split():
+            uses.setdefault(use.split("#")[0], []).append(tl)
+    return uses
+
+
+def comm_lanes() -> Dict[str, Dict[str, List[str]]]:
+    """{peer address: lanes} of the open cxl comms of the event loop this
+    runs on (e.g. ``client.run(comm_lanes)``; a UCP worker belongs to its
+    loop's thread, so other loops' comms are left out)."""
+    from .loop import _engines
+    import os
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return {}
+    e = _engines.get((os.getpid(), id(loop)))
+    if e is None:
+        return {}
+    return {o.peer_address: o.lanes() for o in list(e.objs.values())
+            if isinstance(o, CXLComm) and not o.closed()}
 
 
 def _contiguous(f) -> bool:

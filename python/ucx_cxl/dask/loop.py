@@ -12,11 +12,15 @@ lets the loop sleep.
 Timers: while requests are in flight a 2 ms tick polls too (a transport
 may complete a rendezvous without an event), and while anything is open a
 10 ms tick (UCX 1.13's connection requests and keepalive do not wake the
-fd).  When arming is refused because sends wait for room (the transport
-cannot sleep on those), the worker is polled on every loop iteration for
-up to SPIN_S (yielding the CPU each time: the peer may share the core),
-then on a 0.5 ms timer: a large transfer in flight is driven at full
-speed, an idle backend sleeps.
+fd).
+
+A transfer in flight (requests not done) is driven from C instead of
+sleeping: ``cxl_comm_progress_wait`` polls for up to WAIT_US, yielding the
+CPU when a round finds nothing (the peer may need this core to drain its
+ring), and returns at the first completion or news; the loop gets control
+back in between.  After QUIET_S without any event it falls back to the fd
+and a 0.5 ms timer (a peer that does not drain), until the fd fires.  An
+idle backend sleeps.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from . import _ucp
 
 TICK_IDLE = 0.01
 TICK_INFLIGHT = 0.002
-SPIN_S = 0.002
+WAIT_US = 1000
+QUIET_S = 0.005
 NEWS_MAX = 64
 _engines: Dict[Tuple[int, int], "Engine"] = {}
 
@@ -83,10 +88,10 @@ class Engine:
         self._timer: Optional[asyncio.TimerHandle] = None
         self._timer_at = 0.0
         self._scheduled = False
-        self._spin_since = 0.0
+        self._quiet = 0.0
         self._destroyed = False
         if self.efd >= 0:
-            loop.add_reader(self.efd, self.progress)
+            loop.add_reader(self.efd, self._wakeup)
 
     # -- objects --
 
@@ -128,27 +133,38 @@ class Engine:
             if n < NEWS_MAX:
                 break
         if found:
-            self._spin_since = 0.0
+            self._quiet = 0.0
             self.kick()             # after the woken tasks: poll, then arm
         elif self.efd < 0:
             pass                    # no wake-up: the timers drive it
-        elif not lib.cxl_comm_worker_arm(w):
-            # events pending, or sends waiting for room: poll again soon
-            now = time.monotonic()
-            if not self._spin_since:
-                self._spin_since = now
-            if now - self._spin_since < SPIN_S:
-                os.sched_yield()    # a peer on this core gets to drain
-                self.kick()
-                return
-            self._set_timer(0.0005)
+        elif self.inflight and self._quiet < QUIET_S:
+            # a transfer in flight: drive it in C (the peer frees ring room
+            # as it drains), handing the loop back every WAIT_US
+            t0 = time.monotonic()
+            if lib.cxl_comm_progress_wait(w, WAIT_US):
+                self._quiet = 0.0
+            else:
+                self._quiet += time.monotonic() - t0
+            self.kick()
             return
-        else:
-            self._spin_since = 0.0
+        elif not lib.cxl_comm_worker_arm(w):
+            # events pending, or sends waiting for room that did not come
+            # for QUIET_S (the peer is busy): poll again soon
+            if self.inflight:
+                self._set_timer(0.0005)
+            else:
+                self.kick()
+            return
+        if not self.inflight:
+            self._quiet = 0.0
         if self.inflight or self.efd < 0:
             self._set_timer(TICK_INFLIGHT)
         elif len(self.objs):
             self._set_timer(TICK_IDLE)
+
+    def _wakeup(self) -> None:
+        self._quiet = 0.0           # the fd fired: something moves
+        self.progress()
 
     def _set_timer(self, delay: float) -> None:
         at = self.loop.time() + delay

@@ -412,6 +412,26 @@ const char *cxl_comm_ep_peer(const cxl_comm_ep_t *ep)
     return ep->peer;
 }
 
+int cxl_comm_ep_info(cxl_comm_ep_t *ep, char *buf, size_t len)
+{
+    FILE *f;
+
+    if (len == 0) {
+        return cxl_comm_error(UCS_ERR_INVALID_PARAM, "info: no room");
+    }
+    buf[0] = '\0';
+    if (ep->status || !ep->ready) {
+        return cxl_comm_error(UCS_ERR_NOT_CONNECTED, "info: not connected");
+    }
+    f = fmemopen(buf, len, "w");
+    if (f == NULL) {
+        return cxl_comm_error(UCS_ERR_NO_MEMORY, "info: fmemopen: %m");
+    }
+    ucp_ep_print_info(ep->ep, f);
+    fclose(f);                  /* NUL-terminated, truncated to fit */
+    return CXL_COMM_OK;
+}
+
 const char *cxl_comm_ep_local(cxl_comm_ep_t *ep)
 {
     if ((ep->local[0] == '\0') && ep->ready && !ep->status) {

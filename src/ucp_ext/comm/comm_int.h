@@ -35,8 +35,9 @@ typedef struct cxl_comm_msg {
 } cxl_comm_msg_t;
 
 struct cxl_comm_req {
-    int  status;                    /* CXL_COMM_INPROGRESS until done */
-    int  orphan;                    /* freed by the caller while in flight */
+    int                status;      /* CXL_COMM_INPROGRESS until done */
+    int                orphan;      /* freed by the caller while in flight */
+    cxl_comm_worker_t *worker;
 };
 
 /* Something the binding should look at (cxl_comm_poll): an endpoint with
@@ -86,6 +87,7 @@ struct cxl_comm_worker {
     cxl_comm_ep_t     *eps;
     unsigned           nfreeing;    /* closed endpoints UCP still holds */
     unsigned           nsweep;      /* endpoints with lingering/send_ack */
+    unsigned long      ncompleted;  /* requests completed, ever */
     khash_t(cxl_comm_eps) by_uep;   /* ucp_ep_h -> endpoint, for messages */
     cxl_comm_news_t   *news_head, **news_tail;
 };
@@ -103,7 +105,7 @@ void cxl_comm_ep_peer_marker(cxl_comm_ep_t *ep, uint32_t hdr);
 void cxl_comm_sweep(cxl_comm_worker_t *w);
 int  cxl_comm_msg_init(cxl_comm_worker_t *w);
 void cxl_comm_msg_drop_all(cxl_comm_ep_t *ep);
-cxl_comm_req_t *cxl_comm_req_new(void);
+cxl_comm_req_t *cxl_comm_req_new(cxl_comm_worker_t *w);
 void cxl_comm_req_done(void *request, ucs_status_t status, cxl_comm_req_t *req);
 
 #endif

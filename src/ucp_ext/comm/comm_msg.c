@@ -11,12 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-cxl_comm_req_t *cxl_comm_req_new(void)
+cxl_comm_req_t *cxl_comm_req_new(cxl_comm_worker_t *w)
 {
     cxl_comm_req_t *req = calloc(1, sizeof(*req));
 
     if (req != NULL) {
         req->status = CXL_COMM_INPROGRESS;
+        req->worker = w;
     } else {
         cxl_comm_error(UCS_ERR_NO_MEMORY, "out of memory");
     }
@@ -28,6 +29,7 @@ void cxl_comm_req_done(void *request, ucs_status_t status, cxl_comm_req_t *req)
     if (request != NULL) {
         ucp_request_free(request);
     }
+    req->worker->ncompleted++;
     if (req->orphan) {
         free(req);
         return;
@@ -188,7 +190,7 @@ int cxl_comm_send_nb(cxl_comm_ep_t *ep, const void *buf, size_t len,
     if (rc != 0) {
         return rc;
     }
-    req = cxl_comm_req_new();
+    req = cxl_comm_req_new(ep->worker);
     if (req == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
@@ -213,7 +215,7 @@ cxl_comm_req_t *cxl_comm_send(cxl_comm_ep_t *ep, const void *buf, size_t len)
     if ((rc < 0) && (ep->status || !ep->ready)) {
         return NULL;            /* the endpoint is unusable */
     }
-    req = cxl_comm_req_new();
+    req = cxl_comm_req_new(ep->worker);
     if (req != NULL) {
         req->status = rc;
     }
@@ -261,7 +263,7 @@ int cxl_comm_recv_nb(cxl_comm_ep_t *ep, void *buf, size_t len,
         cxl_comm_msg_free(ep->worker, m);
         return CXL_COMM_OK;
     }
-    req = cxl_comm_req_new();
+    req = cxl_comm_req_new(ep->worker);
     if (req == NULL) {
         /* the rendezvous can not be received: its data is dropped */
         cxl_comm_msg_free(ep->worker, m);
@@ -289,7 +291,7 @@ cxl_comm_req_t *cxl_comm_recv(cxl_comm_ep_t *ep, void *buf, size_t len)
     if (rc == CXL_COMM_INPROGRESS) {
         return req;
     }
-    req = cxl_comm_req_new();
+    req = cxl_comm_req_new(ep->worker);
     if (req != NULL) {
         req->status = rc;
     }
