@@ -623,6 +623,7 @@ def test_comms_of_two_loops_in_threads():
     thread, a client on this one (LocalCluster(processes=False) does so)."""
     import threading
     ready = threading.Event()
+    done = threading.Event()
     box = {}
 
     def server():
@@ -632,7 +633,8 @@ def test_comms_of_two_loops_in_threads():
             lst = await listen("cxl://127.0.0.1", handle, deserialize=False)
             box["addr"] = lst.contact_address
             ready.set()
-            await asyncio.sleep(5)
+            while not done.is_set():
+                await asyncio.sleep(0.05)
             lst.stop()
         asyncio.run(main())
 
@@ -647,8 +649,11 @@ def test_comms_of_two_loops_in_threads():
         got = await asyncio.wait_for(c.read(), 10)
         await c.close()
         return equal(got["x"], x)
-    assert asyncio.run(client())
-    t.join(10)
+    try:
+        assert asyncio.run(client())
+    finally:
+        done.set()
+        t.join(10)
 
 
 def test_write_after_peer_died(run):
