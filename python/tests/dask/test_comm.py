@@ -705,3 +705,44 @@ def test_write_after_peer_died(run):
     assert hello == {"hello": 1}
     assert res == "closed" and w == "closed"
     assert dt < 20, dt
+
+
+def test_lanes_inside_one_pool(run):
+    """Two processes on one pool: the comm's lanes are cxl, rendezvous
+    included (no rma_bw lane: UCP would put it on tcp), and 16 MiB arrive."""
+    code = (
+        "import asyncio\n"
+        "from distributed.comm import listen\n"
+        "async def main():\n"
+        "    async def handle(comm):\n"
+        "        while True:\n"
+        "            await comm.write(await comm.read())\n"
+        "    lst = await listen('cxl://127.0.0.1', handle, deserialize=False)\n"
+        "    print(lst.contact_address, flush=True)\n"
+        "    await asyncio.sleep(3600)\n"
+        "asyncio.run(main())\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                         text=True, env=dict(os.environ))
+    try:
+        addr = ""
+        while not addr.startswith("cxl://"):
+            line = p.stdout.readline()
+            assert line, "the listener process ended"
+            addr = line.strip()
+
+        async def main():
+            c = await connect(addr, timeout=20)
+            x = arr(16 * MiB)
+            await c.write({"x": to_serialize(x)})
+            got = await asyncio.wait_for(c.read(), 30)
+            lanes = c.lanes()
+            await c.close()
+            return equal(got["x"], x), lanes
+        same, lanes = run(main())
+    finally:
+        p.kill()
+        p.wait()
+    assert same
+    assert lanes.get("am") and all(t.startswith("cxl/") for t in lanes["am"]), lanes
+    assert all(t.startswith("cxl/") for t in lanes.get("am_bw", [])), lanes
+    assert "rma_bw" not in lanes, lanes
