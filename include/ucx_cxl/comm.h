@@ -9,8 +9,10 @@
  * buffer without a copy (completion through a request), received in
  * order per endpoint into a buffer the caller supplies once it knows the
  * length.  Transports are UCX's choice under UCX_TLS (default here:
- * "cxl,tcp"); every endpoint uses peer error handling, so a dead peer
- * fails its endpoint instead of hanging it.
+ * "cxl,tcp"); rendezvous data moves on the active-message lanes (default
+ * UCX_MAX_RNDV_LANES=0: with peer error handling UCP would otherwise move
+ * it over tcp even where cxl connects).  Every endpoint uses peer error
+ * handling, so a dead peer fails its endpoint instead of hanging it.
  */
 #ifndef UCX_CXL_COMM_H
 #define UCX_CXL_COMM_H
@@ -40,33 +42,63 @@ void     cxl_comm_worker_destroy(cxl_comm_worker_t *worker);
 int      cxl_comm_worker_efd(cxl_comm_worker_t *worker);
 /* Progress; returns the number of events handled. */
 unsigned cxl_comm_progress(cxl_comm_worker_t *worker);
+/* Progress for at most usec microseconds, yielding the CPU whenever a
+ * round found nothing, until a request completes or something has news
+ * (cxl_comm_poll); returns the events handled.  For a transfer in flight
+ * whose next step needs the peer (room in its ring). */
+unsigned cxl_comm_progress_wait(cxl_comm_worker_t *worker, unsigned usec);
 /* Arm the fd: 1 when the caller may sleep on it, 0 when events are
  * pending (progress again first). */
 int      cxl_comm_worker_arm(cxl_comm_worker_t *worker);
+/* Progress, then the cookies (cxl_comm_ep_set_user/listener_set_user) of
+ * at most max endpoints and listeners with news since they were last
+ * returned: an endpoint got a message, became connected or failed; a
+ * listener has an endpoint to accept.  Returns how many were written;
+ * news of objects without a cookie are dropped. */
+int      cxl_comm_poll(cxl_comm_worker_t *worker, uintptr_t *news, int max);
 
 /* Listen on host:port (port 0: any); the port actually bound. */
 int      cxl_comm_listen(cxl_comm_worker_t *worker, const char *host,
                          unsigned port, cxl_comm_listener_t **listener_p);
 unsigned cxl_comm_listener_port(const cxl_comm_listener_t *listener);
-/* The next accepted endpoint, or NULL. */
+void     cxl_comm_listener_set_user(cxl_comm_listener_t *listener, uintptr_t user);
+/* The next accepted endpoint that is connected, or NULL. */
 cxl_comm_ep_t *cxl_comm_accept(cxl_comm_listener_t *listener);
 void     cxl_comm_listener_close(cxl_comm_listener_t *listener);
 
+/* Starts connecting: the endpoint is usable once cxl_comm_ep_status says
+ * so (a connection nobody accepts fails it: UCS_ERR_UNREACHABLE, ...). */
 int      cxl_comm_connect(cxl_comm_worker_t *worker, const char *host,
                           unsigned port, cxl_comm_ep_t **ep_p);
-/* 0 while usable, else the UCS status that failed it (peer gone, ...). */
+void     cxl_comm_ep_set_user(cxl_comm_ep_t *ep, uintptr_t user);
+/* 0 while usable, CXL_COMM_INPROGRESS while connecting (UCP wires it up;
+ * nothing can be sent yet), else the UCS status that failed it. */
 int      cxl_comm_ep_status(const cxl_comm_ep_t *ep);
-/* "HOST:PORT" of the peer as the listener saw it ("" for connectors). */
+/* "HOST:PORT" of the peer: as the listener saw it for accepted endpoints,
+ * the address connected to for connectors. */
 const char *cxl_comm_ep_peer(const cxl_comm_ep_t *ep);
+/* "HOST:PORT" of this side's connection ("" while connecting). */
+const char *cxl_comm_ep_local(cxl_comm_ep_t *ep);
+/* UCP's description of a connected endpoint (ucp_ep_print_info: its
+ * lanes, "lane[N]: ... TL/DEV ... am am_bw#0 keepalive"), into buf. */
+int      cxl_comm_ep_info(cxl_comm_ep_t *ep, char *buf, size_t len);
 /* Close: flushes unless force; frees the endpoint when done. */
 void     cxl_comm_ep_close(cxl_comm_ep_t *ep, int force);
 
 /* Send len bytes from buf (kept valid until the request completes). */
 cxl_comm_req_t *cxl_comm_send(cxl_comm_ep_t *ep, const void *buf, size_t len);
+/* The same without a request for what completes at once: CXL_COMM_OK
+ * (done), CXL_COMM_INPROGRESS with *req_p (release it once done), or a
+ * failure (< 0; cxl_comm_last_error). */
+int      cxl_comm_send_nb(cxl_comm_ep_t *ep, const void *buf, size_t len,
+                          cxl_comm_req_t **req_p);
 /* Whether a message has arrived on ep: 1 and its length, else 0. */
 int      cxl_comm_recv_peek(cxl_comm_ep_t *ep, size_t *len);
 /* Receive the next message into buf (len >= its length). */
 cxl_comm_req_t *cxl_comm_recv(cxl_comm_ep_t *ep, void *buf, size_t len);
+/* The same, returning like cxl_comm_send_nb. */
+int      cxl_comm_recv_nb(cxl_comm_ep_t *ep, void *buf, size_t len,
+                          cxl_comm_req_t **req_p);
 /* A request's status (CXL_COMM_INPROGRESS until done), and its release
  * (a request released in progress completes on its own). */
 int      cxl_comm_req_status(const cxl_comm_req_t *req);

@@ -9,4 +9,4 @@ inside a pod, over tcp across pods.  Registered through the entry point
 group ``distributed.comm.backends``.
 """
 
-from .backend import CXLBackend  # noqa: F401
+from .backend import CXLBackend, comm_lanes, parse_lanes  # noqa: F401

@@ -10,21 +10,32 @@ one UCP message, one small copy); otherwise each frame is its own message,
 sent from the frame's own memory and received straight into a buffer
 allocated for it (rendezvous: no intermediate copy), so numpy arrays are
 deserialised from that buffer directly.
+
+Connections: the connector waits until UCP has wired the endpoint up (a
+connection nobody accepts fails with an OSError, and distributed retries
+until its timeout); a listener hands out only wired-up endpoints.  Every
+message is received as soon as it arrives, so writes complete without the
+peer reading (as with tcp's socket buffers).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import ctypes
+import functools
 import logging
+import re
 import struct
-from typing import Any, List, Optional
+import weakref
+from typing import Any, Deque, Dict, List, Optional
+
+import numpy as np
 
 from distributed.comm.addressing import parse_host_port, unparse_host_port
 from distributed.comm.core import Comm, CommClosedError, Connector, Listener
 from distributed.comm.registry import Backend
-from distributed.comm.utils import (ensure_concrete_host, from_frames,
-                                    host_array, to_frames)
+from distributed.comm.utils import ensure_concrete_host, from_frames, to_frames
 from distributed.utils import ensure_ip, get_ip, nbytes
 
 from . import _ucp
@@ -38,7 +49,16 @@ F_INLINE = 1
 INLINE_MAX = 64 << 10
 
 
+def _addr_of_bytearray(buf: bytearray) -> int:
+    return ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
+
+
 class CXLComm(Comm):
+    """One UCP endpoint.  Every message that arrives is received at once
+    (into a new buffer of its length: straight into it for a rendezvous),
+    so a write completes without waiting for the peer's read, as on tcp;
+    ``read`` takes the next complete message from that queue."""
+
     def __init__(self, eng, ep: int, local_addr: str, peer_addr: str,
                  deserialize: bool = True) -> None:
         super().__init__(deserialize=deserialize)
@@ -47,87 +67,141 @@ class CXLComm(Comm):
         self._local_addr = local_addr
         self._peer_addr = peer_addr
         self._closed = False
+        self._failed: Optional[str] = None
         self._waiter: Optional[asyncio.Future] = None
-        eng.comms.add(self)
+        # arrived messages in order: [buffer, done]
+        self._rx: Deque[list] = collections.deque()
+        self._n = ctypes.c_size_t()
+        self._req = ctypes.c_void_p()
+        self._cookie = eng.register(self)
+        eng.lib.cxl_comm_ep_set_user(ep, self._cookie)
+        self._finalizer = weakref.finalize(self, _drop_ep, eng, ep, self._cookie)
+        self._news()            # what came before it was accepted
 
-    # -- messages --
+    # -- arrivals (called by the engine) --
+
+    def _news(self) -> None:
+        if self._ep is not None:
+            self._pump()
+        w = self._waiter
+        if w is None or w.done():
+            return
+        try:
+            frames = self._take()
+        except CommClosedError as e:
+            w.set_exception(e)
+            return
+        if frames is not None:
+            w.set_result(frames)
+        elif self._ep is None or self._failed or (
+                self._status() and all(e[1] for e in self._rx)):
+            # (receives still in flight complete first, well or not)
+            w.set_exception(CommClosedError(
+                f"{self._peer_addr}: connection closed ({self._why()})"))
+
+    def _pump(self) -> None:
+        """Receive every message that has arrived."""
+        lib, ep, n, req = self._eng.lib, self._ep, self._n, self._req
+        while lib.cxl_comm_recv_peek(ep, ctypes.byref(n)):
+            size = n.value
+            if size < INLINE_MAX:
+                buf: Any = bytearray(size)
+                addr = _addr_of_bytearray(buf) if size else None
+            else:
+                buf = np.empty(size, dtype=np.uint8)
+                addr = buf.ctypes.data
+            st = lib.cxl_comm_recv_nb(ep, addr, size, ctypes.byref(req))
+            if st == 0:
+                self._rx.append([buf, True])
+            elif st == _ucp.INPROGRESS:
+                entry = [buf, False]
+                self._rx.append(entry)
+                self._eng.track(req.value, functools.partial(self._recv_done, entry),
+                                buf)
+            else:
+                self._fail(f"receive failed: {_ucp.last_error()}")
+                return
+
+    def _recv_done(self, entry: list, st: int) -> None:
+        if st != 0:
+            self._fail(f"receive failed (UCS status {st})")
+        else:
+            entry[1] = True
+        self._news()
+
+    def _fail(self, why: str) -> None:
+        self._failed = why
+        self.abort()
+
+    def _take(self) -> Optional[List[Any]]:
+        """The frames of the next complete message, or None."""
+        rx = self._rx
+        if not rx or not rx[0][1]:
+            return None
+        head = rx[0][0]
+        n = len(head)
+        if n < 16:
+            self._garbled(f"short head ({n} bytes)")
+        magic, flags, nframes = struct.unpack_from("<IIQ", head, 0)
+        if magic != MAGIC or 16 + 8 * nframes > n:
+            self._garbled("garbled message head")
+        sizes = struct.unpack_from(f"<{nframes}Q", head, 16)
+        if flags & F_INLINE:
+            rx.popleft()
+            mv = memoryview(head)
+            off = 16 + 8 * nframes
+            frames = []
+            for s in sizes:
+                frames.append(mv[off:off + s])
+                off += s
+            if off != n:
+                self._garbled("inline frames do not fill the message")
+            return frames
+        if len(rx) <= nframes:
+            return None
+        for i in range(1, nframes + 1):
+            if not rx[i][1]:
+                return None
+        rx.popleft()
+        frames = []
+        for s in sizes:
+            buf = rx.popleft()[0]
+            if len(buf) != s:
+                self._garbled(f"frame of {len(buf)} bytes, expected {s}")
+            frames.append(buf.data if isinstance(buf, np.ndarray) else buf)
+        return frames
+
+    def _garbled(self, why: str):
+        self._fail(why)
+        raise CommClosedError(f"{self._peer_addr}: {why}")
 
     def _status(self) -> int:
         return self._eng.lib.cxl_comm_ep_status(self._ep) if self._ep else -1
 
-    def _poll(self) -> None:
-        """Called by the engine after progress: wake the reader."""
-        w = self._waiter
-        if w is None or w.done():
-            return
-        n = ctypes.c_size_t()
-        if self._ep and self._eng.lib.cxl_comm_recv_peek(self._ep, ctypes.byref(n)):
-            w.set_result(n.value)
-        elif self._closed or self._status():
-            w.set_exception(CommClosedError(
-                f"{self._peer_addr}: connection closed ({self._why()})"))
-
     def _why(self) -> str:
+        if self._failed:
+            return self._failed
+        if self._closed:
+            return "closed locally"
         st = self._status()
-        return "closed locally" if self._closed else f"UCS status {st}"
+        if st in (-25, -24, -6):
+            return "closed by the peer"
+        return f"UCS status {st}"
 
-    async def _next_len(self) -> int:
-        if self._closed or self._ep is None:
-            raise CommClosedError(f"{self._peer_addr}: comm closed")
-        n = ctypes.c_size_t()
-        if self._eng.lib.cxl_comm_recv_peek(self._ep, ctypes.byref(n)):
-            return n.value      # already here: no trip through the loop
-        self._waiter = self._eng.loop.create_future()
-        self._poll()
-        self._eng.kick()
-        try:
-            return await self._waiter
-        finally:
-            self._waiter = None
-
-    async def _recv_into(self, buf) -> None:
-        req = self._eng.lib.cxl_comm_recv(self._ep, _ucp.buffer_address(buf),
-                                          nbytes(buf))
-        if self._eng.done_now(req):
-            return
-        try:
-            await self._eng.track(req, buf)
-        except CommError as e:
-            self.abort()
-            raise CommClosedError(f"{self._peer_addr}: {e}") from e
+    # -- messages --
 
     async def read(self, deserializers=None):
-        n = await self._next_len()
-        head = host_array(n)
-        await self._recv_into(head)
-        mv = memoryview(head).cast("B")
-        if n < 16:
-            self.abort()
-            raise CommClosedError(f"{self._peer_addr}: short head ({n} bytes)")
-        magic, flags, nframes = struct.unpack_from("<IIQ", mv, 0)
-        if magic != MAGIC or 16 + 8 * nframes > n:
-            self.abort()
-            raise CommClosedError(f"{self._peer_addr}: garbled message head")
-        sizes = struct.unpack_from(f"<{nframes}Q", mv, 16)
-        frames: List[Any] = []
-        if flags & F_INLINE:
-            off = 16 + 8 * nframes
-            for s in sizes:
-                frames.append(mv[off:off + s])
-                off += s
-        else:
-            for s in sizes:
-                got = await self._next_len()
-                if got != s:
-                    self.abort()
-                    raise CommClosedError(f"{self._peer_addr}: frame of {got} "
-                                          f"bytes, expected {s}")
-                buf = host_array(s)
-                if s:
-                    await self._recv_into(buf)
-                else:
-                    await self._recv_into(bytearray(0))
-                frames.append(buf)
+        frames = self._take()
+        if frames is None:
+            if self._ep is None or self._failed or (
+                    self._status() and all(e[1] for e in self._rx)):
+                raise CommClosedError(f"{self._peer_addr}: connection closed "
+                                      f"({self._why()})")
+            self._waiter = w = self._eng.loop.create_future()
+            try:
+                frames = await w
+            finally:
+                self._waiter = None
         try:
             return await from_frames(frames, deserialize=self.deserialize,
                                      deserializers=deserializers,
@@ -137,35 +211,75 @@ class CXLComm(Comm):
             raise CommClosedError(f"{self._peer_addr}: truncated message")
 
     async def write(self, msg, serializers=None, on_error="message"):
-        if self._closed or self._ep is None or self._status():
+        if self._ep is None or self._failed or self._status():
             raise CommClosedError(f"{self._peer_addr}: comm closed ({self._why()})")
         frames = await to_frames(
             msg, allow_offload=self.allow_offload, serializers=serializers,
             on_error=on_error,
             context={"sender": self.local_info, "recipient": self.remote_info,
                      **self.handshake_options})
-        frames = [f if memoryview(f).contiguous else bytes(f) for f in frames]
+        if self._ep is None:    # closed while serialising (offload)
+            raise CommClosedError(f"{self._peer_addr}: comm closed ({self._why()})")
         sizes = [nbytes(f) for f in frames]
         total = sum(sizes)
-        head = struct.pack(f"<IIQ{len(sizes)}Q", MAGIC,
-                           F_INLINE if total < INLINE_MAX else 0,
-                           len(sizes), *sizes)
+        nf = len(sizes)
+        lib, ep, req = self._eng.lib, self._ep, self._req
         if total < INLINE_MAX:
-            msgs = [head + b"".join(bytes(memoryview(f).cast("B")) for f in frames)]
+            parts = [struct.pack(f"<IIQ{nf}Q", MAGIC, F_INLINE, nf, *sizes)]
+            parts += [f if _contiguous(f) else bytes(f) for f in frames]
+            data = b"".join(parts)
+            st = lib.cxl_comm_send_nb(ep, data, len(data), ctypes.byref(req))
+            if st == 0:
+                return len(data)
+            if st != _ucp.INPROGRESS:
+                self._write_failed()
+            pending = [req.value]
+            keep: Any = data
         else:
-            msgs = [head, *frames]
-        lib, futs = self._eng.lib, []
-        for m in msgs:
-            req = lib.cxl_comm_send(self._ep, _ucp.buffer_address(m), nbytes(m))
-            if not self._eng.done_now(req):
-                futs.append(self._eng.track(req, m))
+            head = struct.pack(f"<IIQ{nf}Q", MAGIC, 0, nf, *sizes)
+            msgs = [head] + [f if _contiguous(f) else bytes(f) for f in frames]
+            pending = []
+            for m in msgs:
+                if isinstance(m, bytes):
+                    st = lib.cxl_comm_send_nb(ep, m, len(m), ctypes.byref(req))
+                else:
+                    st = lib.cxl_comm_send_nb(ep, _ucp.buffer_address(m),
+                                              nbytes(m), ctypes.byref(req))
+                if st == _ucp.INPROGRESS:
+                    pending.append(req.value)
+                elif st != 0:
+                    if pending:     # their buffers must outlive them
+                        self._eng.wait(pending, msgs)
+                    self._write_failed()
+            if not pending:
+                return total + len(head)
+            keep = msgs
         try:
-            if futs:
-                await asyncio.gather(*futs)
+            await self._eng.wait(pending, keep)
         except CommError as e:
             self.abort()
             raise CommClosedError(f"{self._peer_addr}: {e}") from e
-        return total + len(head)
+        return total
+
+    def _write_failed(self):
+        why = _ucp.last_error()
+        self.abort()
+        raise CommClosedError(f"{self._peer_addr}: {why}")
+
+    # -- diagnostics --
+
+    def transport_info(self) -> str:
+        """UCP's description of this comm's endpoint (ucp_ep_print_info)."""
+        if self._ep is None:
+            return ""
+        buf = ctypes.create_string_buffer(1 << 14)
+        self._eng.lib.cxl_comm_ep_info(self._ep, buf, len(buf))
+        return buf.value.decode(errors="replace")
+
+    def lanes(self) -> Dict[str, List[str]]:
+        """The transports of this comm's UCP lanes by use: {"am": ["cxl/DEV"],
+        "am_bw": [...], "keepalive": [...], ...} (from transport_info)."""
+        return parse_lanes(self.transport_info())
 
     # -- lifetime --
 
@@ -178,15 +292,17 @@ class CXLComm(Comm):
     def _close(self, force: bool) -> None:
         ep, self._ep = self._ep, None
         self._closed = True
-        if ep:
-            self._eng.lib.cxl_comm_ep_close(ep, int(force))
-            self._eng.kick()
-        self._poll_closed()
-
-    def _poll_closed(self) -> None:
+        if ep is not None:
+            self._finalizer.detach()
+            self._eng.unregister(self._cookie)
+            if not self._eng._destroyed:
+                self._eng.lib.cxl_comm_ep_close(ep, int(force))
+                self._eng.kick()
+        self._rx.clear()
         w = self._waiter
         if w is not None and not w.done():
-            w.set_exception(CommClosedError(f"{self._peer_addr}: comm closed"))
+            w.set_exception(CommClosedError(
+                f"{self._peer_addr}: comm closed ({self._why()})"))
 
     def closed(self) -> bool:
         return self._closed
@@ -200,19 +316,103 @@ class CXLComm(Comm):
         return self._peer_addr
 
 
+_LANE = re.compile(r"lane\[\d+\]:\s+\d+:(\S+)\s.*?->\s+\S+\s+(.*)$")
+
+
+def parse_lanes(text: str) -> Dict[str, List[str]]:
+    """{use: [transport/device, ...]} from ucp_ep_print_info's lane lines,
+    e.g. "lane[1]:  2:cxl/pool.0 md[1] -> md[1]/cxl/sysdev[255] am am_bw#0"."""
+    uses: Dict[str, List[str]] = {}
+    for line in text.splitlines():
+        m = _LANE.search(line)
+        if not m:
+            continue
+        tl = m.group(1).rsplit(".", 1)[0]
+        for use in m.group(2).split():
+            uses.setdefault(use.split("#")[0], []).append(tl)
+    return uses
+
+
+def comm_lanes() -> Dict[str, Dict[str, List[str]]]:
+    """{peer address: lanes} of the open cxl comms of the event loop this
+    runs on (e.g. ``client.run(comm_lanes)``; a UCP worker belongs to its
+    loop's thread, so other loops' comms are left out)."""
+    from .loop import _engines
+    import os
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return {}
+    e = _engines.get((os.getpid(), id(loop)))
+    if e is None:
+        return {}
+    return {o.peer_address: o.lanes() for o in list(e.objs.values())
+            if isinstance(o, CXLComm) and not o.closed()}
+
+
+def _contiguous(f) -> bool:
+    return isinstance(f, (bytes, bytearray)) or memoryview(f).contiguous
+
+
+def _drop_ep(eng, ep: int, cookie: int) -> None:
+    """A comm collected without close: its endpoint goes (no flush)."""
+    eng.unregister(cookie)
+    if not eng._destroyed:
+        eng.lib.cxl_comm_ep_close(ep, 1)
+
+
+class _Connecting:
+    """A connection being made: done when UCP wired it up or failed it."""
+
+    def __init__(self, eng, ep: int) -> None:
+        self.eng, self.ep = eng, ep
+        self.fut = eng.loop.create_future()
+        self.cookie = eng.register(self)
+        eng.lib.cxl_comm_ep_set_user(ep, self.cookie)
+        self._news()
+
+    def _news(self) -> None:
+        st = self.eng.lib.cxl_comm_ep_status(self.ep)
+        if st != _ucp.INPROGRESS and not self.fut.done():
+            self.fut.set_result(st)
+
+
 class CXLConnector(Connector):
     prefix = PREFIX
+
     async def connect(self, address: str, deserialize: bool = True,
                       **connection_args) -> CXLComm:
         host, port = parse_host_port(address)
         eng = engine()
+        lib = eng.lib
         ep = ctypes.c_void_p()
-        st = eng.lib.cxl_comm_connect(eng.w, host.encode(), port, ctypes.byref(ep))
+        st = lib.cxl_comm_connect(eng.w, host.encode(), port, ctypes.byref(ep))
         if st != 0:
             raise CommClosedError(f"{PREFIX}{address}: {_ucp.last_error()}")
+        ep = ep.value
+        c = _Connecting(eng, ep)
         eng.kick()
-        local = PREFIX + unparse_host_port(get_ip(host), 0)
-        return CXLComm(eng, ep.value, local, PREFIX + address, deserialize)
+        try:
+            st = await c.fut
+        except BaseException:       # cancelled (distributed's timeout)
+            eng.unregister(c.cookie)
+            lib.cxl_comm_ep_close(ep, 1)
+            eng.kick()
+            raise
+        eng.unregister(c.cookie)
+        if st != 0:
+            lib.cxl_comm_ep_close(ep, 1)
+            eng.kick()
+            raise CommClosedError(f"{PREFIX}{address}: connection failed "
+                                  f"(UCS status {st}: {_STATUS.get(st, '?')})")
+        local = lib.cxl_comm_ep_local(ep).decode()
+        if not local:
+            local = unparse_host_port(get_ip(host), 0)
+        return CXLComm(eng, ep, PREFIX + local, PREFIX + address, deserialize)
+
+
+_STATUS = {-6: "unreachable", -24: "not connected", -25: "connection reset",
+           -23: "rejected", -20: "timed out"}
 
 
 class CXLListener(Listener):
@@ -228,6 +428,7 @@ class CXLListener(Listener):
         self.default_host = default_host
         self._l: Optional[int] = None
         self._eng = None
+        self._cookie = 0
         self._tasks: set = set()
 
     async def start(self) -> None:
@@ -240,9 +441,11 @@ class CXLListener(Listener):
                           f"{_ucp.last_error()}")
         self._eng, self._l = eng, lst.value
         self.port = eng.lib.cxl_comm_listener_port(self._l)
-        eng.listeners.add(self)
+        self._cookie = eng.register(self)
+        eng.lib.cxl_comm_listener_set_user(self._l, self._cookie)
+        eng.kick()              # its tick takes connection requests
 
-    def _accept(self) -> None:
+    def _news(self) -> None:
         while self._l:
             ep = self._eng.lib.cxl_comm_accept(self._l)
             if not ep:
@@ -267,7 +470,9 @@ class CXLListener(Listener):
     def stop(self) -> None:
         lst, self._l = self._l, None
         if lst:
-            self._eng.lib.cxl_comm_listener_close(lst)
+            self._eng.unregister(self._cookie)
+            if not self._eng._destroyed:
+                self._eng.lib.cxl_comm_listener_close(lst)
 
     def get_host_port(self):
         return self.ip or "0.0.0.0", self.port

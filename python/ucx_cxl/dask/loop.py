@@ -1,11 +1,26 @@
 """One UCP worker per process and event loop, progressed from the loop.
 
-The worker's wake-up fd is watched with ``loop.add_reader``; each wake-up
-progresses the worker, completes the futures of finished requests, hands
-accepted endpoints to their listeners and arrived messages to their comms,
-then re-arms.  While requests are in flight a 2 ms timer progresses too
-(a transport may complete a rendezvous without an event); when nothing is
-in flight the loop sleeps: no core is burnt by an idle backend.
+The worker's wake-up fd is watched with ``loop.add_reader``.  A wake-up
+polls the worker (``cxl_comm_poll``: progress, then the endpoints and
+listeners with news), hands the news to their comms and listeners and
+completes finished requests.  When a poll found something the woken tasks
+run first and the worker is polled again after them (``call_soon``): a
+task that answers a message and waits for the next one costs one arm of
+the fd, not one per step.  Only a poll that finds nothing arms the fd and
+lets the loop sleep.
+
+Timers: while requests are in flight a 2 ms tick polls too (a transport
+may complete a rendezvous without an event), and while anything is open a
+10 ms tick (UCX 1.13's connection requests and keepalive do not wake the
+fd).
+
+A transfer in flight (requests not done) is driven from C instead of
+sleeping: ``cxl_comm_progress_wait`` polls for up to WAIT_US, yielding the
+CPU when a round finds nothing (the peer may need this core to drain its
+ring), and returns at the first completion or news; the loop gets control
+back in between.  After QUIET_S without any event it falls back to the fd
+and a 0.5 ms timer (a peer that does not drain), until the fd fires.  An
+idle backend sleeps.
 """
 
 from __future__ import annotations
@@ -13,10 +28,12 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
+import time
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _ucp
+
 
 def _cxl_events() -> bool:
     """Whether the cxl transport can wake this process: it signals only
@@ -38,6 +55,10 @@ def _cxl_events() -> bool:
 # requests never signal the fd (UCX 1.13), so a listener needs a slow tick;
 # without cxl wake-up events, a waiting read polls every millisecond.
 TICK_IDLE = 0.01 if _cxl_events() else 0.001
+TICK_INFLIGHT = 0.002
+WAIT_US = 1000
+QUIET_S = 0.005
+NEWS_MAX = 64
 _engines: Dict[Tuple[int, int], "Engine"] = {}
 
 
@@ -50,9 +71,22 @@ def engine() -> "Engine":
     key = (os.getpid(), id(loop))
     e = _engines.get(key)
     if e is None or e.loop is not loop:
+        _reap()
         e = Engine(loop)
         _engines[key] = e
     return e
+
+
+def _reap() -> None:
+    """Destroy the workers of engines whose loop is closed (asyncio.run per
+    call, test loops) or that belong to another process (forked)."""
+    pid = os.getpid()
+    for key, e in list(_engines.items()):
+        if key[0] != pid:
+            del _engines[key]           # a parent's: UCX does not survive fork
+        elif e.loop.is_closed():
+            del _engines[key]
+            e.destroy()
 
 
 class Engine:
@@ -65,82 +99,156 @@ class Engine:
             raise CommError(f"cxl comm: {_ucp.last_error()}")
         self.w = w
         self.efd = self.lib.cxl_comm_worker_efd(w)
-        # (request, future, objects kept alive until it completes)
-        self.inflight: List[Tuple[int, asyncio.Future, Any]] = []
-        self.comms: "weakref.WeakSet[Any]" = weakref.WeakSet()
-        self.listeners: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        # cookie -> comm, listener or connection being made (their _news())
+        self.objs: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+        self._next_id = 1
+        self._news = (ctypes.c_size_t * NEWS_MAX)()
+        # requests in flight: (request, callback(status), objects kept alive)
+        self.inflight: List[Tuple[int, Callable[[int], None], Any]] = []
         self._timer: Optional[asyncio.TimerHandle] = None
+        self._timer_at = 0.0
         self._scheduled = False
+        self._quiet = 0.0
+        self._destroyed = False
         if self.efd >= 0:
-            loop.add_reader(self.efd, self.progress)
-        self.kick()
+            loop.add_reader(self.efd, self._wakeup)
+
+    # -- objects --
+
+    def register(self, obj: Any) -> int:
+        cookie = self._next_id
+        self._next_id += 1
+        self.objs[cookie] = obj
+        return cookie
+
+    def unregister(self, cookie: int) -> None:
+        self.objs.pop(cookie, None)
+
+    # -- progress --
 
     def kick(self) -> None:
-        """Progress soon (after something was posted)."""
+        """Poll soon (after something was posted)."""
         if not self._scheduled:
             self._scheduled = True
             self.loop.call_soon(self.progress)
 
     def progress(self) -> None:
         self._scheduled = False
-        lib = self.lib
-        for _ in range(64):
-            lib.cxl_comm_progress(self.w)
-            busy = self._complete()
-            for lst in list(self.listeners):
-                lst._accept()
-            for c in list(self.comms):
-                c._poll()
-            if self.efd < 0:
-                break
-            if lib.cxl_comm_worker_arm(self.w) and not busy:
-                break
-        if self.inflight or self.efd < 0:
-            delay = 0.002
-        elif self.listeners or any(c._waiter is not None for c in self.comms):
-            delay = TICK_IDLE
-        else:
+        if self._destroyed:
             return
-        if self._timer is None:
-            self._timer = self.loop.call_later(delay, self._tick)
+        lib, w, news, objs = self.lib, self.w, self._news, self.objs
+        found = False
+        while True:
+            n = lib.cxl_comm_poll(w, news, NEWS_MAX)
+            # requests first: news of a failure must find the receives that
+            # completed before it complete
+            if self.inflight and self._complete():
+                found = True
+            for i in range(n):
+                o = objs.get(news[i])
+                if o is not None:
+                    o._news()
+            if n:
+                found = True
+            if n < NEWS_MAX:
+                break
+        if found:
+            self._quiet = 0.0
+            self.kick()             # after the woken tasks: poll, then arm
+        elif self.efd < 0:
+            pass                    # no wake-up: the timers drive it
+        elif self.inflight and self._quiet < QUIET_S:
+            # a transfer in flight: drive it in C (the peer frees ring room
+            # as it drains), handing the loop back every WAIT_US
+            t0 = time.monotonic()
+            if lib.cxl_comm_progress_wait(w, WAIT_US):
+                self._quiet = 0.0
+            else:
+                self._quiet += time.monotonic() - t0
+            self.kick()
+            return
+        elif not lib.cxl_comm_worker_arm(w):
+            # events pending, or sends waiting for room that did not come
+            # for QUIET_S (the peer is busy): poll again soon
+            if self.inflight:
+                self._set_timer(0.0005)
+            else:
+                self.kick()
+            return
+        if not self.inflight:
+            self._quiet = 0.0
+        if self.inflight or self.efd < 0:
+            self._set_timer(TICK_INFLIGHT)
+        elif len(self.objs):
+            self._set_timer(TICK_IDLE)
+
+    def _wakeup(self) -> None:
+        self._quiet = 0.0           # the fd fired: something moves
+        self.progress()
+
+    def _set_timer(self, delay: float) -> None:
+        at = self.loop.time() + delay
+        if self._timer is not None:
+            if self._timer_at <= at:
+                return
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self.loop.call_at(at, self._tick)
 
     def _tick(self) -> None:
         self._timer = None
         self.progress()
 
     def _complete(self) -> bool:
-        done = False
-        still = []
-        for req, fut, keep in self.inflight:
-            st = self.lib.cxl_comm_req_status(req)
+        lib, done, still = self.lib, [], []
+        for item in self.inflight:
+            st = lib.cxl_comm_req_status(item[0])
             if st == _ucp.INPROGRESS:
-                still.append((req, fut, keep))
-                continue
-            self.lib.cxl_comm_req_free(req)
-            done = True
-            if fut.done():
-                continue
-            if st == 0:
-                fut.set_result(keep)
+                still.append(item)
             else:
-                fut.set_exception(CommError(f"cxl comm: request failed ({st})"))
+                lib.cxl_comm_req_free(item[0])
+                done.append((item[1], st))
+        if not done:
+            return False
         self.inflight = still
-        return done
+        for cb, st in done:
+            cb(st)
+        return True
 
-    def done_now(self, req: int) -> bool:
-        """Whether request ``req`` finished at once (most eager sends and
-        every eager receive do); then it is released and nothing waits."""
-        if req and self.lib.cxl_comm_req_status(req) == 0:
-            self.lib.cxl_comm_req_free(req)
-            return True
-        return False
+    def track(self, req: int, cb: Callable[[int], None], keep: Any) -> None:
+        """Call ``cb(status)`` once request ``req`` is done; ``keep`` (the
+        request's buffers) lives until then."""
+        self.inflight.append((req, cb, keep))
+        self._set_timer(TICK_INFLIGHT)
 
-    def track(self, req: int, keep: Any) -> asyncio.Future:
-        """A future for request ``req``; ``keep`` lives until it is done."""
+    def wait(self, reqs: List[int], keep: Any) -> "asyncio.Future":
+        """A future done when all of ``reqs`` are (CommError if one failed)."""
         fut = self.loop.create_future()
-        if not req:
-            fut.set_exception(CommError(f"cxl comm: {_ucp.last_error()}"))
-            return fut
-        self.inflight.append((req, fut, keep))
-        self.kick()
+        left = [len(reqs)]
+        failed: List[int] = []
+
+        def cb(st: int) -> None:
+            if st != 0:
+                failed.append(st)
+            left[0] -= 1
+            if left[0] == 0 and not fut.done():
+                if failed:
+                    fut.set_exception(CommError(
+                        f"cxl comm: request failed (UCS status {failed[0]})"))
+                else:
+                    fut.set_result(None)
+
+        for r in reqs:
+            self.track(r, cb, keep)
         return fut
+
+    def destroy(self) -> None:
+        """Free the worker (its loop is gone: nothing can use it)."""
+        if self._destroyed:
+            return
+        self._destroyed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.efd >= 0 and not self.loop.is_closed():
+            self.loop.remove_reader(self.efd)
+        self.lib.cxl_comm_worker_destroy(self.w)

@@ -11,12 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-cxl_comm_req_t *cxl_comm_req_new(void)
+cxl_comm_req_t *cxl_comm_req_new(cxl_comm_worker_t *w)
 {
     cxl_comm_req_t *req = calloc(1, sizeof(*req));
 
     if (req != NULL) {
         req->status = CXL_COMM_INPROGRESS;
+        req->worker = w;
     } else {
         cxl_comm_error(UCS_ERR_NO_MEMORY, "out of memory");
     }
@@ -28,6 +29,7 @@ void cxl_comm_req_done(void *request, ucs_status_t status, cxl_comm_req_t *req)
     if (request != NULL) {
         ucp_request_free(request);
     }
+    req->worker->ncompleted++;
     if (req->orphan) {
         free(req);
         return;
@@ -52,18 +54,6 @@ void cxl_comm_req_free(cxl_comm_req_t *req)
     free(req);
 }
 
-static cxl_comm_ep_t *cxl_comm_ep_of(cxl_comm_worker_t *w, ucp_ep_h uep)
-{
-    cxl_comm_ep_t *ep;
-
-    for (ep = w->eps; ep != NULL; ep = ep->next) {
-        if (ep->ep == uep) {
-            return ep;
-        }
-    }
-    return NULL;
-}
-
 static ucs_status_t cxl_comm_am_cb(void *arg, const void *header,
                                    size_t header_len, void *data, size_t length,
                                    const ucp_am_recv_param_t *param)
@@ -73,12 +63,20 @@ static ucs_status_t cxl_comm_am_cb(void *arg, const void *header,
     cxl_comm_msg_t *m;
     ucs_status_t ret = UCS_OK;
 
-    (void)header;
-    (void)header_len;
+    uint32_t hdr;
+
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
-        ((ep = cxl_comm_ep_of(w, param->reply_ep)) == NULL) ||
-        ((m = calloc(1, sizeof(*m))) == NULL)) {
+        ((ep = cxl_comm_ep_find(w, param->reply_ep)) == NULL)) {
         return UCS_OK;      /* an endpoint being closed: dropped */
+    }
+    if (header_len == sizeof(hdr)) {
+        memcpy(&hdr, header, sizeof(hdr));
+        cxl_comm_ep_peer_marker(ep, hdr);
+        return UCS_OK;
+    }
+    if (ep->closing || ep->peer_closed ||
+        ((m = calloc(1, sizeof(*m))) == NULL)) {
+        return UCS_OK;      /* closed here, or after the peer's CLOSE: dropped */
     }
     m->len = length;
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
@@ -94,12 +92,14 @@ static ucs_status_t cxl_comm_am_cb(void *arg, const void *header,
         if (m->data == NULL) {
             free(m);
             ep->status = UCS_ERR_NO_MEMORY;
+            cxl_comm_news(w, &ep->news);
             return UCS_OK;
         }
         memcpy(m->data, data, length);
     }
     *ep->tail = m;
     ep->tail  = &m->next;
+    cxl_comm_news(w, &ep->news);
     return ret;
 }
 
@@ -144,19 +144,55 @@ static void cxl_comm_send_cb(void *request, ucs_status_t status, void *arg)
     cxl_comm_req_done(request, status, arg);
 }
 
-cxl_comm_req_t *cxl_comm_send(cxl_comm_ep_t *ep, const void *buf, size_t len)
+static int cxl_comm_ep_usable(cxl_comm_ep_t *ep, const char *what)
+{
+    if (ep->status) {
+        return cxl_comm_error(ep->status, "%s: %s", what,
+                              ucs_status_string(ep->status));
+    }
+    if (ep->peer_closed) {
+        return cxl_comm_error(UCS_ERR_CONNECTION_RESET, "%s: the peer closed "
+                              "the connection", what);
+    }
+    if (!ep->ready) {
+        return cxl_comm_error(UCS_ERR_NOT_CONNECTED, "%s: not connected yet",
+                              what);
+    }
+    return CXL_COMM_OK;
+}
+
+/* A request for an operation UCP answered with sp (NULL: done at once). */
+static int cxl_comm_req_of(ucs_status_ptr_t sp, cxl_comm_req_t *req,
+                           cxl_comm_req_t **req_p, const char *what)
+{
+    if (UCS_PTR_IS_PTR(sp)) {
+        *req_p = req;
+        return CXL_COMM_INPROGRESS;     /* its callback completes req */
+    }
+    free(req);
+    if (UCS_PTR_IS_ERR(sp)) {
+        return cxl_comm_error(UCS_PTR_STATUS(sp), "%s: %s", what,
+                              ucs_status_string(UCS_PTR_STATUS(sp)));
+    }
+    return CXL_COMM_OK;
+}
+
+int cxl_comm_send_nb(cxl_comm_ep_t *ep, const void *buf, size_t len,
+                     cxl_comm_req_t **req_p)
 {
     ucp_request_param_t prm;
     ucs_status_ptr_t sp;
     cxl_comm_req_t *req;
+    int rc;
 
-    if (ep->status) {
-        cxl_comm_error(ep->status, "send: %s", ucs_status_string(ep->status));
-        return NULL;
+    *req_p = NULL;
+    rc = cxl_comm_ep_usable(ep, "send");
+    if (rc != 0) {
+        return rc;
     }
-    req = cxl_comm_req_new();
+    req = cxl_comm_req_new(ep->worker);
     if (req == NULL) {
-        return NULL;
+        return UCS_ERR_NO_MEMORY;
     }
     memset(&prm, 0, sizeof(prm));
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -165,12 +201,23 @@ cxl_comm_req_t *cxl_comm_send(cxl_comm_ep_t *ep, const void *buf, size_t len)
     prm.user_data    = req;
     prm.flags        = UCP_AM_SEND_FLAG_REPLY;
     sp = ucp_am_send_nbx(ep->ep, CXL_COMM_AM_ID, NULL, 0, buf, len, &prm);
-    if (UCS_PTR_IS_ERR(sp)) {
-        req->status = UCS_PTR_STATUS(sp);
-        cxl_comm_error(req->status, "send: %s",
-                       ucs_status_string(UCS_PTR_STATUS(sp)));
-    } else if (sp == NULL) {
-        req->status = CXL_COMM_OK;
+    return cxl_comm_req_of(sp, req, req_p, "send");
+}
+
+cxl_comm_req_t *cxl_comm_send(cxl_comm_ep_t *ep, const void *buf, size_t len)
+{
+    cxl_comm_req_t *req = NULL;
+    int rc = cxl_comm_send_nb(ep, buf, len, &req);
+
+    if (rc == CXL_COMM_INPROGRESS) {
+        return req;
+    }
+    if ((rc < 0) && (ep->status || !ep->ready)) {
+        return NULL;            /* the endpoint is unusable */
+    }
+    req = cxl_comm_req_new(ep->worker);
+    if (req != NULL) {
+        req->status = rc;
     }
     return req;
 }
@@ -191,25 +238,21 @@ static void cxl_comm_recv_cb(void *request, ucs_status_t status, size_t length,
     cxl_comm_req_done(request, status, arg);
 }
 
-cxl_comm_req_t *cxl_comm_recv(cxl_comm_ep_t *ep, void *buf, size_t len)
+int cxl_comm_recv_nb(cxl_comm_ep_t *ep, void *buf, size_t len,
+                     cxl_comm_req_t **req_p)
 {
     ucp_request_param_t prm;
     cxl_comm_msg_t *m = ep->head;
     ucs_status_ptr_t sp;
     cxl_comm_req_t *req;
 
+    *req_p = NULL;
     if (m == NULL) {
-        cxl_comm_error(UCS_ERR_NO_ELEM, "recv: no message has arrived");
-        return NULL;
+        return cxl_comm_error(UCS_ERR_NO_ELEM, "recv: no message has arrived");
     }
     if (len < m->len) {
-        cxl_comm_error(UCS_ERR_MESSAGE_TRUNCATED, "recv: message of %zu "
-                       "bytes, buffer of %zu", m->len, len);
-        return NULL;
-    }
-    req = cxl_comm_req_new();
-    if (req == NULL) {
-        return NULL;
+        return cxl_comm_error(UCS_ERR_MESSAGE_TRUNCATED, "recv: message of %zu "
+                              "bytes, buffer of %zu", m->len, len);
     }
     ep->head = m->next;
     if (ep->head == NULL) {
@@ -217,22 +260,40 @@ cxl_comm_req_t *cxl_comm_recv(cxl_comm_ep_t *ep, void *buf, size_t len)
     }
     if (!m->rndv) {
         memcpy(buf, m->data, m->len);
-        req->status = CXL_COMM_OK;
         cxl_comm_msg_free(ep->worker, m);
-        return req;
+        return CXL_COMM_OK;
+    }
+    req = cxl_comm_req_new(ep->worker);
+    if (req == NULL) {
+        /* the rendezvous can not be received: its data is dropped */
+        cxl_comm_msg_free(ep->worker, m);
+        return UCS_ERR_NO_MEMORY;
     }
     memset(&prm, 0, sizeof(prm));
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     prm.cb.recv_am   = cxl_comm_recv_cb;
     prm.user_data    = req;
     sp = ucp_am_recv_data_nbx(ep->worker->worker, m->data, buf, m->len, &prm);
-    if (UCS_PTR_IS_ERR(sp)) {
-        req->status = UCS_PTR_STATUS(sp);
-        cxl_comm_error(req->status, "recv: %s",
-                       ucs_status_string(UCS_PTR_STATUS(sp)));
-    } else if (sp == NULL) {
-        req->status = CXL_COMM_OK;
-    }
     free(m);
+    return cxl_comm_req_of(sp, req, req_p, "recv");
+}
+
+cxl_comm_req_t *cxl_comm_recv(cxl_comm_ep_t *ep, void *buf, size_t len)
+{
+    cxl_comm_req_t *req = NULL;
+    int rc;
+
+    if ((ep->head == NULL) || (len < ep->head->len)) {
+        cxl_comm_recv_nb(ep, buf, len, &req);   /* sets the error */
+        return NULL;
+    }
+    rc = cxl_comm_recv_nb(ep, buf, len, &req);
+    if (rc == CXL_COMM_INPROGRESS) {
+        return req;
+    }
+    req = cxl_comm_req_new(ep->worker);
+    if (req != NULL) {
+        req->status = rc;
+    }
     return req;
 }
