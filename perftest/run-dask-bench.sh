@@ -127,7 +127,7 @@ args=(--out "$OUT")
 ((SMOKE)) && args+=(--smoke)
 LIBENV=()
 [[ $BUILDDIR != "$REPO_DIR/build-release" && $BUILDDIR != "$REPO_DIR/build" ]] &&
-    LIBENV=(UCX_CXL_LIBDIR="$BUILDDIR/.libs" UCX_WARN_UNUSED_ENV_VARS=n)
+    LIBENV=(CXL_LIBDIR="$BUILDDIR/.libs" UCX_WARN_UNUSED_ENV_VARS=n)
 msg "dask_bench.py ${args[*]} ${CXL_ENV[*]:-}"
 env PYTHONPATH="$REPO_DIR/python" UCX_CXL_POOL="$POOL" ${LIBENV[@]+"${LIBENV[@]}"} \
     ${CXL_ENV[@]+"${CXL_ENV[@]}"} \

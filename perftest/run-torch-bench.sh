@@ -194,9 +194,9 @@ trap cleanup EXIT
 trap 'msg "interrupted"; exit 130' INT TERM
 
 export PYTHONPATH="$REPO_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
-export UCX_CXL_LIBDIR="$BUILDDIR/.libs"
+export CXL_LIBDIR="$BUILDDIR/.libs"
 # UCX warns (on stdout) about every UCX_* variable it does not know, and
-# the package's UCX_CXL_LIBDIR is one
+# the package's CXL_LIBDIR is one
 export UCX_WARN_UNUSED_ENV_VARS=n
 export UCX_CXL_POOL="$POOL"
 cli() { LD_PRELOAD="$MODULE" "$CLI" "$@"; }

@@ -338,7 +338,7 @@ def broker_stat(cli: Optional[str]) -> Dict:
     if not cli:
         return {}
     env = dict(os.environ)
-    mod = os.path.join(env.pop("UCX_CXL_LIBDIR", ""), "libuct_cxl.so")
+    mod = os.path.join(env.pop("CXL_LIBDIR", ""), "libuct_cxl.so")
     if os.path.exists(mod):
         env["LD_PRELOAD"] = mod     # UCX 1.13 loads no module by itself
     r = subprocess.run([cli, "stat", "--json"], capture_output=True, text=True,

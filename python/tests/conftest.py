@@ -5,7 +5,7 @@ directory under /dev/shm (build-release/cxlpool create), listening on 127.0.0.1 
 derived from this process's id; UCX_CXL_POOL and CXL_BROKER point the
 tests (and the processes they start) at it.  The binaries are in
 $CXL_BUILDDIR (default REPO/build-release); the libraries in
-$UCX_CXL_LIBDIR (default $CXL_BUILDDIR/.libs).
+$CXL_LIBDIR (default $CXL_BUILDDIR/.libs).
 
 Datasets, one per format, written here with random contents and added
 through ``ucx_cxl.Broker.add``; ``Spec.expected(i)`` is sample i as the
@@ -32,8 +32,8 @@ from helpers import BrokerProc
 
 REPO = Path(__file__).resolve().parents[2]
 BUILDDIR = Path(os.environ.get("CXL_BUILDDIR", REPO / "build-release"))
-LIBDIR = Path(os.environ.get("UCX_CXL_LIBDIR", BUILDDIR / ".libs"))
-os.environ.setdefault("UCX_CXL_LIBDIR", str(LIBDIR))
+LIBDIR = Path(os.environ.get("CXL_LIBDIR", BUILDDIR / ".libs"))
+os.environ.setdefault("CXL_LIBDIR", str(LIBDIR))
 # the processes the tests start import ucx_cxl and helpers too
 _pp = [str(REPO / "python"), str(Path(__file__).resolve().parent)]
 os.environ["PYTHONPATH"] = os.pathsep.join(

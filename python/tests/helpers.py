@@ -56,9 +56,9 @@ def same(sample: Any, expected: Any) -> bool:
 
 def ucx_env(**kw: str) -> Dict[str, str]:
     """The environment for the C programs: UCX warns on stdout about every
-    UCX_* variable it does not know, ucx_cxl's UCX_CXL_LIBDIR included."""
+    UCX_* variable it does not know, ucx_cxl's CXL_LIBDIR included."""
     env = dict(os.environ, **kw)
-    env.pop("UCX_CXL_LIBDIR", None)
+    env.pop("CXL_LIBDIR", None)
     return env
 
 

@@ -51,7 +51,7 @@ done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpu-tests.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 export PYTHONPATH="$top/python${PYTHONPATH:+:$PYTHONPATH}"
-export UCX_CXL_LIBDIR="$build/.libs" UCX_WARN_UNUSED_ENV_VARS=n CXL_BUILDDIR="$build"
+export CXL_LIBDIR="$build/.libs" UCX_WARN_UNUSED_ENV_VARS=n CXL_BUILDDIR="$build"
 
 if ((FAKE)); then
     mkdir -p "$tmp/cuda/lib64"

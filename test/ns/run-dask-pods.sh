@@ -116,7 +116,7 @@ fi
 DENV=(env -u LD_PRELOAD PYTHONPATH="$top/python" UCX_CXL_POOL="$POOL" UCX_LOG_LEVEL=info
       DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=30s)
 [ "$build" != "$top/build-release" ] && [ "$build" != "$top/build" ] &&
-    DENV+=(UCX_CXL_LIBDIR="$build/.libs" UCX_WARN_UNUSED_ENV_VARS=n)
+    DENV+=(CXL_LIBDIR="$build/.libs" UCX_WARN_UNUSED_ENV_VARS=n)
 PORT=$((20000 + $$ % 20000))
 SCHED=cxl://$H1:$PORT
 

@@ -4,7 +4,7 @@
 # pytest -q python/tests/dask (the comm contract of distributed on cxl,
 # libcxl_comm's wire-up, LocalCluster(protocol="cxl") against tcp, a worker
 # killed with SIGKILL), with PYTHONPATH=TOP/python and the libraries of the
-# build folder (UCX_CXL_LIBDIR where it is not TOP/build-release or
+# build folder (CXL_LIBDIR where it is not TOP/build-release or
 # TOP/build, which the package finds itself).  The caller's UCX_* variables and
 # LD_PRELOAD are cleared (the package loads the transport itself; the
 # backend's default UCX_TLS is cxl,tcp).  The tests make their own pool
@@ -38,7 +38,7 @@ export PYTHONPATH=$top/python CXLPOOL_BIN=$build/cxlpool
 if [ "$build" != "$top/build-release" ] && [ "$build" != "$top/build" ]; then
     # the package finds those two itself; UCX warns about UCX_ variables
     # it does not know (on stdout)
-    export UCX_CXL_LIBDIR=$build/.libs UCX_WARN_UNUSED_ENV_VARS=n
+    export CXL_LIBDIR=$build/.libs UCX_WARN_UNUSED_ENV_VARS=n
 fi
 
 out=$(mktemp "${TMPDIR:-/tmp}/dask-tests.XXXXXX") || exit 99
