@@ -158,10 +158,27 @@ int brk_call_post(cxl_broker_t *b, uint32_t type, const void *payload,
  * and before the caller's payload goes */
 static void brk_slot_release(cxl_broker_t *b, brk_call_slot_t *slot)
 {
+    double deadline = brk_cnow() + b->timeout;
+    int cancelled = 0;
+
     if (slot->sreq != NULL) {
         while (ucp_request_check_status(slot->sreq) == UCS_INPROGRESS) {
-            if (b->dead) {
+            if ((b->dead || (brk_cnow() > deadline)) && !cancelled) {
+                /* a send the broker never takes: the connection is gone
+                 * (the header it reads is this slot's, so it must end) */
+                if (!b->dead) {
+                    b->dead      = 1;
+                    b->ep_status = UCS_ERR_TIMED_OUT;
+                }
                 ucp_request_cancel(b->worker, slot->sreq);
+                cancelled = 1;
+                deadline  = brk_cnow() + 1.0;
+            } else if (cancelled && (brk_cnow() > deadline)) {
+                /* not even the cancel completed: leave the request to UCP
+                 * and never reuse this slot's header */
+                slot->sreq   = NULL;
+                slot->req_id = UINT64_MAX;
+                return;
             }
             ucp_worker_progress(b->worker);
         }
