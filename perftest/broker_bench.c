@@ -24,8 +24,9 @@
  *   crc     CRC32C (cxlpool_crc32c(), what the broker's fill computes over
  *           every chunk) of --record blocks of that buffer, in place: the
  *           fill's CPU ceiling per thread
- *   crc-hw  the same CRC32C with the SSE4.2 crc32 instruction (x86-64),
- *           checked against cxlpool_crc32c() once: what a fill could do
+ *   crc-hw  the same CRC32C with this program's own loop of the SSE4.2
+ *           crc32 instruction (x86-64), checked against cxlpool_crc32c()
+ *           once: the instruction's speed, whatever the library uses
  *
  * Sample indices: uniform over the dataset, from a xorshift64* generator
  * seeded with --seed and the reader's number, the same sequence in every

@@ -454,8 +454,13 @@ L.append("- **broker**: the broker daemon's PSS (broker and view modes only). Th
 L.append("- **page cache**: the dataset file's bytes in the page cache (mincore). pread readers map "
          "none of it, so it is **not** in their PSS: their copy of the data is this one, shared by "
          "every process of the host. mmap readers map it: their shared PSS is that same page cache. "
-         "Broker mode: the broker's fills read the file with buffered pread, so the file stays in the "
-         "page cache next to the pool copy (a second copy on the broker's host the readers do not use).")
+         "Broker and view modes: the readers do not use the file; the broker's fills read it with "
+         "buffered pread, so it stays in the page cache next to the pool copy (a second copy on the "
+         "broker's host) until something evicts it (0 here: dropped since, e.g. by other work's "
+         "drop_caches on a shared machine).")
+L.append("- **broker PSS** covers the pool pages of every resident dataset of the run (the broker "
+         "maps all of them), not only this size's: *readers + broker* is that one copy, shared by "
+         "every reader, plus each process's own memory.")
 L.append("- **added per reader**: what one more reader process costs: its buffer (batch × sample "
          "size), its heap and libraries, and, in broker mode, the UCX cxl transport's own state of "
          "that process in the pool (its interface's channels: `cxlpool info` shows one more extent "
@@ -536,11 +541,11 @@ if cold:
     crc = {k: cold_stats(4194304, 1, k) for k in ("crc", "crc-hw")}
     if crc["crc"]:
         L.append("**The fill's CPU ceiling**: the broker computes CRC32C over every chunk it fills "
-                 "(brk_fill.c, `cxlpool_crc32c()`, a byte-at-a-time table in src/pool/pool_crc.c). "
-                 "One thread, 4 MiB chunks: **%s GB/s** with that table; %s GB/s with the SSE4.2 "
-                 "crc32 instruction (broker_bench --mode crc / crc-hw). Fills run in %s reader "
-                 "threads on %d cores." % (cell(crc["crc"]), cell(crc["crc-hw"]),
-                                            "4 (the default)", NCPU))
+                 "(brk_fill.c, `cxlpool_crc32c()` of src/pool/pool_crc.c). One thread, 4 MiB "
+                 "chunks: **%s GB/s** with `cxlpool_crc32c()` as built; %s GB/s with broker_bench's "
+                 "own loop of the SSE4.2 crc32 instruction (--mode crc / crc-hw). Fills run in %s "
+                 "reader threads on %d cores." % (cell(crc["crc"]), cell(crc["crc-hw"]),
+                                                   "4 (the default)", NCPU))
         L.append("")
     bad = [r for r in cold if r.get("ok") != "1"]
     if bad:

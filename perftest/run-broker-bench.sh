@@ -450,6 +450,9 @@ for ((rep = 1; rep <= REPS; ++rep)); do
         for n in "${READER_LIST[@]}"; do
             for m in "${modes[@]}"; do
                 mapfile -t a < <(mode_args "$m" "$i")
+                # the page-cache baseline reads a cached file (other work on
+                # the machine may drop caches; cheap when it is cached)
+                [[ $m == pread || $m == mmap ]] && cat "${FILES[i]}" >/dev/null
                 wait_idle
                 load1=$(cut -d' ' -f1 /proc/loadavg)
                 bench "$m-${SIZE_LIST[i]}-n$n-r$rep" "${a[@]}" --readers "$n" --seconds "$SECS" \
