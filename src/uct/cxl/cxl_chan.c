@@ -38,7 +38,9 @@ static void uct_cxl_tx_walk(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
         if (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != tx->seq) {
             break;
         }
-        rsize = uct_cxl_rec_size(rec->length);
+        /* as the receiver steps: a BULK record holds only its descriptor
+         * in the ring, whatever the length of its message */
+        rsize = uct_cxl_rec_ring_size(rec);
         if (rsize > size - (tx->head & tx->ring_mask)) {
             break; /* the receiver stops the channel there */
         }
