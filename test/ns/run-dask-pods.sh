@@ -120,11 +120,13 @@ DENV=(env -u LD_PRELOAD PYTHONPATH="$top/python" UCX_CXL_POOL="$POOL" UCX_LOG_LE
 PORT=$((20000 + $$ % 20000))
 SCHED=cxl://$H1:$PORT
 
-# bg POD LOG CMD...: CMD in POD in the background
+# bg POD LOG CMD...: CMD in POD in the background (nsenter execs env and
+# timeout in place, so $! is timeout's pid: not a subshell's, whose TERM
+# would not reach the program)
 bg() {
     local pod=$1 log=$2
     shift 2
-    in_pod "$pod" "${DENV[@]}" timeout -k 5 300 "$@" >"$log" 2>&1 &
+    nsenter -t "$pod" --net --uts --ipc --mount -- "${DENV[@]}" timeout -k 5 300 "$@" >"$log" 2>&1 &
     BG+=($!)
 }
 bg "$P1" "$SCR/scheduler.log" "$PY" -m distributed.cli.dask_scheduler \
