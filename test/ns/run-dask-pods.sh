@@ -61,24 +61,24 @@ cleanup() {
         kill -TERM "$p" 2>/dev/null
     done
     for p in ${BG[@]+"${BG[@]}"}; do
-        for i in $(seq 1 50); do
+        for i in $(seq 1 100); do
             kill -0 "$p" 2>/dev/null || break
             sleep 0.1
         done
-        kill -KILL "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
+        if kill -0 "$p" 2>/dev/null; then
+            pkill -KILL -P "$p"     # its program first: KILL stays with timeout
+            kill -KILL "$p"
+        fi
+        wait "$p"
     done
     pods_cleanup         # pod-2's tmpfs (and its pool) goes with it
     rm -f "$POOL"
-    if [ "${DASK_PODS_KEEP:-0}" = 1 ]; then
-        echo "# logs kept in $SCR"
-    else
-        rm -rf "$SCR"
-    fi
-}
+    [ "${DASK_PODS_KEEP:-0}" = 1 ] || rm -rf "$SCR"
+} 2>/dev/null    # not even bash's "Killed" line of a job killed here
 trap cleanup EXIT
 skip() { echo "SKIP: $1"; exit 77; }
 finish() {
+    [ "${DASK_PODS_KEEP:-0}" = 1 ] && echo "# logs kept in $SCR"
     echo "dask-pods: $PASS passed, $FAIL failed"
     [ "$FAIL" = 0 ]
     exit
