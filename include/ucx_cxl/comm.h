@@ -48,7 +48,8 @@ unsigned cxl_comm_progress(cxl_comm_worker_t *worker);
  * whose next step needs the peer (room in its ring). */
 unsigned cxl_comm_progress_wait(cxl_comm_worker_t *worker, unsigned usec);
 /* Arm the fd: 1 when the caller may sleep on it, 0 when events are
- * pending (progress again first). */
+ * pending (poll again first).  A refusal for a wake-up that was pending
+ * only is retried once after a progress that found nothing. */
 int      cxl_comm_worker_arm(cxl_comm_worker_t *worker);
 /* Progress, then the cookies (cxl_comm_ep_set_user/listener_set_user) of
  * at most max endpoints and listeners with news since they were last
@@ -92,7 +93,9 @@ cxl_comm_req_t *cxl_comm_send(cxl_comm_ep_t *ep, const void *buf, size_t len);
  * failure (< 0; cxl_comm_last_error). */
 int      cxl_comm_send_nb(cxl_comm_ep_t *ep, const void *buf, size_t len,
                           cxl_comm_req_t **req_p);
-/* Whether a message has arrived on ep: 1 and its length, else 0. */
+/* Whether a message has arrived on ep: 1 and its length; else 0 while
+ * the endpoint is usable, its status (< 0) once nothing more can come
+ * (failed, or the peer closed). */
 int      cxl_comm_recv_peek(cxl_comm_ep_t *ep, size_t *len);
 /* Receive the next message into buf (len >= its length). */
 cxl_comm_req_t *cxl_comm_recv(cxl_comm_ep_t *ep, void *buf, size_t len);

@@ -61,24 +61,24 @@ cleanup() {
         kill -TERM "$p" 2>/dev/null
     done
     for p in ${BG[@]+"${BG[@]}"}; do
-        for i in $(seq 1 50); do
+        for i in $(seq 1 100); do
             kill -0 "$p" 2>/dev/null || break
             sleep 0.1
         done
-        kill -KILL "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
+        if kill -0 "$p" 2>/dev/null; then
+            pkill -KILL -P "$p"     # its program first: KILL stays with timeout
+            kill -KILL "$p"
+        fi
+        wait "$p"
     done
     pods_cleanup         # pod-2's tmpfs (and its pool) goes with it
     rm -f "$POOL"
-    if [ "${DASK_PODS_KEEP:-0}" = 1 ]; then
-        echo "# logs kept in $SCR"
-    else
-        rm -rf "$SCR"
-    fi
-}
+    [ "${DASK_PODS_KEEP:-0}" = 1 ] || rm -rf "$SCR"
+} 2>/dev/null    # not even bash's "Killed" line of a job killed here
 trap cleanup EXIT
 skip() { echo "SKIP: $1"; exit 77; }
 finish() {
+    [ "${DASK_PODS_KEEP:-0}" = 1 ] && echo "# logs kept in $SCR"
     echo "dask-pods: $PASS passed, $FAIL failed"
     [ "$FAIL" = 0 ]
     exit
@@ -120,11 +120,13 @@ DENV=(env -u LD_PRELOAD PYTHONPATH="$top/python" UCX_CXL_POOL="$POOL" UCX_LOG_LE
 PORT=$((20000 + $$ % 20000))
 SCHED=cxl://$H1:$PORT
 
-# bg POD LOG CMD...: CMD in POD in the background
+# bg POD LOG CMD...: CMD in POD in the background (nsenter execs env and
+# timeout in place, so $! is timeout's pid: not a subshell's, whose TERM
+# would not reach the program)
 bg() {
     local pod=$1 log=$2
     shift 2
-    in_pod "$pod" "${DENV[@]}" timeout -k 5 300 "$@" >"$log" 2>&1 &
+    nsenter -t "$pod" --net --uts --ipc --mount -- "${DENV[@]}" timeout -k 5 300 "$@" >"$log" 2>&1 &
     BG+=($!)
 }
 bg "$P1" "$SCR/scheduler.log" "$PY" -m distributed.cli.dask_scheduler \

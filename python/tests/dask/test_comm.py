@@ -746,3 +746,66 @@ def test_lanes_inside_one_pool(run):
     assert lanes.get("am") and all(t.startswith("cxl/") for t in lanes["am"]), lanes
     assert all(t.startswith("cxl/") for t in lanes.get("am_bw", [])), lanes
     assert "rma_bw" not in lanes, lanes
+
+
+def test_connections_after_a_sender_died_mid_transfer(run):
+    """A peer process killed with SIGKILL while it sends 256 MiB messages
+    (rendezvous through the pool): its comm fails, and a new connection
+    works (the next sender takes over the dead one's receive channel; it
+    stepped over the dead sender's records by the wrong size before
+    fab055e, and no record of the new connection was ever seen: nothing
+    was wired up after a kill)."""
+    code = (
+        "import asyncio, sys, numpy as np\n"
+        "from distributed.comm import connect\n"
+        "from distributed.protocol import to_serialize\n"
+        "async def main():\n"
+        "    c = await connect(sys.argv[1], timeout=20)\n"
+        "    x = np.ones(256 << 20, np.uint8)\n"
+        "    print('sending', flush=True)\n"
+        "    while True:\n"
+        "        await c.write({'x': to_serialize(x)})\n"
+        "asyncio.run(main())\n")
+
+    async def main():
+        ended = []
+
+        async def handle(comm):
+            try:
+                while True:
+                    m = await comm.read()
+                    if "op" in m:
+                        await comm.write(m)
+            except CommClosedError:
+                ended.append(comm.peer_address)
+
+        lst = await listen("cxl://127.0.0.1", handle)
+        p = subprocess.Popen([sys.executable, "-c", code, lst.contact_address],
+                             stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+        loop = asyncio.get_running_loop()
+        try:
+            line = await asyncio.wait_for(loop.run_in_executor(None, p.stdout.readline), 60)
+            assert line.strip() == "sending", line
+            await asyncio.sleep(0.3)            # in the middle of a transfer
+            p.kill()
+            await loop.run_in_executor(None, p.wait)
+        finally:
+            p.kill()
+        for _ in range(200):
+            if ended:
+                break
+            await asyncio.sleep(0.05)
+        dead = list(ended)
+        await asyncio.sleep(0.3)
+        try:
+            after = await connect(lst.contact_address, timeout=10)
+            await after.write({"op": "echo", "i": 2})
+            r = await asyncio.wait_for(after.read(), 10)
+            await after.close()
+        except OSError as e:
+            r = f"no new connection: {e}"
+        lst.stop()
+        return dead, r
+    dead, r = run(main())
+    assert len(dead) == 1, dead
+    assert r == {"op": "echo", "i": 2}

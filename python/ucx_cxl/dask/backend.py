@@ -73,6 +73,7 @@ class CXLComm(Comm):
         self._rx: Deque[list] = collections.deque()
         self._n = ctypes.c_size_t()
         self._req = ctypes.c_void_p()
+        self._gone = 0          # the endpoint's status once nothing can come
         self._cookie = eng.register(self)
         eng.lib.cxl_comm_ep_set_user(ep, self._cookie)
         self._finalizer = weakref.finalize(self, _drop_ep, eng, ep, self._cookie)
@@ -94,15 +95,20 @@ class CXLComm(Comm):
         if frames is not None:
             w.set_result(frames)
         elif self._ep is None or self._failed or (
-                self._status() and all(e[1] for e in self._rx)):
+                self._gone and all(e[1] for e in self._rx)):
             # (receives still in flight complete first, well or not)
             w.set_exception(CommClosedError(
                 f"{self._peer_addr}: connection closed ({self._why()})"))
 
     def _pump(self) -> None:
-        """Receive every message that has arrived."""
+        """Receive every message that has arrived (and learn, from the last
+        peek, whether more can come)."""
         lib, ep, n, req = self._eng.lib, self._ep, self._n, self._req
-        while lib.cxl_comm_recv_peek(ep, ctypes.byref(n)):
+        while True:
+            st = lib.cxl_comm_recv_peek(ep, ctypes.byref(n))
+            if st <= 0:
+                self._gone = st     # < 0: failed or closed by the peer
+                return
             size = n.value
             if size < INLINE_MAX:
                 buf: Any = bytearray(size)
@@ -194,7 +200,7 @@ class CXLComm(Comm):
         frames = self._take()
         if frames is None:
             if self._ep is None or self._failed or (
-                    self._status() and all(e[1] for e in self._rx)):
+                    self._gone and all(e[1] for e in self._rx)):
                 raise CommClosedError(f"{self._peer_addr}: connection closed "
                                       f"({self._why()})")
             self._waiter = w = self._eng.loop.create_future()
@@ -211,7 +217,7 @@ class CXLComm(Comm):
             raise CommClosedError(f"{self._peer_addr}: truncated message")
 
     async def write(self, msg, serializers=None, on_error="message"):
-        if self._ep is None or self._failed or self._status():
+        if self._ep is None or self._failed or self._gone:
             raise CommClosedError(f"{self._peer_addr}: comm closed ({self._why()})")
         frames = await to_frames(
             msg, allow_offload=self.allow_offload, serializers=serializers,

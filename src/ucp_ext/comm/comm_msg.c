@@ -225,7 +225,8 @@ cxl_comm_req_t *cxl_comm_send(cxl_comm_ep_t *ep, const void *buf, size_t len)
 int cxl_comm_recv_peek(cxl_comm_ep_t *ep, size_t *len)
 {
     if (ep->head == NULL) {
-        return 0;
+        /* nothing more will come from a failed or closed endpoint */
+        return (ep->status || ep->peer_closed) ? cxl_comm_ep_status(ep) : 0;
     }
     *len = ep->head->len;
     return 1;

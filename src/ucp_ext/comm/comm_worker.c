@@ -207,5 +207,26 @@ unsigned cxl_comm_progress_wait(cxl_comm_worker_t *w, unsigned usec)
 
 int cxl_comm_worker_arm(cxl_comm_worker_t *w)
 {
-    return (w->efd >= 0) && (ucp_worker_arm(w->worker) == UCS_OK);
+    unsigned long done = w->ncompleted;
+    int i;
+
+    if (w->efd < 0) {
+        return 0;
+    }
+    /*
+     * A refusal often only means that a wake-up was pending, for events
+     * the caller has handled already (the arm drained it): then a progress
+     * finds nothing and the second arm succeeds, which saves the caller a
+     * round of polling per message.
+     */
+    for (i = 0; i < 2; ++i) {
+        if (ucp_worker_arm(w->worker) == UCS_OK) {
+            return 1;
+        }
+        if (cxl_comm_progress(w) || (w->news_head != NULL) ||
+            (w->ncompleted != done)) {
+            return 0;
+        }
+    }
+    return 0;
 }
