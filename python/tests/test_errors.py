@@ -119,13 +119,15 @@ def test_killed_worker_leaks_no_pins(broker, workdir, cli):
     assert held > base + 10, f"the workers pin {held - base} chunks"
     victim = it._workers[0].pid
     # the loader notices: its worker died, or a batch it was handing over
-    # (tensors go by file descriptor) did not arrive.  torch's SIGCHLD
+    # (tensors go by file descriptor) did not arrive: the fd's sender is
+    # gone before the loader fetched it, an EOFError out of
+    # multiprocessing's resource sharer (seen in CI).  torch's SIGCHLD
     # handler would raise that at any later bytecode, pytest's own
     # included (an INTERNALERROR in CI): with the default disposition the
     # loader finds the dead worker by its status check, inside the loop.
     old = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     try:
-        with pytest.raises((RuntimeError, ConnectionError)):
+        with pytest.raises((RuntimeError, ConnectionError, EOFError)):
             os.kill(victim, signal.SIGKILL)
             for _ in it:
                 pass
