@@ -15,18 +15,25 @@
 # check-ucx-gtest-sw).  `make check` itself runs the UCP tests and the MPI
 # program in both modes (test/sw/run-ucp-sw.sh, test/sw/run-mpi-sw.sh).
 #
+# Last, the fuzz pass: contrib/build.sh fuzz (clang-14, ASan, UBSan,
+# coverage) and make check-fuzz, every libFuzzer harness of test/fuzz for
+# 10 s from its committed corpus (test/fuzz/run-fuzz.sh).
+#
 # Options: --no-sanitizers   skip the ASan/UBSan pass
 #          --no-ucx-gtest    skip UCX's UCT suites (hw and sw)
+#          --no-fuzz         skip the fuzz pass
 #          --help            this text
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 variants=(release sanitizers)
 ucx_gtest=1
+fuzz=1
 for arg in "$@"; do
     case "$arg" in
         --no-sanitizers) variants=(release) ;;
         --no-ucx-gtest) ucx_gtest=0 ;;
+        --no-fuzz) fuzz=0 ;;
         -h|--help) # the header comment, whatever its length
             awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
             exit 0 ;;
@@ -103,6 +110,21 @@ for variant in "${variants[@]}"; do
             "the same in sw mode on the non-coherent pool emulator"
     fi
 done
+
+if [ "$fuzz" = 1 ]; then
+    echo "=== fuzz build: libFuzzer harnesses (test/fuzz) ==="
+    if ! dir=$("$top/contrib/build.sh" fuzz); then
+        echo "run-tests.sh: fuzz build failed" >&2
+        failed=$((failed + 1))
+    else
+        make -C "$dir" check-fuzz >"$dir/fuzz.log" 2>&1
+        rc=$?
+        grep -E '^(ok |FAIL |    |reproducer )' "$dir/fuzz.log"
+        echo ":test-result: $([ $rc -eq 0 ] && echo PASS || echo FAIL)" >"$dir/fuzz.trs"
+        count_log "$dir/fuzz.log"
+        [ $rc -eq 0 ] || tail -30 "$dir/fuzz.log"
+    fi
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
