@@ -67,6 +67,9 @@ DEB_PACKAGES=(
     # PyTorch datasets and the Dask comm backend, their tests
     python3-numpy python3-torch python3-pytest python3-dask python3-distributed
     python3-pandas
+    # the fuzz pass (test/fuzz): clang with libFuzzer and the sanitizer
+    # runtimes
+    clang-14 libclang-rt-14-dev
 )
 
 UCX_BIN_PKG=libucx0                       # the package whose version we match
