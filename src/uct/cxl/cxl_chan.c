@@ -331,18 +331,52 @@ void uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
 }
 
 /*
+ * The header and bulk descriptor of a record, loaded once: the ring is
+ * shared memory a peer may write at any time, so what is checked must be
+ * what is used (a second load of 'length' after the bounds check could see
+ * a different value).  Each field is one relaxed atomic load, which the
+ * compiler cannot repeat or defer.
+ */
+typedef struct {
+    uint8_t  am_id;
+    uint8_t  flags;
+    uint32_t length;
+    uint64_t ring_size;         /* ring bytes of the record */
+    uint64_t bulk_offset;       /* BULK: pool offset of the message */
+    uint64_t bulk_end;
+} uct_cxl_rx_rec_t;
+
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_rx_snapshot(const uct_cxl_rec_t *rec, uct_cxl_rx_rec_t *r)
+{
+    const uct_cxl_rec_bulk_t *desc = (const uct_cxl_rec_bulk_t*)(rec + 1);
+
+    r->am_id  = __atomic_load_n(&rec->am_id, __ATOMIC_RELAXED);
+    r->flags  = __atomic_load_n(&rec->flags, __ATOMIC_RELAXED);
+    r->length = __atomic_load_n(&rec->length, __ATOMIC_RELAXED);
+    if (r->flags & UCT_CXL_REC_BULK) {
+        r->ring_size   = uct_cxl_rec_size(sizeof(uct_cxl_rec_bulk_t));
+        r->bulk_offset = __atomic_load_n(&desc->offset, __ATOMIC_RELAXED);
+        r->bulk_end    = __atomic_load_n(&desc->bulk_end, __ATOMIC_RELAXED);
+    } else {
+        r->ring_size   = uct_cxl_rec_size(r->length);
+        r->bulk_offset = 0;
+        r->bulk_end    = 0;
+    }
+}
+
+/*
  * A bulk record may point only into the pool's heap, at a whole message:
  * its sender is a peer, and the receiver dereferences what it says.
  */
 static int uct_cxl_rx_bulk_valid(uct_cxl_iface_t *iface,
-                                 const uct_cxl_rec_t *rec)
+                                 const uct_cxl_rx_rec_t *r)
 {
-    const uct_cxl_rec_bulk_t *desc = (const uct_cxl_rec_bulk_t*)(rec + 1);
     uint64_t heap = iface->pool->heap_offset, size = iface->pool->size;
 
-    return (rec->length <= UCT_CXL_BULK_MAX_LENGTH) &&
-           (desc->offset >= heap) && (desc->offset <= size) &&
-           (rec->length <= size - desc->offset);
+    return (r->length <= UCT_CXL_BULK_MAX_LENGTH) &&
+           (r->bulk_offset >= heap) && (r->bulk_offset <= size) &&
+           (r->length <= size - r->bulk_offset);
 }
 
 /*
@@ -370,7 +404,7 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
     uint64_t mask            = iface->block->ring_size - 1;
     uint8_t *ring            = uct_cxl_chan_ring(chan);
     unsigned count           = 0;
-    const uct_cxl_rec_bulk_t *desc;
+    uct_cxl_rx_rec_t r;
     uct_cxl_rec_t *rec;
     int inval                = !rx->head_fresh;
     uint64_t size;
@@ -395,36 +429,36 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
             break;
         }
 
-        size = uct_cxl_rec_ring_size(rec);
+        uct_cxl_rx_snapshot(rec, &r);
+        size = r.ring_size;
         if (ucs_unlikely((size > mask + 1 - (rx->pos & mask)) ||
-                         (rec->am_id >= UCT_AM_ID_MAX) ||
-                         ((rec->flags & UCT_CXL_REC_BULK) &&
-                          !uct_cxl_rx_bulk_valid(iface, rec)))) {
+                         (r.am_id >= UCT_AM_ID_MAX) ||
+                         ((r.flags & UCT_CXL_REC_BULK) &&
+                          !uct_cxl_rx_bulk_valid(iface, &r)))) {
             ucs_error("cxl: corrupt record in channel %u at %" PRIu64
                       " (length %u, am_id %u, flags 0x%x); channel stopped",
-                      index, rx->pos, rec->length, rec->am_id, rec->flags);
+                      index, rx->pos, r.length, r.am_id, r.flags);
             rx->seq--; /* never matches again */
             break;
         }
 
-        if (rec->flags & UCT_CXL_REC_BULK) {
-            desc = (const uct_cxl_rec_bulk_t*)(rec + 1);
-            data = iface->pool->base + desc->offset;
-            cxl_coh_invalidate(iface->coh, data, rec->length);
-            rx->bulk_tail = desc->bulk_end;
-            if (rec->flags & UCT_CXL_REC_OP) {
-                iface->rx_ops->op(iface, index, data, rec->length);
+        if (r.flags & UCT_CXL_REC_BULK) {
+            data = iface->pool->base + r.bulk_offset;
+            cxl_coh_invalidate(iface->coh, data, r.length);
+            rx->bulk_tail = r.bulk_end;
+            if (r.flags & UCT_CXL_REC_OP) {
+                iface->rx_ops->op(iface, index, data, r.length);
             } else {
-                iface->rx_ops->am(iface, rec->am_id, data, rec->length);
+                iface->rx_ops->am(iface, r.am_id, data, r.length);
             }
             ++count;
-        } else if (rec->flags & UCT_CXL_REC_OP) {
+        } else if (r.flags & UCT_CXL_REC_OP) {
             uct_cxl_rx_fetch_body(iface, rec, size);
-            iface->rx_ops->op(iface, index, rec + 1, rec->length);
+            iface->rx_ops->op(iface, index, rec + 1, r.length);
             ++count;
-        } else if (!(rec->flags & UCT_CXL_REC_PAD)) {
+        } else if (!(r.flags & UCT_CXL_REC_PAD)) {
             uct_cxl_rx_fetch_body(iface, rec, size);
-            iface->rx_ops->am(iface, rec->am_id, rec + 1, rec->length);
+            iface->rx_ops->am(iface, r.am_id, rec + 1, r.length);
             ++count;
         }
         rx->pos += size;
