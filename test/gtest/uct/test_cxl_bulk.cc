@@ -5,6 +5,11 @@
 #include "cxl_uct_util.h"
 #include "../../../src/uct/cxl/cxl_channel.h"
 
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 using namespace cxluct;
@@ -301,4 +306,149 @@ TEST_F(cxl_bulk, record_pointing_outside_the_heap_is_refused)
         EXPECT_TRUE(said) << "no error about the record";
     }
     EXPECT_EQ(0u, m_recv + m_bad) << "a record outside the heap was delivered";
+}
+
+/*
+ * The record's header is a peer's to rewrite at any time: a receiver that
+ * checks 'length' and then loads it again hands its callback a length it
+ * never checked.  Deterministically: the page of the record is made
+ * inaccessible in the transport's mapping, and every load of 'length'
+ * from it traps; the first sees 4096, every later one 2^31 (written
+ * through a second mapping), as if a peer rewrote it in between; each
+ * trapped instruction is then single-stepped and the page closed again.
+ * Before the receive path loaded the header once, a BULK record's length
+ * was loaded again after its payload's invalidate (a compiler barrier in
+ * hw mode) and the callback got 2^31 bytes.
+ */
+namespace {
+
+struct trap_state {
+    uint8_t           *page;        /* in the transport's mapping */
+    uint32_t          *length;      /* the field, transport's mapping */
+    volatile uint32_t *alias;       /* the same field, second mapping */
+    unsigned           loads;
+    struct sigaction   old_segv, old_trap;
+};
+
+trap_state g_trap;
+
+void trap_segv(int sig, siginfo_t *si, void *ctx)
+{
+    ucontext_t *uc = static_cast<ucontext_t*>(ctx);
+    uint8_t *a     = static_cast<uint8_t*>(si->si_addr);
+
+    if ((a < g_trap.page) || (a >= g_trap.page + 4096)) {
+        sigaction(sig, &g_trap.old_segv, NULL); /* a real crash */
+        return;
+    }
+    if (a == (uint8_t*)g_trap.length) {
+        *g_trap.alias = (g_trap.loads++ == 0) ? 4096u : 0x80000000u;
+    }
+    mprotect(g_trap.page, 4096, PROT_READ | PROT_WRITE);
+    uc->uc_mcontext.gregs[REG_EFL] |= 0x100; /* trap after one instruction */
+}
+
+void trap_step(int, siginfo_t *, void *ctx)
+{
+    ucontext_t *uc = static_cast<ucontext_t*>(ctx);
+
+    uc->uc_mcontext.gregs[REG_EFL] &= ~0x100;
+    mprotect(g_trap.page, 4096, PROT_NONE);
+}
+
+/* The transport's mapping of the pool file: the one that is not ours. */
+uint8_t *transport_mapping(const std::string &path, const void *ours)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4096], name[4096];
+    unsigned long lo, hi, off;
+    uint8_t *found = NULL;
+
+    while ((f != NULL) && fgets(line, sizeof(line), f)) {
+        name[0] = '\0';
+        if ((sscanf(line, "%lx-%lx %*s %lx %*s %*s %4095s", &lo, &hi, &off,
+                    name) == 4) && (path == name) && (off == 0) &&
+            ((void*)lo != ours)) {
+            found = (uint8_t*)lo;
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return found;
+}
+
+struct seen_lengths {
+    unsigned delivered = 0;
+    size_t   length    = 0;
+};
+
+ucs_status_t record_length_cb(void *arg, void *, size_t length, unsigned)
+{
+    seen_lengths *s = static_cast<seen_lengths*>(arg);
+
+    s->delivered++;
+    s->length = length;
+    return UCS_OK;
+}
+
+} // namespace
+
+TEST_F(cxl_bulk, record_length_rewritten_under_the_receiver)
+{
+    static const uint8_t TRAP_AM = 11;
+    scoped_env channels("UCX_CXL_NUM_CHANNELS", "1");
+    struct sigaction sa;
+    seen_lengths seen;
+    stack r, s;
+    uct_ep_h ep;
+    iface_addr addr;
+
+    open_pair(r, s, &ep);
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(r.iface, TRAP_AM,
+                                               record_length_cb, &seen,
+                                               UCT_CB_FLAG_ASYNC));
+    memcpy(&addr, r.iface_addr.data(), sizeof(addr));
+    pool_map map(m_path);
+    ASSERT_TRUE(map.ok()) << m_path;
+    uint8_t *base = transport_mapping(m_path, map.at(0));
+    ASSERT_TRUE(base != NULL) << "no mapping of " << m_path << " but ours";
+
+    uct_cxl_block_hdr_t *hdr = (uct_cxl_block_hdr_t*)map.at(addr.block_offset);
+    uct_cxl_chan_ctl_t *chan = uct_cxl_block_chan(hdr, 0);
+    uct_cxl_rec_t *rec       = (uct_cxl_rec_t*)uct_cxl_chan_ring(chan);
+    uct_cxl_rec_bulk_t *desc = (uct_cxl_rec_bulk_t*)(rec + 1);
+    uint64_t rec_off         = (uint8_t*)rec - (uint8_t*)map.at(0);
+
+    ASSERT_EQ(0u, chan->head);
+    rec->am_id     = TRAP_AM;
+    rec->flags     = UCT_CXL_REC_BULK;
+    rec->length    = 4096;
+    desc->offset   = map.size() - 8192; /* inside the heap */
+    desc->bulk_end = 0;
+
+    g_trap.length = (uint32_t*)(base + rec_off + offsetof(uct_cxl_rec_t, length));
+    g_trap.page   = (uint8_t*)((uintptr_t)g_trap.length & ~(uintptr_t)4095);
+    g_trap.alias  = &rec->length;
+    g_trap.loads  = 0;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_flags     = SA_SIGINFO;
+    sa.sa_sigaction = trap_segv;
+    ASSERT_EQ(0, sigaction(SIGSEGV, &sa, &g_trap.old_segv));
+    sa.sa_sigaction = trap_step;
+    ASSERT_EQ(0, sigaction(SIGTRAP, &sa, &g_trap.old_trap));
+
+    __atomic_store_n(&rec->seq, (uint32_t)chan->seq, __ATOMIC_RELEASE);
+    ASSERT_EQ(0, mprotect(g_trap.page, 4096, PROT_NONE));
+    uct_worker_progress(r.worker);
+    mprotect(g_trap.page, 4096, PROT_READ | PROT_WRITE);
+    sigaction(SIGSEGV, &g_trap.old_segv, NULL);
+    sigaction(SIGTRAP, &g_trap.old_trap, NULL);
+
+    EXPECT_GE(g_trap.loads, 1u) << "the receiver never loaded the length";
+    EXPECT_EQ(1u, seen.delivered) << "loads of the length: " << g_trap.loads;
+    EXPECT_EQ(4096u, seen.length) << "a delivery of a length the receiver "
+                                  "did not check (loads of the length: "
+                                  << g_trap.loads << ")";
 }
