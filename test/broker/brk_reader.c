@@ -18,6 +18,11 @@
  *   --loop S    read again and again for S seconds
  *   --local 0|1 never / must map the broker's pool
  *   --expect-error  succeed only if a read fails; prints the seconds
+ *   --scribble FIELD:I  after opening (local readers), write garbage into
+ *               the pool-resident index as any process of the pool could:
+ *               FIELD sample-chunk, sample-file, sample-off, sample-len
+ *               (of sample I) or seg-len (of segment I: what the broker
+ *               fills by), then reads as asked
  */
 #include "brk_client_int.h"
 
@@ -92,13 +97,19 @@ static int rd_pattern_ok(const void *p, size_t len)
 }
 
 /* the sample's bytes as they are in its file */
+/* the index as it was at open, for rd_check, once --scribble rewrote it */
+static const uint8_t *rd_meta_copy;
+
 static int rd_check(cxl_broker_ds_t *ds, uint64_t i, const void *got,
                     size_t len, uint8_t *tmp)
 {
-    const brk_sample_t *s = &ds->samples[i];
-    const brk_chunk_t *ch = &ds->chunks[s->chunk];
-    const brk_seg_t *segs = (const brk_seg_t*)((const uint8_t*)ds->meta +
-                                               ds->meta->segs_off);
+    const uint8_t *m = rd_meta_copy ? rd_meta_copy : (const uint8_t*)ds->meta;
+    const brk_sample_t *s = (const brk_sample_t*)(m + ds->mh.samples_off) + i;
+    const brk_chunk_t *ch = (const brk_chunk_t*)(m + ds->mh.chunks_off) +
+                            s->chunk;
+    const brk_seg_t *segs = (const brk_seg_t*)(m + ds->mh.segs_off);
+    const brk_file_t *files = (const brk_file_t*)(m + ds->mh.files_off);
+    const char *strings = (const char*)m + ds->mh.strings_off;
     const brk_seg_t *g = NULL;
     const brk_file_t *f;
     char path[4096];
@@ -115,9 +126,9 @@ static int rd_check(cxl_broker_ds_t *ds, uint64_t i, const void *got,
     if (g == NULL) {
         return 0;
     }
-    f = &ds->files[g->file];
+    f = &files[g->file];
     snprintf(path, sizeof(path), "%.*s", (int)f->path_len,
-             ds->strings + f->path_off);
+             strings + f->path_off);
     fd = open(path, O_RDONLY);
     if (fd < 0) {
         return 0;
@@ -126,6 +137,49 @@ static int rd_check(cxl_broker_ds_t *ds, uint64_t i, const void *got,
          (ssize_t)len;
     close(fd);
     return ok && !memcmp(tmp, got, len);
+}
+
+/*
+ * --scribble: rewrite one field of the index in the pool, as a peer may
+ * at any time after a reader checked it (doc/design/trust-model.md).
+ */
+static int rd_scribble(cxl_broker_ds_t *ds, const char *what)
+{
+    const char *colon = strchr(what, ':');
+    uint64_t i        = (colon != NULL) ? strtoull(colon + 1, NULL, 0) : 0;
+    size_t flen       = (colon != NULL) ? (size_t)(colon - what) : 0;
+    brk_sample_t *smp;
+    brk_seg_t *seg;
+
+    if ((ds->meta_copy != NULL) || (colon == NULL)) {
+        fprintf(stderr, "brk_reader: --scribble needs a local reader and "
+                "FIELD:INDEX\n");
+        return -1;
+    }
+    rd_meta_copy = malloc(ds->rep.meta_len);
+    if (rd_meta_copy == NULL) {
+        return -1;
+    }
+    memcpy((void*)rd_meta_copy, ds->meta, ds->rep.meta_len);
+    smp = (brk_sample_t*)ds->samples + i;
+    seg = (brk_seg_t*)((char*)ds->meta + ds->mh.segs_off) + i;
+    if (!strncmp(what, "sample-chunk", flen) && (i < ds->mh.nsamples)) {
+        smp->chunk = 0xfffffff0u;
+    } else if (!strncmp(what, "sample-file", flen) && (i < ds->mh.nsamples)) {
+        smp->file = 0xfffffff0u;
+    } else if (!strncmp(what, "sample-off", flen) && (i < ds->mh.nsamples)) {
+        smp->off = 1ull << 40;
+    } else if (!strncmp(what, "sample-len", flen) && (i < ds->mh.nsamples)) {
+        smp->len = 1ull << 40;
+    } else if (!strncmp(what, "seg-len", flen) && (i < ds->mh.nsegs)) {
+        seg->len = 1ull << 40;
+    } else {
+        fprintf(stderr, "brk_reader: --scribble %s: unknown field or index "
+                "out of range\n", what);
+        return -1;
+    }
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -145,6 +199,7 @@ int main(int argc, char **argv)
         {"loop", required_argument, NULL, 'L'},
         {"local", required_argument, NULL, 'l'},
         {"expect-error", no_argument, NULL, 'x'},
+        {"scribble", required_argument, NULL, 'S'},
         {"gen", no_argument, NULL, 'g'},
         {NULL, 0, NULL, 0}};
     cxl_broker_params_t prm;
@@ -156,6 +211,7 @@ int main(int argc, char **argv)
     uint32_t *crcs, digest;
     unsigned version = 0, epochs = 1, batch = 1, e, seed = 1;
     int random = 0, announce = 0, check = 0, pattern = 0, view = 0, expect = 0;
+    const char *scribble = NULL;
     double hold = 0, loop = 0, t0, tend;
     uint8_t *bufs, *tmp;
     int opt, st;
@@ -177,6 +233,7 @@ int main(int argc, char **argv)
         case 'L': loop = atof(optarg); break;
         case 'l': prm.local = atoi(optarg); break;
         case 'x': expect = 1; break;
+        case 'S': scribble = optarg; break;
         case 'g':
             if (argc - optind != 4) {
                 fprintf(stderr, "brk_reader --gen DIR N SIZE TAG\n");
@@ -219,6 +276,9 @@ int main(int argc, char **argv)
     }
     if (!order || !crcs || !iov || !bufs || !tmp || ((view || hold > 0) && !views)) {
         fprintf(stderr, "brk_reader: out of memory\n");
+        return 1;
+    }
+    if ((scribble != NULL) && (rd_scribble(ds, scribble) != 0)) {
         return 1;
     }
     tend = brk_cnow() + loop;

@@ -17,6 +17,7 @@ for s in contrib/run-tests.sh contrib/run-demo.sh contrib/build.sh \
          test/broker/run-broker-fill.sh test/broker/run-broker-version.sh \
          test/broker/run-broker-policy.sh test/broker/run-broker-kill.sh \
          test/broker/run-broker-cli.sh test/broker/run-broker-pods.sh \
+         test/broker/run-broker-scribble.sh \
          test/python/run-pytest.sh \
          test/python/run-dask-tests.sh test/ns/run-dask-pods.sh \
          perftest/run-dask-bench.sh test/perftest/test_dask_bench.sh \

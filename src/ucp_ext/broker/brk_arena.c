@@ -125,29 +125,36 @@ static int brk_arena_check_hdr(brk_srv_t *srv, const cxlpool_extent_t *ext,
 /* Chunk bytes of a recovered version: keep RESIDENT ones, drop the rest. */
 static void brk_arena_recover_chunks(brk_srv_t *srv, brk_vs_t *vs)
 {
-    uint64_t c, w, bad = 0, kept = 0;
+    uint64_t c, w, off, len, bad = 0, kept = 0;
     brk_cstate_t *cs;
+    int reserved;
 
     for (c = 0; c < vs->vrec->nchunks; ++c) {
         cs = &vs->states[c];
-        w  = cs->word;
+        /* pool memory: load once, check, then use only the copies */
+        w   = __atomic_load_n(&cs->word, __ATOMIC_RELAXED);
+        off = __atomic_load_n(&cs->off, __ATOMIC_RELAXED);
+        len = __atomic_load_n(&cs->len, __ATOMIC_RELAXED);
         if (BRK_CSTATE_STATE(w) == BRK_CHUNK_ABSENT) {
             continue;
         }
-        if ((BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) &&
-            (cs->len == vs->chunks[c].len) &&
-            !brk_heap_reserve(&srv->heap, cs->off, cs->len) &&
+        reserved = (BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) &&
+                   (len == vs->chunks[c].len) &&
+                   !brk_heap_reserve(&srv->heap, off, len);
+        if (reserved &&
             (!srv->params.verify ||
-             (cxlpool_crc32c(0, srv->arena + cs->off, cs->len) == cs->crc))) {
+             (cxlpool_crc32c(0, srv->arena + off, len) == cs->crc))) {
+            vs->crt[c].off = off;
+            vs->crt[c].len = len;
             vs->resident_chunks++;
-            vs->resident_bytes += cs->len;
+            vs->resident_bytes += len;
             kept++;
             continue;
         }
-        if (BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) {
-            brk_heap_free(&srv->heap, cs->off, cs->len); /* if reserved */
-            bad++;
+        if (reserved) {
+            brk_heap_free(&srv->heap, off, len);
         }
+        bad += (BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT);
         brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(w) + 1,
                                                 BRK_CHUNK_ABSENT));
     }
@@ -259,6 +266,7 @@ void brk_arena_close(brk_srv_t *srv)
         brk_plan_free(&vs->plan);
         free(vs->crt);
         free(vs->epochs);
+        free(vs->meta);
         free(vs);
     }
     if (srv->hdr != NULL) {
@@ -269,11 +277,14 @@ void brk_arena_close(brk_srv_t *srv)
     brk_heap_fini(&srv->heap);
 }
 
-/* Runtime state over a version record whose ranges are accounted for. */
-static brk_vs_t *brk_vs_new(brk_srv_t *srv, uint32_t slot)
+/*
+ * Runtime state over a version record whose ranges are accounted for; meta
+ * is the private, checked copy of its blob (taken over).  The broker never
+ * reads the pool's blob again: any process of the pool could rewrite it.
+ */
+static brk_vs_t *brk_vs_new(brk_srv_t *srv, uint32_t slot, brk_meta_t *meta)
 {
     brk_vrec_t *vrec = &srv->vrecs[slot];
-    const brk_meta_t *meta = (const brk_meta_t*)(srv->arena + vrec->meta_off);
     brk_vs_t *vs;
 
     vs = calloc(1, sizeof(*vs));
@@ -282,6 +293,7 @@ static brk_vs_t *brk_vs_new(brk_srv_t *srv, uint32_t slot)
     }
     if ((vs == NULL) || (vs->crt == NULL)) {
         free(vs);
+        free(meta);
         return NULL;
     }
     vs->slot    = slot;
@@ -298,12 +310,25 @@ static brk_vs_t *brk_vs_new(brk_srv_t *srv, uint32_t slot)
     return vs;
 }
 
+/* A private copy of len bytes of the arena at off, or NULL. */
+static brk_meta_t *brk_arena_copy_meta(brk_srv_t *srv, uint64_t off,
+                                       uint64_t len)
+{
+    brk_meta_t *copy = malloc(len ? len : 1);
+
+    if (copy != NULL) {
+        cxl_coh_invalidate(srv->coh, srv->arena + off, len);
+        memcpy(copy, srv->arena + off, len);
+    }
+    return copy;
+}
+
 /* Runtime state over a version record found at start: checks the record
  * and its metadata, and reserves their ranges. */
 brk_vs_t *brk_vs_attach(brk_srv_t *srv, uint32_t slot, char *err, size_t errlen)
 {
     brk_vrec_t *vrec = &srv->vrecs[slot];
-    const brk_meta_t *meta;
+    brk_meta_t *meta;
     brk_vs_t *vs;
     uint64_t states_len;
 
@@ -317,22 +342,27 @@ brk_vs_t *brk_vs_attach(brk_srv_t *srv, uint32_t slot, char *err, size_t errlen)
         snprintf(err, errlen, "version record out of the arena's bounds");
         return NULL;
     }
-    meta = (const brk_meta_t*)(srv->arena + vrec->meta_off);
-    cxl_coh_invalidate(srv->coh, meta, vrec->meta_len);
+    meta = brk_arena_copy_meta(srv, vrec->meta_off, vrec->meta_len);
+    if (meta == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
     if (brk_meta_check(meta, vrec->meta_len, err, errlen) ||
         (meta->nchunks != vrec->nchunks) || (meta->nsamples != vrec->nsamples)) {
         if (!err[0]) {
             snprintf(err, errlen, "metadata does not match its record");
         }
+        free(meta);
         return NULL;
     }
     states_len = vrec->nchunks * sizeof(brk_cstate_t);
     if (brk_heap_reserve(&srv->heap, vrec->meta_off, vrec->meta_len) ||
         brk_heap_reserve(&srv->heap, vrec->states_off, states_len)) {
         snprintf(err, errlen, "metadata overlaps other records");
+        free(meta);
         return NULL;
     }
-    vs = brk_vs_new(srv, slot);
+    vs = brk_vs_new(srv, slot, meta);
     if (vs == NULL) {
         snprintf(err, errlen, "out of memory");
     }
@@ -364,6 +394,7 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
     uint64_t capacity = srv->heap.end - srv->heap.start;
     uint32_t slot, version = 0;
     brk_vrec_t *vrec;
+    brk_meta_t *meta;
 
     if (old && (old->vrec->fingerprint == desc->fingerprint) &&
         (old->vrec->policy == req->policy) &&
@@ -393,14 +424,24 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
                  "rm old datasets)", BRK_MAX_VERSIONS);
         return CXL_BROKER_ERR_NO_SPACE;
     }
+    /* the index is built privately, then published: the private copy is
+     * the one the broker uses */
+    meta = malloc(meta_len ? meta_len : 1);
+    if (meta == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return CXL_BROKER_ERR_NO_MEMORY;
+    }
+    brk_desc_write_meta(desc, meta);
     if (brk_cache_alloc(srv, NULL, meta_len, 1, &meta_off)) {
         snprintf(err, errlen, "%s: the index of %" PRIu64 " samples (%" PRIu64
                  " KiB) does not fit in the cache", name, desc->nsamples,
                  meta_len >> 10);
+        free(meta);
         return CXL_BROKER_ERR_NO_SPACE;
     }
     if (brk_cache_alloc(srv, NULL, states_len, 1, &states_off)) {
         brk_heap_free(&srv->heap, meta_off, meta_len);
+        free(meta);
         snprintf(err, errlen, "%s: the state of %" PRIu64 " chunks does not "
                  "fit in the cache", name, desc->nchunks);
         return CXL_BROKER_ERR_NO_SPACE;
@@ -428,7 +469,7 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
     brk_vrec_seal(srv, vrec);
     brk_hdr_seal(srv);
 
-    brk_desc_write_meta(desc, srv->arena + meta_off);
+    memcpy(srv->arena + meta_off, meta, meta_len);
     memset(srv->arena + states_off, 0, states_len);
     cxl_coh_writeback(srv->coh, srv->arena + meta_off, meta_len);
     cxl_coh_writeback(srv->coh, srv->arena + states_off, states_len);
@@ -436,7 +477,7 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
     vrec->state = BRK_VREC_ACTIVE;
     brk_vrec_seal(srv, vrec);
 
-    vs = brk_vs_new(srv, slot);
+    vs = brk_vs_new(srv, slot, meta);
     if (vs == NULL) {
         snprintf(err, errlen, "out of memory");
         return CXL_BROKER_ERR_NO_MEMORY;
@@ -462,7 +503,7 @@ void brk_vs_free(brk_srv_t *srv, brk_vs_t *vs)
 
     for (c = 0; c < vs->vrec->nchunks; ++c) {
         if (BRK_CSTATE_STATE(vs->states[c].word) == BRK_CHUNK_RESIDENT) {
-            brk_heap_free(&srv->heap, vs->states[c].off, vs->states[c].len);
+            brk_heap_free(&srv->heap, vs->crt[c].off, vs->crt[c].len);
         }
     }
     brk_heap_free(&srv->heap, vs->vrec->meta_off, vs->vrec->meta_len);
@@ -483,6 +524,7 @@ void brk_vs_free(brk_srv_t *srv, brk_vs_t *vs)
     brk_plan_free(&vs->plan);
     free(vs->crt);
     free(vs->epochs);
+    free(vs->meta);
     free(vs);
 }
 

@@ -79,12 +79,12 @@ int brk_cache_evict(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
         return 0;
     }
     brk_cstate_set(srv, cs, BRK_CSTATE_WORD(g + 2, BRK_CHUNK_ABSENT));
-    brk_heap_free(&srv->heap, cs->off, cs->len);
+    brk_heap_free(&srv->heap, vs->crt[c].off, vs->crt[c].len);
     vs->resident_chunks--;
-    vs->resident_bytes -= cs->len;
+    vs->resident_bytes -= vs->crt[c].len;
     if (vs->crt[c].pinned) {
         vs->crt[c].pinned  = 0;
-        vs->pinned_bytes  -= cs->len;
+        vs->pinned_bytes  -= vs->crt[c].len;
     }
     vs->crt[c].warm = 0;
     srv->evictions++;
@@ -116,15 +116,16 @@ int brk_cache_alloc(brk_srv_t *srv, brk_vs_t *vs, uint64_t len,
 }
 
 static void brk_pending_entry(brk_srv_t *srv, brk_pending_t *pend,
-                              uint32_t slot, int status, const brk_cstate_t *cs)
+                              uint32_t slot, int status, const brk_cstate_t *cs,
+                              const brk_crt_t *crt)
 {
     brk_pin_ent_t *e = &pend->ent[slot];
 
     e->status = status;
     if ((status == CXL_BROKER_OK) && (cs != NULL)) {
         e->word = cs->word;
-        e->off  = cs->off;
-        e->len  = cs->len;
+        e->off  = crt->off;
+        e->len  = crt->len;
     }
     if (--pend->remaining == 0) {
         brk_pending_done(srv, pend);
@@ -137,8 +138,10 @@ static void brk_cache_start_fill(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
     brk_cstate_t *cs = &vs->states[c];
     brk_fill_job_t *job;
 
-    cs->off = off;
-    cs->len = vs->chunks[c].len;
+    vs->crt[c].off = off;
+    vs->crt[c].len = vs->chunks[c].len;
+    cs->off = vs->crt[c].off;
+    cs->len = vs->crt[c].len;
     cs->crc = 0;
     brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
                                             BRK_CHUNK_LOADING));
@@ -181,7 +184,7 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
             }
         }
         if (pend != NULL) {
-            brk_pending_entry(srv, pend, slot, CXL_BROKER_OK, cs);
+            brk_pending_entry(srv, pend, slot, CXL_BROKER_OK, cs, crt);
         }
         return;
     case BRK_CHUNK_LOADING:
@@ -198,7 +201,7 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
                              (srv->heap.end - srv->heap.start) >> 20);
                 }
                 brk_pending_entry(srv, pend, slot, CXL_BROKER_ERR_NO_SPACE,
-                                  NULL);
+                                  NULL, NULL);
             }
             return;
         }
@@ -220,7 +223,8 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
     }
     w = malloc(sizeof(*w));
     if (w == NULL) {
-        brk_pending_entry(srv, pend, slot, CXL_BROKER_ERR_NO_MEMORY, NULL);
+        brk_pending_entry(srv, pend, slot, CXL_BROKER_ERR_NO_MEMORY, NULL,
+                          NULL);
         return;
     }
     w->pend      = pend;
@@ -269,26 +273,26 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
         brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
                                                 BRK_CHUNK_RESIDENT));
         vs->resident_chunks++;
-        vs->resident_bytes += cs->len;
+        vs->resident_bytes += crt->len;
         srv->fills++;
-        srv->fill_bytes += cs->len;
+        srv->fill_bytes += crt->len;
         if (es != NULL) {
             es->fills++;
-            es->fill_bytes += cs->len;
+            es->fill_bytes += crt->len;
         }
         crt->fill_seq = ++srv->fill_seq;
         if (vs->vrec->policy == BRK_POLICY_PIN) {
             pin_budget = brk_pin_budget(srv, vs);
-            if (vs->pinned_bytes + cs->len <= pin_budget) {
+            if (vs->pinned_bytes + crt->len <= pin_budget) {
                 crt->pinned       = 1;
-                vs->pinned_bytes += cs->len;
+                vs->pinned_bytes += crt->len;
             }
         }
     } else {
         srv->fill_errors++;
         brk_log(srv, "fill of %s v%u chunk %u failed: %s", vs->vrec->name,
                 vs->vrec->version, job->chunk, job->err);
-        brk_heap_free(&srv->heap, cs->off, cs->len);
+        brk_heap_free(&srv->heap, crt->off, crt->len);
         brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
                                                 BRK_CHUNK_ABSENT));
     }
@@ -298,7 +302,7 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
             snprintf(w->pend->err, sizeof(w->pend->err), "%s", job->err);
         }
         brk_pending_entry(srv, w->pend, w->slot, status,
-                          (status == CXL_BROKER_OK) ? cs : NULL);
+                          (status == CXL_BROKER_OK) ? cs : NULL, crt);
         free(w);
     }
     if (vs->vrec->policy == BRK_POLICY_PLAN) {

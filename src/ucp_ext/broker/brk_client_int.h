@@ -55,7 +55,8 @@ struct cxl_broker_ds {
     brk_open_rep_t      rep;
     char                name[BRK_NAME_MAX];
     void               *meta_copy; /* remote: the blob, fetched once */
-    const brk_meta_t   *meta;
+    const brk_meta_t   *meta;      /* local: in the pool, a peer can write it */
+    brk_meta_t          mh;        /* its header as checked: what is used */
     const brk_sample_t *samples;
     const brk_chunk_t  *chunks;
     const brk_file_t   *files;

@@ -126,6 +126,14 @@ static uint32_t brk_meta_crc(const char *p, uint64_t len)
 
 int brk_meta_check(const void *blob, uint64_t len, char *err, size_t errlen)
 {
+    brk_meta_t h;
+
+    return brk_meta_check_hdr(blob, len, &h, err, errlen);
+}
+
+int brk_meta_check_hdr(const void *blob, uint64_t len, brk_meta_t *checked,
+                       char *err, size_t errlen)
+{
     const char *p = blob;
     uint64_t i, j, nsamp = 0, nseg = 0, end;
     brk_sample_t s;
@@ -254,5 +262,6 @@ int brk_meta_check(const void *blob, uint64_t len, char *err, size_t errlen)
                              " samples and %" PRIu64 " of %" PRIu64
                              " segments", nsamp, h.nsamples, nseg, h.nsegs);
     }
+    *checked = h;
     return 0;
 }

@@ -212,6 +212,11 @@ static cxl_broker_status_t brk_pin_chunks(cxl_broker_ds_t *ds,
     }
     ent = (const brk_pin_ent_t*)(rep + 1);
     for (i = 0; i < rep->n; ++i) {
+        if (ent[i].chunk >= ds->rep.nchunks) {
+            free(data);
+            return brk_cerr(CXL_BROKER_ERR_CORRUPT, "pin answer for chunk %u "
+                            "of %" PRIu64, ent[i].chunk, ds->rep.nchunks);
+        }
         if (ent[i].status == CXL_BROKER_OK) {
             brk_pinned(ds, ent[i].chunk, ent[i].word, ent[i].off);
         } else if (ds->bitmap != NULL) {
@@ -245,13 +250,57 @@ static cxl_broker_status_t brk_check_word(cxl_broker_ds_t *ds, uint32_t c)
     return CXL_BROKER_OK;
 }
 
+/*
+ * Sample i as this process may use it.  In a local reader the record is
+ * pool memory that any process of the pool can rewrite at any time, after
+ * the check at open: so it is loaded once, and its chunk, file and extent
+ * are checked against what this process knows privately before anything
+ * indexes or copies by it (doc/design/trust-model.md).  A record that
+ * fails is the pool's corruption, reported, never followed.
+ */
+static cxl_broker_status_t brk_ds_sample(const cxl_broker_ds_t *ds, uint64_t i,
+                                         brk_sample_t *s)
+{
+    const brk_sample_t *p = &ds->samples[i];
+
+    s->chunk = __atomic_load_n(&p->chunk, __ATOMIC_RELAXED);
+    s->file  = __atomic_load_n(&p->file, __ATOMIC_RELAXED);
+    s->off   = __atomic_load_n(&p->off, __ATOMIC_RELAXED);
+    s->len   = __atomic_load_n(&p->len, __ATOMIC_RELAXED);
+    if ((s->chunk >= ds->rep.nchunks) || (s->file >= ds->mh.nfiles) ||
+        (s->off > ds->b->arena_size) || (s->len > ds->b->arena_size - s->off)) {
+        return brk_cerr(CXL_BROKER_ERR_CORRUPT, "%s: sample %" PRIu64 ": its "
+                        "record in the pool is corrupt (chunk %u of %" PRIu64
+                        ", file %u of %" PRIu64 ", bytes %" PRIu64 " at %"
+                        PRIu64 ")", ds->name, i, s->chunk, ds->rep.nchunks,
+                        s->file, ds->mh.nfiles, s->len, s->off);
+    }
+    return CXL_BROKER_OK;
+}
+
+/* The bytes of sample s in pinned chunk s->chunk lie inside the arena. */
+static cxl_broker_status_t brk_ds_extent(const cxl_broker_ds_t *ds,
+                                         uint64_t i, const brk_sample_t *s)
+{
+    uint64_t base = ds->pin_off[s->chunk];
+
+    if ((base > ds->b->arena_size) ||
+        (s->off + s->len > ds->b->arena_size - base)) {
+        return brk_cerr(CXL_BROKER_ERR_CORRUPT, "%s: sample %" PRIu64 ": %"
+                        PRIu64 " bytes at %" PRIu64 " of chunk %u (at %" PRIu64
+                        ") lie outside the arena", ds->name, i, s->len, s->off,
+                        s->chunk, base);
+    }
+    return CXL_BROKER_OK;
+}
+
 cxl_broker_status_t cxl_broker_open(cxl_broker_t *b, const char *name,
                                     uint32_t version, cxl_broker_ds_t **ds_p)
 {
     brk_open_req_t req;
     cxl_broker_ds_t *ds;
     cxl_broker_status_t st;
-    char err[256];
+    char err[256] = "";
     void *data = NULL;
     size_t len = 0;
     uint64_t nch, i;
@@ -303,20 +352,24 @@ cxl_broker_status_t cxl_broker_open(cxl_broker_t *b, const char *name,
         }
         ds->meta = ds->meta_copy;
     }
-    /* the blob is another process's memory: check it before trusting it */
-    if (brk_meta_check(ds->meta, ds->rep.meta_len, err, sizeof(err)) ||
-        (ds->meta->nsamples != ds->rep.nsamples) ||
-        (ds->meta->nchunks != ds->rep.nchunks)) {
-        st = brk_cerr(CXL_BROKER_ERR_CORRUPT, "%s: metadata: %s", name, err);
+    /* the blob is another process's memory: check it before trusting it,
+     * then use only a private copy of its header (a peer may rewrite the
+     * blob after the check: brk_ds_sample checks each record at use) */
+    if (brk_meta_check_hdr(ds->meta, ds->rep.meta_len, &ds->mh, err,
+                           sizeof(err)) ||
+        (ds->mh.nsamples != ds->rep.nsamples) ||
+        (ds->mh.nchunks != ds->rep.nchunks)) {
+        st = brk_cerr(CXL_BROKER_ERR_CORRUPT, "%s: %s", name,
+                      err[0] ? err : "metadata: does not match its record");
         goto fail;
     }
     ds->samples = (const brk_sample_t*)((const uint8_t*)ds->meta +
-                                        ds->meta->samples_off);
+                                        ds->mh.samples_off);
     ds->chunks  = (const brk_chunk_t*)((const uint8_t*)ds->meta +
-                                       ds->meta->chunks_off);
+                                       ds->mh.chunks_off);
     ds->files   = (const brk_file_t*)((const uint8_t*)ds->meta +
-                                      ds->meta->files_off);
-    ds->strings = (const char*)ds->meta + ds->meta->strings_off;
+                                      ds->mh.files_off);
+    ds->strings = (const char*)ds->meta + ds->mh.strings_off;
     nch = ds->rep.nchunks ? ds->rep.nchunks : 1;
     ds->pin_word  = calloc(nch, sizeof(*ds->pin_word));
     ds->pin_off   = calloc(nch, sizeof(*ds->pin_off));
@@ -375,7 +428,7 @@ void cxl_broker_ds_info(const cxl_broker_ds_t *ds, cxl_broker_dsinfo_t *info)
     info->active   = 1;
     info->nsamples = ds->rep.nsamples;
     info->nchunks  = ds->rep.nchunks;
-    info->nfiles   = ds->meta->nfiles;
+    info->nfiles   = ds->mh.nfiles;
 }
 
 uint64_t cxl_broker_nsamples(const cxl_broker_ds_t *ds)
@@ -415,30 +468,41 @@ cxl_broker_status_t cxl_broker_sample_lens(const cxl_broker_ds_t *ds,
     return CXL_BROKER_OK;
 }
 
+/* The path (info = 0) or the format's info of sample i's file, checked
+ * against the string table like every record read from the pool. */
+static const char *brk_ds_string(const cxl_broker_ds_t *ds, uint64_t i,
+                                 int info, size_t *len)
+{
+    const brk_file_t *f;
+    brk_sample_t s;
+    uint32_t off, n;
+
+    if ((i >= ds->rep.nsamples) || (brk_ds_sample(ds, i, &s) != CXL_BROKER_OK)) {
+        return NULL;
+    }
+    f   = &ds->files[s.file];
+    off = __atomic_load_n(info ? &f->info_off : &f->path_off, __ATOMIC_RELAXED);
+    n   = __atomic_load_n(info ? &f->info_len : &f->path_len, __ATOMIC_RELAXED);
+    if ((off > ds->mh.strings_len) || (n > ds->mh.strings_len - off)) {
+        brk_cerr(CXL_BROKER_ERR_CORRUPT, "%s: file %u: its record in the pool "
+                 "is corrupt (%u bytes at %u of %" PRIu64 ")", ds->name,
+                 s.file, n, off, ds->mh.strings_len);
+        return NULL;
+    }
+    *len = n;
+    return ds->strings + off;
+}
+
 const char *cxl_broker_sample_info(const cxl_broker_ds_t *ds, uint64_t i,
                                    size_t *len)
 {
-    const brk_file_t *f;
-
-    if (i >= ds->rep.nsamples) {
-        return NULL;
-    }
-    f    = &ds->files[ds->samples[i].file];
-    *len = f->info_len;
-    return ds->strings + f->info_off;
+    return brk_ds_string(ds, i, 1, len);
 }
 
 const char *cxl_broker_sample_path(const cxl_broker_ds_t *ds, uint64_t i,
                                    size_t *len)
 {
-    const brk_file_t *f;
-
-    if (i >= ds->rep.nsamples) {
-        return NULL;
-    }
-    f    = &ds->files[ds->samples[i].file];
-    *len = f->path_len;
-    return ds->strings + f->path_off;
+    return brk_ds_string(ds, i, 0, len);
 }
 
 cxl_broker_status_t cxl_broker_read(cxl_broker_ds_t *ds, uint64_t i, void *buf,
@@ -460,7 +524,8 @@ static cxl_broker_status_t brk_batch_once(cxl_broker_ds_t *ds,
     ucs_status_ptr_t reqs[BRK_BATCH_INFLIGHT];
     uint32_t chunks[BRK_BATCH_INFLIGHT], nch = 0, j, c;
     uint8_t held[BRK_BATCH_INFLIGHT], asked[BRK_BATCH_INFLIGHT];
-    const brk_sample_t *s;
+    uint8_t bad[BRK_BATCH_INFLIGHT];
+    brk_sample_t smp[BRK_BATCH_INFLIGHT], *s;
     ucp_request_param_t prm;
     cxl_broker_status_t st = CXL_BROKER_OK;
     ucs_status_t us;
@@ -468,8 +533,13 @@ static cxl_broker_status_t brk_batch_once(cxl_broker_ds_t *ds,
 
     /* distinct chunks this piece needs and has not pinned */
     for (k = 0; k < n; ++k) {
-        c       = ds->samples[iov[k].index].chunk;
         held[k] = 0;
+        iov[k].status = brk_ds_sample(ds, iov[k].index, &smp[k]);
+        bad[k]        = (iov[k].status != CXL_BROKER_OK);
+        if (bad[k]) {
+            continue;
+        }
+        c = smp[k].chunk;
         if (ds->pin_word[c] != 0) {
             /* most recently used, and held (like a view) so that trimming
              * the cache below cannot give it back */
@@ -498,7 +568,10 @@ static cxl_broker_status_t brk_batch_once(cxl_broker_ds_t *ds,
     }
     /* every read the broker did not see as a request is a hit to report */
     for (k = 0; k < n; ++k) {
-        c = ds->samples[iov[k].index].chunk;
+        if (bad[k]) {
+            continue;
+        }
+        c = smp[k].chunk;
         if (held[k]) {
             ds->views[c]--;
             brk_touch(ds, c);
@@ -514,8 +587,11 @@ static cxl_broker_status_t brk_batch_once(cxl_broker_ds_t *ds,
     }
     memset(&prm, 0, sizeof(prm));
     for (k = 0; k < n; ++k) {
-        s       = &ds->samples[iov[k].index];
+        s       = &smp[k];
         reqs[k] = NULL;
+        if (bad[k]) {
+            continue;
+        }
         if (ds->pin_word[s->chunk] == 0) {
             iov[k].status = (st != CXL_BROKER_OK) ? st : CXL_BROKER_ERR_IO;
             continue;
@@ -527,8 +603,8 @@ static cxl_broker_status_t brk_batch_once(cxl_broker_ds_t *ds,
                                      ds->name, iov[k].index, s->len, iov[k].len);
             continue;
         }
-        iov[k].status = CXL_BROKER_OK;
-        if (s->len == 0) {
+        iov[k].status = brk_ds_extent(ds, iov[k].index, s);
+        if ((iov[k].status != CXL_BROKER_OK) || (s->len == 0)) {
             continue;
         }
         reqs[k] = ucp_get_nbx(ds->b->ep, iov[k].buf, s->len,
@@ -556,11 +632,14 @@ static cxl_broker_status_t brk_batch_once(cxl_broker_ds_t *ds,
     }
     /* the seqlock check, once per chunk */
     for (k = 0; k < n; ++k) {
-        c = ds->samples[iov[k].index].chunk;
+        if (bad[k]) {
+            continue;
+        }
+        c = smp[k].chunk;
         if ((iov[k].status == CXL_BROKER_OK) &&
             (brk_check_word(ds, c) != CXL_BROKER_OK)) {
             for (j = (uint32_t)k; j < n; ++j) {
-                if (ds->samples[iov[j].index].chunk == c) {
+                if (!bad[j] && (smp[j].chunk == c)) {
                     iov[j].status = CXL_BROKER_ERR_STALE;
                 }
             }
@@ -607,7 +686,7 @@ cxl_broker_status_t cxl_broker_read_batch(cxl_broker_ds_t *ds,
 cxl_broker_status_t cxl_broker_view(cxl_broker_ds_t *ds, uint64_t i,
                                     cxl_broker_view_t *view)
 {
-    const brk_sample_t *s;
+    brk_sample_t s;
     cxl_broker_status_t st;
     uint32_t c;
 
@@ -620,8 +699,11 @@ cxl_broker_status_t cxl_broker_view(cxl_broker_ds_t *ds, uint64_t i,
         return brk_cerr(CXL_BROKER_ERR_INVAL, "%s: sample %" PRIu64 " of %"
                         PRIu64, ds->name, i, ds->rep.nsamples);
     }
-    s = &ds->samples[i];
-    c = s->chunk;
+    st = brk_ds_sample(ds, i, &s);
+    if (st != CXL_BROKER_OK) {
+        return st;
+    }
+    c = s.chunk;
     if (ds->pin_word[c] == 0) {
         if (ds->npinned >= ds->b->pin_cache) {
             brk_pins_trim(ds, ds->b->pin_cache - 1);
@@ -631,9 +713,13 @@ cxl_broker_status_t cxl_broker_view(cxl_broker_ds_t *ds, uint64_t i,
             return st;
         }
     }
+    st = brk_ds_extent(ds, i, &s);
+    if (st != CXL_BROKER_OK) {
+        return st;
+    }
     ds->views[c]++;
-    view->data  = ds->b->arena_ro + ds->pin_off[c] + s->off;
-    view->len   = s->len;
+    view->data  = ds->b->arena_ro + ds->pin_off[c] + s.off;
+    view->len   = s.len;
     view->chunk = c;
     return CXL_BROKER_OK;
 }

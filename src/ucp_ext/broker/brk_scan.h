@@ -76,6 +76,14 @@ void     brk_desc_write_meta(const brk_desc_t *desc, void *dst);
  */
 int brk_meta_check(const void *blob, uint64_t len, char *err, size_t errlen);
 
+/*
+ * The same, and the header exactly as checked in *checked: a reader of a
+ * blob in shared memory uses that private copy, never the blob's header,
+ * which a peer may rewrite after the check.
+ */
+int brk_meta_check_hdr(const void *blob, uint64_t len, brk_meta_t *checked,
+                       char *err, size_t errlen);
+
 /* Names of formats and policies ("files", "npy", "tar", "raw"; "pin",
  * "lru", "plan"), and their parsers (0, or -1 for an unknown name). */
 const char *brk_format_name(brk_format_t format);

@@ -102,6 +102,9 @@ typedef struct {
     uint8_t       pinned;       /* pin policy: part of the resident subset */
     uint8_t       warm;         /* filled by warm */
     uint64_t      tried;        /* alloc round that tried to evict it */
+    uint64_t      off, len;     /* the bytes, as states[c] publishes them:
+                                 * the broker uses only this copy, the pool's
+                                 * is any pool process's to rewrite */
     brk_waiter_t *waiters;      /* while LOADING */
 } brk_crt_t;
 
@@ -117,7 +120,7 @@ struct brk_vs {
     brk_vs_t           *next;
     uint32_t            slot;   /* in the version table */
     brk_vrec_t         *vrec;
-    const brk_meta_t   *meta;
+    brk_meta_t         *meta;   /* private copy of the pool's blob */
     const brk_sample_t *samples;
     const brk_chunk_t  *chunks;
     const brk_seg_t    *segs;

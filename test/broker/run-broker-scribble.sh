@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+#
+# run-broker-scribble.sh - the broker's index is pool memory that any
+# process of the pool can rewrite at any time, also after a reader checked
+# it (doc/design/trust-model.md).  A reader opens a dataset (its index is
+# checked then), then writes garbage into one record of it (brk_reader
+# --scribble), as a peer could, and reads on:
+#   a. a sample's chunk index 0xfffffff0: the read of that sample fails
+#      with the "record in the pool is corrupt" error (it indexed the
+#      reader's pin arrays with it and crashed before the check at use);
+#   b. a sample's length 2^40: the read fails with the same error;
+#   c. a sample's offset 2^40, zero-copy view: the view is refused with it;
+#   d. the broker's own use: a segment's length 2^40 in a chunk that is not
+#      resident yet; the same reader then reads every sample and compares
+#      it with its file: the broker fills from its private copy of the
+#      index, so every byte is right (it filled by the rewritten segment
+#      before);
+#   e. a reader opening a rewritten dataset afterwards is refused (the
+#      index's CRC), and the broker still serves a dataset nobody wrote
+#      into (--check).
+#
+# Environment: CXL_BUILDDIR (default TOP/build-release), CXLPOOL_BIN,
+# CXL_UCT_MODULE, CXL_BROKER_BIN, BRK_READER; BRK_KEEP=1 keeps the outputs.
+# Last line "broker-scribble: N passed, N failed"; exit 0 only when nothing
+# failed.
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/broker-common.sh"
+case "${1:-}" in
+    -h|--help) awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
+esac
+brk_init broker-scribble
+
+gen_files "$SCR/d" 64 20000 3
+POOL=$(new_pool s 256m) || exit 99
+if brk_start "$POOL" --capacity 64m; then
+    for t in a b c; do
+        cli add --chunk-size 64k "scr-$t" "$SCR/d" >>"$SCR/add.out" 2>&1 || break
+    done
+    CHECK_WHY="$(cat "$SCR/add.out")"
+    verdict $? "three datasets of 64 samples of 20000 B in chunks of 64 KiB added, one per case"
+    cli add --chunk-size 64k scr2 "$SCR/d" >"$SCR/add2.out" 2>&1 &&
+        cli add --chunk-size 64k scr3 "$SCR/d" >"$SCR/add3.out" 2>&1
+    CHECK_WHY="$(cat "$SCR"/add[23].out)"
+    verdict $? "two more datasets of the same files added, not read yet"
+
+    # one reader process per case: each rewrites a different record
+    for c in "a:sample-chunk:5:" "b:sample-len:9:" "c:sample-off:13:--view"; do
+        IFS=: read -r tag field idx extra <<<"$c"
+        out=$SCR/$tag.out
+        # shellcheck disable=SC2086
+        rdr --local 1 --expect-error --scribble "$field:$idx" $extra "scr-$tag" \
+            >"$out" 2>&1
+        WRC=$?
+        echo "#   $tag. $field of sample $idx: exit $WRC: $(head -n 1 "$out")"
+        CHECK_WHY="exit $WRC: $(tr '\n' ' ' <"$out")"
+        [ $WRC = 0 ] && grep -q "sample $idx: its record in the pool is corrupt" "$out"
+        verdict $? "$tag. $field of sample $idx rewritten after open: its read fails with the corrupt-record error"
+    done
+
+    # d: the broker fills by its own copy of the index
+    rdr --local 1 --check --scribble seg-len:3 scr2 >"$SCR/d.out" 2>&1
+    WRC=$?
+    CHECK_WHY="exit $WRC: $(tr '\n' ' ' <"$SCR/d.out")"
+    [ $WRC = 0 ] && [ "$(rfield "$SCR/d.out" errors)" = 0 ] &&
+        [ "$(rfield "$SCR/d.out" samples)" = 64 ]
+    verdict $? "d. segment 3 rewritten (2^40 bytes) before its chunk's fill: all 64 samples read right (--check): the broker filled by its private index"
+
+    rdr scr-a >"$SCR/e1.out" 2>&1
+    WRC=$?
+    CHECK_WHY="exit $WRC: $(tr '\n' ' ' <"$SCR/e1.out")"
+    [ $WRC = 1 ] && grep -q "scr-a: metadata: crc mismatch" "$SCR/e1.out"
+    verdict $? "e. a new reader of the rewritten dataset is refused: metadata crc mismatch"
+    rdr --check scr3 >"$SCR/e2.out" 2>&1
+    WRC=$?
+    CHECK_WHY="exit $WRC: $(tr '\n' ' ' <"$SCR/e2.out")"
+    [ $WRC = 0 ] && [ "$(rfield "$SCR/e2.out" errors)" = 0 ]
+    verdict $? "e. the broker still serves a dataset nobody wrote into (--check)"
+    brk_stop
+fi
+finish
