@@ -21,8 +21,9 @@
  *   --scribble FIELD:I  after opening (local readers), write garbage into
  *               the pool-resident index as any process of the pool could:
  *               FIELD sample-chunk, sample-file, sample-off, sample-len
- *               (of sample I) or seg-len (of segment I: what the broker
- *               fills by), then reads as asked
+ *               (of sample I), seg-len (of segment I: what the broker
+ *               fills by) or vrec-nchunks (of the dataset's version
+ *               record; I ignored), then reads as asked
  */
 #include "brk_client_int.h"
 
@@ -173,6 +174,21 @@ static int rd_scribble(cxl_broker_ds_t *ds, const char *what)
         smp->len = 1ull << 40;
     } else if (!strncmp(what, "seg-len", flen) && (i < ds->mh.nsegs)) {
         seg->len = 1ull << 40;
+    } else if (!strncmp(what, "vrec-nchunks", flen)) {
+        brk_vrec_t *v = (brk_vrec_t*)(ds->b->arena + sizeof(brk_hdr_t));
+        uint32_t k;
+
+        for (k = 0; k < BRK_MAX_VERSIONS; ++k) {
+            if (!strcmp(v[k].name, ds->name) &&
+                (v[k].version == ds->rep.version)) {
+                v[k].nchunks = 0xfffffff0u;
+                break;
+            }
+        }
+        if (k == BRK_MAX_VERSIONS) {
+            fprintf(stderr, "brk_reader: no version record of %s\n", ds->name);
+            return -1;
+        }
     } else {
         fprintf(stderr, "brk_reader: --scribble %s: unknown field or index "
                 "out of range\n", what);

@@ -15,6 +15,10 @@
 #      it with its file: the broker fills from its private copy of the
 #      index, so every byte is right (it filled by the rewritten segment
 #      before);
+#   f. the version record's chunk count 0xfffffff0, in a dataset twice the
+#      size of the cache (lru: every pass evicts, and the victim search
+#      walks the chunks): the same reader reads every sample right, and
+#      the broker lives on (it walked the pool's count before);
 #   e. a reader opening a rewritten dataset afterwards is refused (the
 #      index's CRC), and the broker still serves a dataset nobody wrote
 #      into (--check).
@@ -32,7 +36,7 @@ brk_init broker-scribble
 
 gen_files "$SCR/d" 64 20000 3
 POOL=$(new_pool s 256m) || exit 99
-if brk_start "$POOL" --capacity 64m; then
+if brk_start "$POOL" --capacity 24m; then
     for t in a b c; do
         cli add --chunk-size 64k "scr-$t" "$SCR/d" >>"$SCR/add.out" 2>&1 || break
     done
@@ -64,6 +68,19 @@ if brk_start "$POOL" --capacity 64m; then
     [ $WRC = 0 ] && [ "$(rfield "$SCR/d.out" errors)" = 0 ] &&
         [ "$(rfield "$SCR/d.out" samples)" = 64 ]
     verdict $? "d. segment 3 rewritten (2^40 bytes) before its chunk's fill: all 64 samples read right (--check): the broker filled by its private index"
+
+    gen_files "$SCR/f" 40 1048576 4
+    cli add --chunk-size 1m --policy lru scr-f "$SCR/f" >"$SCR/addf.out" 2>&1
+    CHECK_WHY="$(cat "$SCR/addf.out")"
+    verdict $? "f. dataset of 40 MiB in chunks of 1 MiB (lru) behind a 24 MiB cache added"
+    RENV=(CXL_BROKER_PIN_CACHE=1)
+    rdr --local 1 --check --epochs 2 --scribble vrec-nchunks:0 scr-f >"$SCR/f.out" 2>&1
+    WRC=$?
+    RENV=()
+    CHECK_WHY="exit $WRC: $(tr '\n' ' ' <"$SCR/f.out")"
+    [ $WRC = 0 ] && [ "$(rfield "$SCR/f.out" errors)" = 0 ] &&
+        [ "$(rfield "$SCR/f.out" samples)" = 80 ]
+    verdict $? "f. version record's chunk count rewritten: two epochs with evictions read right (80 samples, 0 errors)"
 
     rdr scr-a >"$SCR/e1.out" 2>&1
     WRC=$?

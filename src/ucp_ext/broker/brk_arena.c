@@ -31,11 +31,18 @@ static uint32_t brk_vrec_crc(const brk_vrec_t *vrec)
     return cxlpool_crc32c(0, &tmp, sizeof(tmp));
 }
 
-void brk_vrec_seal(brk_srv_t *srv, brk_vrec_t *vrec)
+/* Seal rec (private) and store it into version slot `slot` of the pool. */
+static void brk_vrec_store(brk_srv_t *srv, uint32_t slot, brk_vrec_t *rec)
 {
-    vrec->crc = brk_vrec_crc(vrec);
-    cxl_coh_writeback(srv->coh, vrec, sizeof(*vrec));
+    rec->crc = brk_vrec_crc(rec);
+    memcpy(&srv->vrecs[slot], rec, sizeof(*rec));
+    cxl_coh_writeback(srv->coh, &srv->vrecs[slot], sizeof(*rec));
     cxl_coh_fence(srv->coh);
+}
+
+void brk_vs_seal(brk_srv_t *srv, brk_vs_t *vs)
+{
+    brk_vrec_store(srv, vs->slot, &vs->rec);
 }
 
 void brk_hdr_seal(brk_srv_t *srv)
@@ -278,18 +285,19 @@ void brk_arena_close(brk_srv_t *srv)
 }
 
 /*
- * Runtime state over a version record whose ranges are accounted for; meta
- * is the private, checked copy of its blob (taken over).  The broker never
- * reads the pool's blob again: any process of the pool could rewrite it.
+ * Runtime state over a version record whose ranges are accounted for; rec
+ * and meta are private, checked copies of its record and its blob (meta
+ * is taken over).  The broker never reads the pool's copies again: any
+ * process of the pool could rewrite them.
  */
-static brk_vs_t *brk_vs_new(brk_srv_t *srv, uint32_t slot, brk_meta_t *meta)
+static brk_vs_t *brk_vs_new(brk_srv_t *srv, uint32_t slot, brk_meta_t *meta,
+                            const brk_vrec_t *rec)
 {
-    brk_vrec_t *vrec = &srv->vrecs[slot];
     brk_vs_t *vs;
 
     vs = calloc(1, sizeof(*vs));
     if (vs != NULL) {
-        vs->crt = calloc(vrec->nchunks ? vrec->nchunks : 1, sizeof(*vs->crt));
+        vs->crt = calloc(rec->nchunks ? rec->nchunks : 1, sizeof(*vs->crt));
     }
     if ((vs == NULL) || (vs->crt == NULL)) {
         free(vs);
@@ -297,14 +305,15 @@ static brk_vs_t *brk_vs_new(brk_srv_t *srv, uint32_t slot, brk_meta_t *meta)
         return NULL;
     }
     vs->slot    = slot;
-    vs->vrec    = vrec;
+    vs->rec     = *rec;
+    vs->vrec    = &vs->rec;
     vs->meta    = meta;
     vs->samples = (const brk_sample_t*)((const uint8_t*)meta + meta->samples_off);
     vs->chunks  = (const brk_chunk_t*)((const uint8_t*)meta + meta->chunks_off);
     vs->segs    = (const brk_seg_t*)((const uint8_t*)meta + meta->segs_off);
     vs->files   = (const brk_file_t*)((const uint8_t*)meta + meta->files_off);
     vs->strings = (const char*)meta + meta->strings_off;
-    vs->states  = (brk_cstate_t*)(srv->arena + vrec->states_off);
+    vs->states  = (brk_cstate_t*)(srv->arena + rec->states_off);
     vs->next      = srv->versions;
     srv->versions = vs;
     return vs;
@@ -327,10 +336,17 @@ static brk_meta_t *brk_arena_copy_meta(brk_srv_t *srv, uint64_t off,
  * and its metadata, and reserves their ranges. */
 brk_vs_t *brk_vs_attach(brk_srv_t *srv, uint32_t slot, char *err, size_t errlen)
 {
-    brk_vrec_t *vrec = &srv->vrecs[slot];
+    brk_vrec_t rec, *vrec = &rec;
     brk_meta_t *meta;
     brk_vs_t *vs;
     uint64_t states_len;
+
+    /* checked and used: one private copy */
+    memcpy(&rec, &srv->vrecs[slot], sizeof(rec));
+    if (rec.crc != brk_vrec_crc(&rec)) {
+        snprintf(err, errlen, "version record changed while it was read");
+        return NULL;
+    }
 
     if ((vrec->meta_off < srv->heap.start) ||
         (vrec->meta_off > srv->arena_size) ||
@@ -362,7 +378,7 @@ brk_vs_t *brk_vs_attach(brk_srv_t *srv, uint32_t slot, char *err, size_t errlen)
         free(meta);
         return NULL;
     }
-    vs = brk_vs_new(srv, slot, meta);
+    vs = brk_vs_new(srv, slot, meta, &rec);
     if (vs == NULL) {
         snprintf(err, errlen, "out of memory");
     }
@@ -385,6 +401,19 @@ brk_vs_t *brk_vs_find(brk_srv_t *srv, const char *name, uint32_t version)
     return best;
 }
 
+/* Whether a version of this broker holds slot (whatever the pool says). */
+static int brk_vs_slot_used(brk_srv_t *srv, uint32_t slot)
+{
+    brk_vs_t *vs;
+
+    for (vs = srv->versions; vs != NULL; vs = vs->next) {
+        if (vs->slot == slot) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
                    brk_desc_t *desc, brk_vs_t **vs_p, char *err, size_t errlen)
 {
@@ -393,7 +422,7 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
     uint64_t states_len = desc->nchunks * sizeof(brk_cstate_t);
     uint64_t capacity = srv->heap.end - srv->heap.start;
     uint32_t slot, version = 0;
-    brk_vrec_t *vrec;
+    brk_vrec_t rec, *vrec;
     brk_meta_t *meta;
 
     if (old && (old->vrec->fingerprint == desc->fingerprint) &&
@@ -415,7 +444,7 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
     }
     for (slot = 0; slot < BRK_MAX_VERSIONS; ++slot) {
         if ((srv->vrecs[slot].state == BRK_VREC_FREE) &&
-            (srv->vrecs[slot].crc == 0)) {
+            (srv->vrecs[slot].crc == 0) && !brk_vs_slot_used(srv, slot)) {
             break;
         }
     }
@@ -446,7 +475,7 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
                  "fit in the cache", name, desc->nchunks);
         return CXL_BROKER_ERR_NO_SPACE;
     }
-    vrec = &srv->vrecs[slot];
+    vrec = &rec;
     memset(vrec, 0, sizeof(*vrec));
     snprintf(vrec->name, sizeof(vrec->name), "%s", name);
     vrec->state       = BRK_VREC_BUILDING;
@@ -466,7 +495,7 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
     vrec->states_off  = states_off;
     vrec->fingerprint = desc->fingerprint;
     vrec->create_ns   = brk_now_ns();
-    brk_vrec_seal(srv, vrec);
+    brk_vrec_store(srv, slot, vrec);
     brk_hdr_seal(srv);
 
     memcpy(srv->arena + meta_off, meta, meta_len);
@@ -475,9 +504,9 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
     cxl_coh_writeback(srv->coh, srv->arena + states_off, states_len);
     cxl_coh_fence(srv->coh);
     vrec->state = BRK_VREC_ACTIVE;
-    brk_vrec_seal(srv, vrec);
+    brk_vrec_store(srv, slot, vrec);
 
-    vs = brk_vs_new(srv, slot, meta);
+    vs = brk_vs_new(srv, slot, meta, vrec);
     if (vs == NULL) {
         snprintf(err, errlen, "out of memory");
         return CXL_BROKER_ERR_NO_MEMORY;
@@ -492,7 +521,7 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
 void brk_vs_retire(brk_srv_t *srv, brk_vs_t *vs)
 {
     vs->vrec->state = BRK_VREC_RETIRING;
-    brk_vrec_seal(srv, vs->vrec);
+    brk_vs_seal(srv, vs);
     brk_vs_reap(srv);
 }
 
@@ -512,8 +541,8 @@ void brk_vs_free(brk_srv_t *srv, brk_vs_t *vs)
     brk_log(srv, "%s v%u: freed (%" PRIu64 " chunks, %" PRIu64 " MiB)",
             vs->vrec->name, vs->vrec->version, vs->resident_chunks,
             vs->resident_bytes >> 20);
-    memset(vs->vrec, 0, sizeof(*vs->vrec));
-    cxl_coh_writeback(srv->coh, vs->vrec, sizeof(*vs->vrec));
+    memset(&srv->vrecs[vs->slot], 0, sizeof(brk_vrec_t));
+    cxl_coh_writeback(srv->coh, &srv->vrecs[vs->slot], sizeof(brk_vrec_t));
     cxl_coh_fence(srv->coh);
     for (pp = &srv->versions; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == vs) {

@@ -119,7 +119,10 @@ typedef struct {
 struct brk_vs {
     brk_vs_t           *next;
     uint32_t            slot;   /* in the version table */
-    brk_vrec_t         *vrec;
+    brk_vrec_t         *vrec;   /* = &rec: what the broker reads */
+    brk_vrec_t          rec;    /* private; the pool's record is its
+                                 * publication, any pool process's to
+                                 * rewrite (brk_vs_seal stores it) */
     brk_meta_t         *meta;   /* private copy of the pool's blob */
     const brk_sample_t *samples;
     const brk_chunk_t  *chunks;
@@ -236,7 +239,8 @@ void brk_log(brk_srv_t *srv, const char *fmt, ...)
 /* arena: create or find, recover, version records */
 int  brk_arena_open(brk_srv_t *srv, char *err, size_t errlen);
 void brk_arena_close(brk_srv_t *srv);
-void brk_vrec_seal(brk_srv_t *srv, brk_vrec_t *vrec);
+/* Store a version's private record into its slot of the pool, sealed. */
+void brk_vs_seal(brk_srv_t *srv, brk_vs_t *vs);
 void brk_hdr_seal(brk_srv_t *srv);
 brk_vs_t *brk_vs_attach(brk_srv_t *srv, uint32_t slot, char *err, size_t errlen);
 void brk_vs_free(brk_srv_t *srv, brk_vs_t *vs);
