@@ -22,7 +22,8 @@
  *               the pool-resident index as any process of the pool could:
  *               FIELD sample-chunk, sample-file, sample-off, sample-len
  *               (of sample I), seg-len (of segment I: what the broker
- *               fills by) or vrec-nchunks (of the dataset's version
+ *               fills by), chunk-resident (chunk I's state word says
+ *               RESIDENT) or vrec-nchunks (of the dataset's version
  *               record; I ignored), then reads as asked
  */
 #include "brk_client_int.h"
@@ -174,6 +175,11 @@ static int rd_scribble(cxl_broker_ds_t *ds, const char *what)
         smp->len = 1ull << 40;
     } else if (!strncmp(what, "seg-len", flen) && (i < ds->mh.nsegs)) {
         seg->len = 1ull << 40;
+    } else if (!strncmp(what, "chunk-resident", flen) && (i < ds->rep.nchunks)) {
+        brk_cstate_t *cs = (brk_cstate_t*)ds->states + i;
+
+        cs->word = BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
+                                   BRK_CHUNK_RESIDENT);
     } else if (!strncmp(what, "vrec-nchunks", flen)) {
         brk_vrec_t *v = (brk_vrec_t*)(ds->b->arena + sizeof(brk_hdr_t));
         uint32_t k;

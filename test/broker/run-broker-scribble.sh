@@ -19,6 +19,9 @@
 #      size of the cache (lru: every pass evicts, and the victim search
 #      walks the chunks): the same reader reads every sample right, and
 #      the broker lives on (it walked the pool's count before);
+#   g. a chunk never read made to look RESIDENT in its state word: a remote
+#      reader, served by the broker, reads every sample right (the broker
+#      answered by the pool's word with a range it never filled);
 #   e. a reader opening a rewritten dataset afterwards is refused (the
 #      index's CRC), and the broker still serves a dataset nobody wrote
 #      into (--check).
@@ -81,6 +84,17 @@ if brk_start "$POOL" --capacity 24m; then
     [ $WRC = 0 ] && [ "$(rfield "$SCR/f.out" errors)" = 0 ] &&
         [ "$(rfield "$SCR/f.out" samples)" = 80 ]
     verdict $? "f. version record's chunk count rewritten: two epochs with evictions read right (80 samples, 0 errors)"
+
+    cli add --chunk-size 64k scr-g "$SCR/d" >"$SCR/addg.out" 2>&1 &&
+        rdr --local 1 --epochs 0 --scribble chunk-resident:2 scr-g >"$SCR/g1.out" 2>&1
+    CHECK_WHY="$(cat "$SCR/addg.out" "$SCR/g1.out")"
+    verdict $? "g. chunk 2 of a new dataset marked RESIDENT in the pool by a reader"
+    rdr --local 0 --check scr-g >"$SCR/g2.out" 2>&1
+    WRC=$?
+    CHECK_WHY="exit $WRC: $(tr '\n' ' ' <"$SCR/g2.out")"
+    [ $WRC = 0 ] && [ "$(rfield "$SCR/g2.out" errors)" = 0 ] &&
+        [ "$(rfield "$SCR/g2.out" samples)" = 64 ]
+    verdict $? "g. a remote reader then reads all 64 samples right: the broker keeps chunk states privately"
 
     rdr scr-a >"$SCR/e1.out" 2>&1
     WRC=$?

@@ -52,8 +52,11 @@ void brk_hdr_seal(brk_srv_t *srv)
     cxl_coh_fence(srv->coh);
 }
 
-void brk_cstate_set(brk_srv_t *srv, brk_cstate_t *cs, uint64_t word)
+void brk_chunk_set(brk_srv_t *srv, brk_vs_t *vs, uint32_t c, uint64_t word)
 {
+    brk_cstate_t *cs = &vs->states[c];
+
+    vs->crt[c].word = word;
     /* off, len, crc were stored before: the word publishes them */
     cxl_coh_writeback(srv->coh, cs, sizeof(*cs));
     cxl_coh_fence(srv->coh);
@@ -142,6 +145,7 @@ static void brk_arena_recover_chunks(brk_srv_t *srv, brk_vs_t *vs)
         w   = __atomic_load_n(&cs->word, __ATOMIC_RELAXED);
         off = __atomic_load_n(&cs->off, __ATOMIC_RELAXED);
         len = __atomic_load_n(&cs->len, __ATOMIC_RELAXED);
+        vs->crt[c].word = w;
         if (BRK_CSTATE_STATE(w) == BRK_CHUNK_ABSENT) {
             continue;
         }
@@ -162,8 +166,8 @@ static void brk_arena_recover_chunks(brk_srv_t *srv, brk_vs_t *vs)
             brk_heap_free(&srv->heap, off, len);
         }
         bad += (BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT);
-        brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(w) + 1,
-                                                BRK_CHUNK_ABSENT));
+        brk_chunk_set(srv, vs, (uint32_t)c,
+                      BRK_CSTATE_WORD(BRK_CSTATE_GEN(w) + 1, BRK_CHUNK_ABSENT));
     }
     if (bad) {
         brk_log(srv, "%s v%u: %" PRIu64 " resident chunks failed their check "
@@ -531,7 +535,7 @@ void brk_vs_free(brk_srv_t *srv, brk_vs_t *vs)
     uint64_t c;
 
     for (c = 0; c < vs->vrec->nchunks; ++c) {
-        if (BRK_CSTATE_STATE(vs->states[c].word) == BRK_CHUNK_RESIDENT) {
+        if (BRK_CSTATE_STATE(vs->crt[c].word) == BRK_CHUNK_RESIDENT) {
             brk_heap_free(&srv->heap, vs->crt[c].off, vs->crt[c].len);
         }
     }

@@ -64,21 +64,22 @@ int brk_cache_pinned(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
 int brk_cache_evict(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
 {
     brk_cstate_t *cs = &vs->states[c];
-    uint64_t w = cs->word, g = BRK_CSTATE_GEN(w);
+    uint64_t w = vs->crt[c].word, g = BRK_CSTATE_GEN(w);
     cxl_broker_epoch_stat_t *es;
 
     if ((BRK_CSTATE_STATE(w) != BRK_CHUNK_RESIDENT) || vs->crt[c].remote_pins) {
         return 0;
     }
-    __atomic_store_n(&cs->word, BRK_CSTATE_WORD(g + 1, BRK_CHUNK_EVICTING),
-                     __ATOMIC_RELAXED);
+    vs->crt[c].word = BRK_CSTATE_WORD(g + 1, BRK_CHUNK_EVICTING);
+    __atomic_store_n(&cs->word, vs->crt[c].word, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (brk_cache_pinned(srv, vs, c)) {
         /* a reader pinned it meanwhile: the bytes never changed */
+        vs->crt[c].word = w;
         __atomic_store_n(&cs->word, w, __ATOMIC_RELEASE);
         return 0;
     }
-    brk_cstate_set(srv, cs, BRK_CSTATE_WORD(g + 2, BRK_CHUNK_ABSENT));
+    brk_chunk_set(srv, vs, c, BRK_CSTATE_WORD(g + 2, BRK_CHUNK_ABSENT));
     brk_heap_free(&srv->heap, vs->crt[c].off, vs->crt[c].len);
     vs->resident_chunks--;
     vs->resident_bytes -= vs->crt[c].len;
@@ -115,15 +116,15 @@ int brk_cache_alloc(brk_srv_t *srv, brk_vs_t *vs, uint64_t len,
     return 0;
 }
 
+/* Answer entry `slot` of pend; crt: the chunk whose state it reports. */
 static void brk_pending_entry(brk_srv_t *srv, brk_pending_t *pend,
-                              uint32_t slot, int status, const brk_cstate_t *cs,
-                              const brk_crt_t *crt)
+                              uint32_t slot, int status, const brk_crt_t *crt)
 {
     brk_pin_ent_t *e = &pend->ent[slot];
 
     e->status = status;
-    if ((status == CXL_BROKER_OK) && (cs != NULL)) {
-        e->word = cs->word;
+    if ((status == CXL_BROKER_OK) && (crt != NULL)) {
+        e->word = crt->word;
         e->off  = crt->off;
         e->len  = crt->len;
     }
@@ -143,8 +144,9 @@ static void brk_cache_start_fill(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
     cs->off = vs->crt[c].off;
     cs->len = vs->crt[c].len;
     cs->crc = 0;
-    brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
-                                            BRK_CHUNK_LOADING));
+    brk_chunk_set(srv, vs, c,
+                  BRK_CSTATE_WORD(BRK_CSTATE_GEN(vs->crt[c].word) + 1,
+                                  BRK_CHUNK_LOADING));
     job = calloc(1, sizeof(*job));
     if (job == NULL) {
         brk_fill_job_t fake = {.vs = vs, .chunk = c,
@@ -164,7 +166,6 @@ static void brk_cache_start_fill(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
 void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
                        brk_pending_t *pend, uint32_t slot)
 {
-    brk_cstate_t *cs = &vs->states[c];
     brk_crt_t *crt   = &vs->crt[c];
     int fill_only    = (pend != NULL) && (pend->flags & BRK_PIN_FILL_ONLY);
     cxl_broker_epoch_stat_t *es = brk_vs_epoch_stat(vs);
@@ -175,7 +176,7 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
         crt->last_use = ++srv->clock;
         brk_plan_touch(vs, c);
     }
-    switch (BRK_CSTATE_STATE(cs->word)) {
+    switch (BRK_CSTATE_STATE(vs->crt[c].word)) {
     case BRK_CHUNK_RESIDENT:
         if (!fill_only) {
             srv->hits++;
@@ -184,7 +185,7 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
             }
         }
         if (pend != NULL) {
-            brk_pending_entry(srv, pend, slot, CXL_BROKER_OK, cs, crt);
+            brk_pending_entry(srv, pend, slot, CXL_BROKER_OK, crt);
         }
         return;
     case BRK_CHUNK_LOADING:
@@ -201,7 +202,7 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
                              (srv->heap.end - srv->heap.start) >> 20);
                 }
                 brk_pending_entry(srv, pend, slot, CXL_BROKER_ERR_NO_SPACE,
-                                  NULL, NULL);
+                                  NULL);
             }
             return;
         }
@@ -223,8 +224,7 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
     }
     w = malloc(sizeof(*w));
     if (w == NULL) {
-        brk_pending_entry(srv, pend, slot, CXL_BROKER_ERR_NO_MEMORY, NULL,
-                          NULL);
+        brk_pending_entry(srv, pend, slot, CXL_BROKER_ERR_NO_MEMORY, NULL);
         return;
     }
     w->pend      = pend;
@@ -270,8 +270,9 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
     srv->fill_seconds    += job->seconds;
     if (status == CXL_BROKER_OK) {
         cs->crc = job->crc;
-        brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
-                                                BRK_CHUNK_RESIDENT));
+        brk_chunk_set(srv, vs, job->chunk,
+                      BRK_CSTATE_WORD(BRK_CSTATE_GEN(crt->word) + 1,
+                                      BRK_CHUNK_RESIDENT));
         vs->resident_chunks++;
         vs->resident_bytes += crt->len;
         srv->fills++;
@@ -293,8 +294,9 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
         brk_log(srv, "fill of %s v%u chunk %u failed: %s", vs->vrec->name,
                 vs->vrec->version, job->chunk, job->err);
         brk_heap_free(&srv->heap, crt->off, crt->len);
-        brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
-                                                BRK_CHUNK_ABSENT));
+        brk_chunk_set(srv, vs, job->chunk,
+                      BRK_CSTATE_WORD(BRK_CSTATE_GEN(crt->word) + 1,
+                                      BRK_CHUNK_ABSENT));
     }
     while ((w = crt->waiters) != NULL) {
         crt->waiters = w->next;
@@ -302,7 +304,7 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
             snprintf(w->pend->err, sizeof(w->pend->err), "%s", job->err);
         }
         brk_pending_entry(srv, w->pend, w->slot, status,
-                          (status == CXL_BROKER_OK) ? cs : NULL, crt);
+                          (status == CXL_BROKER_OK) ? crt : NULL);
         free(w);
     }
     if (vs->vrec->policy == BRK_POLICY_PLAN) {

@@ -125,7 +125,7 @@ static int brk_policy_rank(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
 {
     const brk_crt_t *crt = &vs->crt[c];
 
-    if ((BRK_CSTATE_STATE(vs->states[c].word) != BRK_CHUNK_RESIDENT) ||
+    if ((BRK_CSTATE_STATE(vs->crt[c].word) != BRK_CHUNK_RESIDENT) ||
         (crt->tried == srv->alloc_round) || brk_cache_pinned(srv, vs, c)) {
         return 0;
     }
@@ -205,7 +205,7 @@ void brk_plan_prefetch(brk_srv_t *srv, brk_vs_t *vs)
     for (pos = p->clock + 1; (pos < p->len) && (pos < end) &&
                              (vs->inflight < srv->prefetch); ++pos) {
         c = p->seq[pos];
-        if (BRK_CSTATE_STATE(vs->states[c].word) != BRK_CHUNK_ABSENT) {
+        if (BRK_CSTATE_STATE(vs->crt[c].word) != BRK_CHUNK_ABSENT) {
             continue;
         }
         srv->alloc_round++;

@@ -102,9 +102,11 @@ typedef struct {
     uint8_t       pinned;       /* pin policy: part of the resident subset */
     uint8_t       warm;         /* filled by warm */
     uint64_t      tried;        /* alloc round that tried to evict it */
-    uint64_t      off, len;     /* the bytes, as states[c] publishes them:
-                                 * the broker uses only this copy, the pool's
-                                 * is any pool process's to rewrite */
+    /* the state word and the bytes' range as states[c] publishes them:
+     * the broker uses only this copy, the pool's is any pool process's to
+     * rewrite */
+    uint64_t      word;
+    uint64_t      off, len;
     brk_waiter_t *waiters;      /* while LOADING */
 } brk_crt_t;
 
@@ -251,7 +253,8 @@ int  brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
 void brk_vs_retire(brk_srv_t *srv, brk_vs_t *vs);
 /* a retiring version with no readers and no fills: free it */
 void brk_vs_reap(brk_srv_t *srv);
-void brk_cstate_set(brk_srv_t *srv, brk_cstate_t *cs, uint64_t word);
+/* Set chunk c's state word (private, then published with off, len, crc). */
+void brk_chunk_set(brk_srv_t *srv, brk_vs_t *vs, uint32_t c, uint64_t word);
 
 /* cache: residency, fills, eviction */
 /* ask for chunk c of vs on behalf of pend's entry slot */
