@@ -23,42 +23,19 @@
 #   test/perftest/test_broker_bench.sh [BUILDDIR]   (default: $CXL_BUILDDIR,
 #                                                    else build-release/)
 set -u
-top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 case "${1:-}" in
     -h|--help) awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
 esac
-build=${1:-${CXL_BUILDDIR:-$top/build-release}}
-for f in .libs/libuct_cxl.so cxl-broker cxlpool; do
-    [ -e "$build/$f" ] || { echo "test_broker_bench.sh: $build/$f not found" >&2; exit 99; }
-done
+. "$(dirname "${BASH_SOURCE[0]}")/smoke-common.sh"
 [ -d /dev/shm ] && [ -w /dev/shm ] || { echo "SKIP: /dev/shm not writable"; exit 77; }
 command -v fincore >/dev/null 2>&1 || { echo "SKIP: fincore (util-linux) not found"; exit 77; }
-
-out=$(mktemp -d "${TMPDIR:-/tmp}/broker-bench-smoke.XXXXXX") || exit 99
-trap 'rm -rf "$out"' EXIT
-pass=0
-fail=0
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-
-timeout -k 10 600 "$top/perftest/run-broker-bench.sh" --smoke --builddir "$build" --out "$out/run" \
-    >"$out/runner.out" 2>&1
-rc=$?
-if [ $rc -eq 0 ]; then
-    ok "run-broker-bench.sh --smoke finished"
-else
-    bad "run-broker-bench.sh --smoke exit $rc:"
-    tail -n 20 "$out/runner.out" | sed 's/^/    /'
-fi
+smoke_init test_broker_bench.sh "${1:-}" .libs/libuct_cxl.so cxl-broker cxlpool
+smoke_run run-broker-bench.sh 600
 
 R=$out/run
 S=$R/samples.csv
 want="rep,label,row,mode,record,readers,reader,batch,phase,seconds,samples,bytes,samples_per_s,gb_per_s,min_reader_sps,max_reader_sps,pss_kib,pss_anon_kib,pss_file_kib,pss_shmem_kib,rss_kib,other_pss_kib,file_cache_kib,pool_kib,local,errors,digest"
-if [ -f "$S" ] && [ "$(head -n1 "$S")" = "$want" ]; then
-    ok "samples.csv header"
-else
-    bad "samples.csv header: '$(head -n1 "$S" 2>/dev/null)'"
-fi
+smoke_header "$S" "$want"
 
 # one total row per size, reader count and mode, every one well-formed
 msgs=$(awk -F, '
@@ -200,5 +177,4 @@ else
     bad "negative control: broker_bench --gen failed: $(head -n1 "$out/neg.err")"
 fi
 
-echo "broker-bench: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+smoke_finish broker-bench

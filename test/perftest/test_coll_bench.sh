@@ -16,40 +16,19 @@
 #   test/perftest/test_coll_bench.sh [BUILDDIR]   (default: $CXL_BUILDDIR,
 #                                                  else build-release/)
 set -u
-top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 case "${1:-}" in
     -h|--help) awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
 esac
-build=${1:-${CXL_BUILDDIR:-$top/build-release}}
+. "$(dirname "${BASH_SOURCE[0]}")/smoke-common.sh"
 for t in mpirun mpicc; do
     command -v "$t" >/dev/null 2>&1 || { echo "SKIP: $t not found"; exit 77; }
 done
-[ -f "$build/.libs/libuct_cxl.so" ] || { echo "test_coll_bench.sh: $build/.libs/libuct_cxl.so not found" >&2; exit 99; }
-
-out=$(mktemp -d "${TMPDIR:-/tmp}/coll-bench-smoke.XXXXXX") || exit 99
-trap 'rm -rf "$out"' EXIT
-pass=0
-fail=0
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-
-timeout -k 10 900 "$top/perftest/run-coll-bench.sh" --smoke --builddir "$build" --out "$out/run" \
-    >"$out/runner.out" 2>&1
-rc=$?
-if [ $rc -eq 0 ]; then
-    ok "run-coll-bench.sh --smoke finished"
-else
-    bad "run-coll-bench.sh --smoke exit $rc:"
-    tail -n 20 "$out/runner.out" | sed 's/^/    /'
-fi
+smoke_init test_coll_bench.sh "${1:-}" .libs/libuct_cxl.so
+smoke_run run-coll-bench.sh 900
 
 S=$out/run/samples.csv
 want="config,rep,collective,bytes,np,iters,warmup,min_us,avg_us,max_us,errors,cxl_calls,cxl_fallbacks"
-if [ -f "$S" ] && [ "$(head -n1 "$S")" = "$want" ]; then
-    ok "samples.csv header"
-else
-    bad "samples.csv header: '$(head -n1 "$S" 2>/dev/null)'"
-fi
+smoke_header "$S" "$want"
 
 # rows of one configuration: 9 collectives, barrier once, 8 others x 2 sizes
 check_config() {   # check_config LABEL
@@ -143,5 +122,4 @@ else
     sed 's/^/    /' "$out/neg.csv" | head -n 8
 fi
 
-echo "coll-bench: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+smoke_finish coll-bench

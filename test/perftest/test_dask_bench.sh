@@ -16,43 +16,20 @@
 #   test/perftest/test_dask_bench.sh [BUILDDIR]   (default: $CXL_BUILDDIR,
 #                                                  else build-release/)
 set -u
-top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 case "${1:-}" in
     -h|--help) awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
 esac
-build=${1:-${CXL_BUILDDIR:-$top/build-release}}
-build=$(cd "$build" 2>/dev/null && pwd) || { echo "test_dask_bench.sh: no build folder" >&2; exit 99; }
-for f in .libs/libuct_cxl.so .libs/libcxl_comm.so cxlpool; do
-    [ -e "$build/$f" ] || { echo "test_dask_bench.sh: $build/$f not found" >&2; exit 99; }
-done
+. "$(dirname "${BASH_SOURCE[0]}")/smoke-common.sh"
 PY=/usr/bin/python3
 "$PY" -c 'import distributed, numpy' 2>/dev/null ||
     { echo "SKIP: $PY lacks python3-distributed or numpy"; exit 77; }
-
-out=$(mktemp -d "${TMPDIR:-/tmp}/dask-bench-smoke.XXXXXX") || exit 99
+smoke_init test_dask_bench.sh "${1:-}" .libs/libuct_cxl.so .libs/libcxl_comm.so cxlpool
 POOL=/dev/shm/ucx-cxl-dask-bench-test-$$.pool
-trap 'rm -rf "$out"; "$build/cxlpool" destroy --force "$POOL" >/dev/null 2>&1; rm -f "$POOL"' EXIT
-pass=0
-fail=0
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-
-timeout -k 10 600 "$top/perftest/run-dask-bench.sh" --smoke --builddir "$build" --out "$out/run" \
-    >"$out/runner.out" 2>&1
-rc=$?
-if [ $rc -eq 0 ]; then
-    ok "run-dask-bench.sh --smoke finished"
-else
-    bad "run-dask-bench.sh --smoke exit $rc:"
-    tail -n 20 "$out/runner.out" | sed 's/^/    /'
-fi
+smoke_on_exit '"$build/cxlpool" destroy --force "$POOL" >/dev/null 2>&1; rm -f "$POOL"'
+smoke_run run-dask-bench.sh 600
 
 R=$out/run/results.csv
-if [ "$(head -n1 "$R" 2>/dev/null)" = "figure,size,scheme,unit,better,rep1,median,min,max" ]; then
-    ok "results.csv header"
-else
-    bad "results.csv header: '$(head -n1 "$R" 2>/dev/null)'"
-fi
+smoke_header "$R" "figure,size,scheme,unit,better,rep1,median,min,max"
 want="put,1024 put,65536 put,1048576 rtt,small rtt,1KiB"
 why=$("$PY" - "$R" "$out/run/samples.csv" $want <<'EOF'
 import csv, sys
@@ -114,5 +91,4 @@ if [ $rc -ne 0 ] && [ "$got" = "0 6" ]; then
 else
     bad "negative control: exit $rc, checks '$got': $(tail -n 5 "$out/neg.out" | tr '\n' ' ')"
 fi
-echo "dask-bench: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+smoke_finish dask-bench

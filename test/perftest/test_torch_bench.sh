@@ -18,39 +18,20 @@
 #   test/perftest/test_torch_bench.sh [BUILDDIR]  (default: $CXL_BUILDDIR,
 #                                                  else build-release/)
 set -u
-top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 case "${1:-}" in
     -h|--help) awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
 esac
-build=${1:-${CXL_BUILDDIR:-$top/build-release}}
+. "$(dirname "${BASH_SOURCE[0]}")/smoke-common.sh"
 PY=/usr/bin/python3
 if [ ! -x "$PY" ] || ! "$PY" -c 'import torch, numpy' 2>/dev/null; then
     echo "SKIP: $PY with torch and numpy not found (python3-torch, python3-numpy)"
     exit 77
 fi
-for f in .libs/libuct_cxl.so .libs/libcxl_broker.so cxlpool cxl-broker; do
-    [ -e "$build/$f" ] || { echo "test_torch_bench.sh: $build/$f not found" >&2; exit 99; }
-done
-
-out=$(mktemp -d "${TMPDIR:-/tmp}/torch-bench-smoke.XXXXXX") || exit 99
+smoke_init test_torch_bench.sh "${1:-}" .libs/libuct_cxl.so .libs/libcxl_broker.so cxlpool cxl-broker
 data=""
-cleanup() { rm -rf "$out"; [ -n "$data" ] && rm -rf "$data"; }
-trap cleanup EXIT
-pass=0
-fail=0
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-
-timeout -k 10 900 "$top/perftest/run-torch-bench.sh" --smoke --keep-data --builddir "$build" \
-    --out "$out/run" >"$out/runner.out" 2>&1
-rc=$?
+smoke_on_exit '[ -n "$data" ] && rm -rf "$data"'
+smoke_run run-torch-bench.sh 900 --keep-data
 data=$(sed -n 's/^data=//p' "$out/run/meta.env" 2>/dev/null)
-if [ $rc -eq 0 ]; then
-    ok "run-torch-bench.sh --smoke finished"
-else
-    bad "run-torch-bench.sh --smoke exit $rc:"
-    tail -n 20 "$out/runner.out" | sed 's/^/    /'
-fi
 
 S=$out/run/samples.csv
 msgs=$(cd "$top/perftest" && "$PY" - "$S" <<'EOF'
@@ -146,5 +127,4 @@ else
     bad "negative control: the smoke run's datasets are gone ('$data')"
 fi
 
-echo "torch-bench: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+smoke_finish torch-bench
