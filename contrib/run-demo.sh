@@ -23,7 +23,11 @@
 #      a dataset of files added and warmed (progress), four reader
 #      processes reading it at once through ucp_get (every file byte read
 #      from disk once), `stat` with the hit counts, then a kill -9 of the
-#      broker and a restart that finds the chunks still resident;
+#      broker and a restart that finds the chunks still resident; then a
+#      hostile peer: a process of the pool rewrites a dataset's index
+#      after its reader checked it, the reader reports the corrupt record
+#      instead of following it, a new reader is refused by the index's
+#      CRC, and everyone else reads on (doc/design/trust-model.md);
 #   7. PyTorch on the broker (python/ucx_cxl, Debian's /usr/bin/python3):
 #      a DataLoader with two workers over CXLDataset and EpochSampler, a
 #      resume from mid-epoch, a zero-copy tensor;
@@ -184,6 +188,12 @@ serve_broker
 LD_PRELOAD="$module" "$broker" ls
 LD_PRELOAD="$module" "$reader" --check demo | sed 's/^/  /'
 LD_PRELOAD="$module" "$broker" stat | grep -E '^(cache|requests)'
+echo "-- a hostile peer: it rewrites sample 5's chunk index in the pool after the reader checked the index"
+LD_PRELOAD="$module" "$broker" add demo-x "$tmp/ds" >/dev/null
+LD_PRELOAD="$module" "$reader" --local 1 --expect-error --scribble sample-chunk:5 demo-x | sed 's/^/  /'
+echo "-- a new reader of that dataset is refused; readers of the others go on"
+LD_PRELOAD="$module" "$reader" demo-x 2>&1 | grep -v '^brk_reader: samples' | sed 's/^/  /' || true
+LD_PRELOAD="$module" "$reader" --check demo | sed 's/^/  /'
 
 echo
 echo "== 7. PyTorch: an unchanged DataLoader loop over the broker (python/ucx_cxl)"
