@@ -173,7 +173,7 @@ static void fuzz_records_seed(const char *dir, unsigned li, unsigned flags,
     cxlpool_alloc(pool, 100, 64, NULL, 0, &ext);
 
     seed = malloc(2 + sizeof(ops) + att_len + ext_len + lock_len);
-    seed[len++] = (uint8_t)(li | (flags << 3));
+    seed[len++] = (uint8_t)(li | 4 | (flags << 3)); /* checksums fixed */
     seed[len++] = sizeof(ops);
     memcpy(seed + len, ops, sizeof(ops));
     len += sizeof(ops);
