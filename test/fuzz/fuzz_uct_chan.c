@@ -7,9 +7,8 @@
  * because of it, and at worst stops the channel.  The harness uses a real
  * interface (fuzz_uct_env.h), writes the input over its receive block and
  * progresses the worker.  Properties:
- *   - every active message handed up lies inside the ring of one channel
- *     (inline records) or inside the pool's heap (bulk records), never
- *     across a channel's end;
+ *   - every active message handed up lies inside the pool's heap, and an
+ *     inline one inside its ring (never across the ring's end);
  *   - the receiver writes nothing into its rings or its header (only the
  *     consumer lines), whatever they hold;
  *   - operation records write only into registered memory (guard pages);
@@ -51,35 +50,32 @@ static ucs_status_t fuzz_chan_am_cb(void *arg, void *data, size_t length,
                                     unsigned flags)
 {
     uct_cxl_iface_t *iface = fuzz_uct.cxl[0];
-    uint8_t *blk  = (uint8_t*)iface->block;
-    uint8_t *chan0 = fuzz_chan_base();
     uint64_t stride = sizeof(uct_cxl_chan_ctl_t) + fuzz_uct_ring_size(0);
-    unsigned n      = iface->num_hosts * iface->per_host;
-    uint8_t *p      = data;
-    uint64_t off, ch;
+    uint64_t mask   = fuzz_uct_ring_size(0) - 1, off;
+    unsigned ch, n  = iface->num_hosts * iface->per_host;
+    uint8_t *ring;
 
     (void)arg;
     (void)flags;
-    if ((p >= blk) && (p < chan0 + n * stride)) {
-        /* inline: inside one ring */
-        if (p < chan0) {
-            goto bad;
-        }
-        off = (uint64_t)(p - chan0);
-        ch  = off / stride;
-        off = off % stride;
-        if ((off < sizeof(uct_cxl_chan_ctl_t)) || (length > stride - off)) {
-            goto bad;
-        }
-        return UCS_OK;
+    /* a bulk payload may be anywhere in the heap, an inline one only in
+     * the ring, from the record at the read position to the ring's end */
+    if (!fuzz_uct_in_heap(data, length)) {
+        goto bad;
     }
-    if (fuzz_uct_in_heap(data, length)) {
-        return UCS_OK; /* a bulk payload: anywhere in the heap */
+    for (ch = 0; ch < n; ++ch) {
+        ring = fuzz_chan_base() + ch * stride + sizeof(uct_cxl_chan_ctl_t);
+        off  = iface->rx[ch].pos & mask;
+        if ((uint8_t*)data == ring + off + UCT_CXL_REC_HDR) {
+            if (length > mask + 1 - off - UCT_CXL_REC_HDR) {
+                goto bad;
+            }
+        }
     }
-    (void)ch;
+    return UCS_OK;
 bad:
     fprintf(stderr, "fuzz_uct_chan: active message of %zu bytes at %p "
-            "outside the rings and the heap (block %p)\n", length, data, blk);
+            "outside its ring or the heap (block %p)\n", length, data,
+            (void*)iface->block);
     abort();
 }
 
