@@ -46,6 +46,9 @@ static void fuzz_uct_make_pool(char *path, size_t len)
     params.coherence = CXL_COH_HW;
     fuzz_uct_check(cxlpool_format(base, size, &params) == CXLPOOL_OK,
                    "cxlpool_format");
+    /* a fixed identity: seeds name the pool in keys and addresses */
+    memcpy(((cxlpool_sb_t*)base)->uuid, "fuzz-cxl-pool-01", CXLPOOL_UUID_LEN);
+    ((cxlpool_sb_t*)base)->crc = cxlpool_sb_crc(base);
     munmap(base, size);
     snprintf(path, len, "/proc/self/fd/%d", fd); /* fd stays open */
 }
@@ -72,6 +75,7 @@ void fuzz_uct_env_init(void)
     uct_iface_config_t *config;
     uct_tl_resource_desc_t *res;
     uct_iface_params_t params;
+    cxlpool_extent_t ext;
     char path[128];
     unsigned count, i;
 
@@ -132,6 +136,18 @@ void fuzz_uct_env_init(void)
     fuzz_uct_check(uct_md_mem_reg(fuzz_uct.md, fuzz_uct_reg(), fuzz_uct.page,
                                   UCT_MD_MEM_ACCESS_ALL, &fuzz_uct.reg_memh) ==
                    UCS_OK, "mem_reg");
+
+    /* pool memory with a key, and room for a peer block a harness writes */
+    fuzz_uct_check(cxlpool_alloc(fuzz_uct.pool->cxlpool, 64 << 10, 4096,
+                                 "fuzz-key", 0, &ext) == CXLPOOL_OK, "alloc");
+    fuzz_uct.key_area = fuzz_uct.pool->base + ext.offset;
+    fuzz_uct_check(uct_md_mem_reg(fuzz_uct.md, fuzz_uct.key_area, 64 << 10,
+                                  UCT_MD_MEM_ACCESS_ALL, &fuzz_uct.key_memh) ==
+                   UCS_OK, "mem_reg pool");
+    fuzz_uct_check(cxlpool_alloc(fuzz_uct.pool->cxlpool, FUZZ_UCT_SCRATCH,
+                                 4096, "fuzz-scratch", 0, &ext) == CXLPOOL_OK,
+                   "alloc scratch");
+    fuzz_uct.scratch_offset = ext.offset;
 }
 
 void fuzz_uct_check_guards(const char *what)

@@ -15,6 +15,7 @@
 #include <uct/api/uct.h>
 
 #define FUZZ_UCT_IFACES 2
+#define FUZZ_UCT_SCRATCH (256u << 10)
 
 typedef struct {
     uct_md_h          md;
@@ -30,6 +31,9 @@ typedef struct {
     uint8_t          *reg_area;   /* 3 pages: guard, registered, guard */
     uct_mem_h         reg_memh;
     size_t            page;
+    uint8_t          *key_area;   /* 64 KiB pool allocation, registered */
+    uct_mem_h         key_memh;
+    uint64_t          scratch_offset; /* FUZZ_UCT_SCRATCH bytes of pool */
 } fuzz_uct_env_t;
 
 extern fuzz_uct_env_t fuzz_uct;
