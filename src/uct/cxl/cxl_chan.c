@@ -115,7 +115,10 @@ static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
     tx->chan        = chan;
     tx->ring        = uct_cxl_chan_ring(chan);
     tx->ring_mask   = hdr->ring_size - 1;
-    tx->head        = chan->head;
+    /* records are line aligned; the producer line is the previous owner's
+     * (or whoever scribbled on it): a misaligned head would put records
+     * across lines and the ring's end */
+    tx->head        = chan->head & ~(uint64_t)(UCT_CXL_LINE - 1);
     tx->seq         = (uint32_t)chan->seq; /* set by the receiver at open */
     tx->cached_tail = chan->tail;
     if (expected != 0) {
