@@ -126,7 +126,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ctl & 4) {
         fuzz_pool_fix_record_crcs(img.orig, l->size);
     }
-    fuzz_pool_image_write(&img, l->heap_offset);
+    /* the rest of the metadata area is zero in the memory file anyway */
+    fuzz_pool_image_write(&img, sb->extent_offset + (uint64_t)sb->max_extents *
+                                                    sizeof(cxlpool_extent_rec_t));
     fuzz_pool_run(&img, (ctl >> 3) & 0xf, ops, nops);
     fuzz_pool_image_free(&img);
     return 0;

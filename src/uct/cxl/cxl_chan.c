@@ -367,9 +367,9 @@ void uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
  * its sender is a peer, and the receiver dereferences what it says.
  */
 static int uct_cxl_rx_bulk_valid(uct_cxl_iface_t *iface,
-                                 const uct_cxl_rec_t *rec)
+                                 const uct_cxl_rec_t *rec,
+                                 const uct_cxl_rec_bulk_t *desc)
 {
-    const uct_cxl_rec_bulk_t *desc = (const uct_cxl_rec_bulk_t*)(rec + 1);
     uint64_t heap = iface->pool->heap_offset, size = iface->pool->size;
 
     return (rec->length <= UCT_CXL_BULK_MAX_LENGTH) &&
@@ -402,8 +402,8 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
     uint64_t mask            = iface->ring_mask;
     uint8_t *ring            = uct_cxl_chan_ring(chan);
     unsigned count           = 0;
-    const uct_cxl_rec_bulk_t *desc;
-    uct_cxl_rec_t *rec;
+    uct_cxl_rec_bulk_t desc;
+    uct_cxl_rec_t *rec, hdr;
     int inval                = !rx->head_fresh;
     uint64_t size;
     void *data;
@@ -427,36 +427,39 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
             break;
         }
 
-        size = uct_cxl_rec_ring_size(rec);
+        /* the sender may still write the ring: what is checked is a copy,
+         * and only the copy is used (header and bulk descriptor) */
+        memcpy(&hdr, rec, sizeof(hdr));
+        memcpy(&desc, rec + 1, sizeof(desc));
+        size = uct_cxl_rec_ring_size(&hdr);
         if (ucs_unlikely((size > mask + 1 - (rx->pos & mask)) ||
-                         (rec->am_id >= UCT_AM_ID_MAX) ||
-                         ((rec->flags & UCT_CXL_REC_BULK) &&
-                          !uct_cxl_rx_bulk_valid(iface, rec)))) {
+                         (hdr.am_id >= UCT_AM_ID_MAX) ||
+                         ((hdr.flags & UCT_CXL_REC_BULK) &&
+                          !uct_cxl_rx_bulk_valid(iface, &hdr, &desc)))) {
             ucs_error("cxl: corrupt record in channel %u at %" PRIu64
                       " (length %u, am_id %u, flags 0x%x); channel stopped",
-                      index, rx->pos, rec->length, rec->am_id, rec->flags);
+                      index, rx->pos, hdr.length, hdr.am_id, hdr.flags);
             rx->seq--; /* never matches again */
             break;
         }
 
-        if (rec->flags & UCT_CXL_REC_BULK) {
-            desc = (const uct_cxl_rec_bulk_t*)(rec + 1);
-            data = iface->pool->base + desc->offset;
-            cxl_coh_invalidate(iface->coh, data, rec->length);
-            rx->bulk_tail = desc->bulk_end;
-            if (rec->flags & UCT_CXL_REC_OP) {
-                iface->rx_ops->op(iface, index, data, rec->length);
+        if (hdr.flags & UCT_CXL_REC_BULK) {
+            data = iface->pool->base + desc.offset;
+            cxl_coh_invalidate(iface->coh, data, hdr.length);
+            rx->bulk_tail = desc.bulk_end;
+            if (hdr.flags & UCT_CXL_REC_OP) {
+                iface->rx_ops->op(iface, index, data, hdr.length);
             } else {
-                iface->rx_ops->am(iface, rec->am_id, data, rec->length);
+                iface->rx_ops->am(iface, hdr.am_id, data, hdr.length);
             }
             ++count;
-        } else if (rec->flags & UCT_CXL_REC_OP) {
+        } else if (hdr.flags & UCT_CXL_REC_OP) {
             uct_cxl_rx_fetch_body(iface, rec, size);
-            iface->rx_ops->op(iface, index, rec + 1, rec->length);
+            iface->rx_ops->op(iface, index, rec + 1, hdr.length);
             ++count;
-        } else if (!(rec->flags & UCT_CXL_REC_PAD)) {
+        } else if (!(hdr.flags & UCT_CXL_REC_PAD)) {
             uct_cxl_rx_fetch_body(iface, rec, size);
-            iface->rx_ops->am(iface, rec->am_id, rec + 1, rec->length);
+            iface->rx_ops->am(iface, hdr.am_id, rec + 1, hdr.length);
             ++count;
         }
         rx->pos += size;
