@@ -199,9 +199,15 @@ static void fuzz_pool_attach_cb(const cxlpool_attach_info_t *att, void *arg)
 
 static void fuzz_pool_msg_cb(const char *line, void *arg)
 {
+    const char *c;
+
     (void)arg;
-    if (strchr(line, '\n') != NULL) {
-        fuzz_pool_fail("check message with a newline: '%s'", line);
+    /* one line of plain text, whatever the records hold */
+    for (c = line; *c != '\0'; ++c) {
+        if ((unsigned char)*c < 0x20) {
+            fuzz_pool_fail("check message with control character 0x%02x: "
+                           "'%s'", (unsigned char)*c, line);
+        }
     }
 }
 
