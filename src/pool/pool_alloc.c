@@ -30,12 +30,37 @@ static int cxlpool_range_cmp(const void *a, const void *b)
     return (ra->offset > rb->offset) - (ra->offset < rb->offset);
 }
 
-/* Sorted list of allocated ranges in records [first, end); caller frees. */
+/*
+ * A private copy of record index (any process that maps the pool may write
+ * the table): 1 if it is an allocated extent that passes its checksum and
+ * lies inside the heap, the only records readers report or act on.
+ */
+static int cxlpool_extent_read(cxlpool_t *pool, uint32_t index,
+                               cxlpool_extent_rec_t *rec)
+{
+    const cxlpool_sb_t *sb = pool->sb;
+
+    cxl_coh_invalidate(pool->coh, &pool->ext[index], sizeof(*rec));
+    memcpy(rec, (const void*)&pool->ext[index], sizeof(*rec));
+    return (rec->state == CXLPOOL_EXT_ALLOCATED) &&
+           (cxlpool_extent_crc(rec) == rec->crc) &&
+           (rec->offset >= sb->heap_offset) && (rec->offset < sb->size) &&
+           !(rec->offset % CXLPOOL_MIN_ALIGN) && (rec->length != 0) &&
+           (rec->length <= sb->size - rec->offset);
+}
+
+/*
+ * Sorted list of allocated ranges in records [first, end), each clipped to
+ * [lo, hi); caller frees.  Any record in the allocated state counts, even
+ * one that fails its checks: the allocator keeps off what it may cover.
+ */
 static cxlpool_range_t *cxlpool_used_ranges(cxlpool_t *pool, uint32_t first,
-                                            uint32_t end, uint32_t *count)
+                                            uint32_t end, uint64_t lo,
+                                            uint64_t hi, uint32_t *count)
 {
     cxlpool_range_t *ranges;
-    cxlpool_extent_rec_t *rec;
+    cxlpool_extent_rec_t rec;
+    uint64_t start, stop;
     uint32_t i, n = 0;
 
     ranges = malloc(sizeof(*ranges) * (end - first + 1));
@@ -44,11 +69,17 @@ static cxlpool_range_t *cxlpool_used_ranges(cxlpool_t *pool, uint32_t first,
     }
 
     for (i = first; i < end; ++i) {
-        rec = &pool->ext[i];
-        cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
-        if (rec->state == CXLPOOL_EXT_ALLOCATED) {
-            ranges[n].offset = rec->offset;
-            ranges[n].length = rec->length;
+        cxlpool_extent_read(pool, i, &rec);
+        if (rec.state != CXLPOOL_EXT_ALLOCATED) {
+            continue;
+        }
+        start = (rec.offset > lo) ? rec.offset : lo;
+        stop  = (rec.length > UINT64_MAX - rec.offset) ? UINT64_MAX :
+                rec.offset + rec.length;
+        stop  = (stop < hi) ? stop : hi;
+        if (start < stop) {
+            ranges[n].offset = start;
+            ranges[n].length = stop - start;
             ++n;
         }
     }
@@ -81,11 +112,9 @@ static int cxlpool_find_gap(uint64_t cursor, uint64_t end,
     return 0;
 }
 
-static void cxlpool_fill_extent(cxlpool_t *pool, uint32_t index,
+static void cxlpool_fill_extent(const cxlpool_extent_rec_t *rec, uint32_t index,
                                 cxlpool_extent_t *out)
 {
-    const cxlpool_extent_rec_t *rec = &pool->ext[index];
-
     out->offset = rec->offset;
     out->length = rec->length;
     out->index  = index;
@@ -96,14 +125,15 @@ static void cxlpool_fill_extent(cxlpool_t *pool, uint32_t index,
     out->name[CXLPOOL_NAME_MAX - 1] = '\0';
 }
 
-static int cxlpool_find_name(cxlpool_t *pool, const char *name)
+/* Index of the extent called name (its copy in *rec), -1 if none. */
+static int cxlpool_find_name(cxlpool_t *pool, const char *name,
+                             cxlpool_extent_rec_t *rec)
 {
     uint32_t i;
 
     for (i = 0; i < pool->sb->max_extents; ++i) {
-        cxl_coh_invalidate(pool->coh, &pool->ext[i], sizeof(pool->ext[i]));
-        if ((pool->ext[i].state == CXLPOOL_EXT_ALLOCATED) &&
-            !strncmp(pool->ext[i].name, name, CXLPOOL_NAME_MAX)) {
+        if (cxlpool_extent_read(pool, i, rec) &&
+            !strncmp(rec->name, name, CXLPOOL_NAME_MAX)) {
             return (int)i;
         }
     }
@@ -116,6 +146,7 @@ cxlpool_status_t cxlpool_alloc(cxlpool_t *pool, uint64_t length, uint64_t align,
 {
     cxlpool_extent_rec_t *rec = NULL;
     cxlpool_status_t status   = CXLPOOL_OK;
+    cxlpool_extent_rec_t copy;
     cxlpool_range_t *used;
     uint64_t offset, arena_start, arena_end;
     uint32_t i, n, first, end;
@@ -159,7 +190,7 @@ cxlpool_status_t cxlpool_alloc(cxlpool_t *pool, uint64_t length, uint64_t align,
 
     cxlpool_lock(pool);
 
-    if ((name != NULL) && (cxlpool_find_name(pool, name) >= 0)) {
+    if ((name != NULL) && (cxlpool_find_name(pool, name, &copy) >= 0)) {
         status = cxlpool_error(CXLPOOL_ERR_EXISTS,
                                "%s: an allocation named '%s' already exists",
                                pool->path, name);
@@ -184,7 +215,7 @@ cxlpool_status_t cxlpool_alloc(cxlpool_t *pool, uint64_t length, uint64_t align,
     }
 
     /* only this partition's records can place extents in its arena */
-    used = cxlpool_used_ranges(pool, first, end, &n);
+    used = cxlpool_used_ranges(pool, first, end, arena_start, arena_end, &n);
     if (used == NULL) {
         status = cxlpool_error(CXLPOOL_ERR_NO_SPACE, "%s: out of memory",
                                pool->path);
@@ -219,7 +250,8 @@ cxlpool_status_t cxlpool_alloc(cxlpool_t *pool, uint64_t length, uint64_t align,
     cxl_coh_publish(pool->coh, rec, sizeof(*rec));
     cxlpool_fault_point("alloc-published");
 
-    cxlpool_fill_extent(pool, (uint32_t)(rec - pool->ext), extent);
+    memcpy(&copy, rec, sizeof(copy));
+    cxlpool_fill_extent(&copy, (uint32_t)(rec - pool->ext), extent);
 
 out:
     cxlpool_unlock(pool);
@@ -230,13 +262,11 @@ out:
 static uint32_t cxlpool_find_offset(cxlpool_t *pool, uint32_t first,
                                     uint32_t end, uint64_t offset)
 {
-    cxlpool_extent_rec_t *rec;
+    cxlpool_extent_rec_t rec;
     uint32_t i;
 
     for (i = first; i < end; ++i) {
-        rec = &pool->ext[i];
-        cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
-        if ((rec->state == CXLPOOL_EXT_ALLOCATED) && (rec->offset == offset)) {
+        if (cxlpool_extent_read(pool, i, &rec) && (rec.offset == offset)) {
             return i;
         }
     }
@@ -302,6 +332,7 @@ out:
 cxlpool_status_t cxlpool_lookup(cxlpool_t *pool, const char *name,
                                 cxlpool_extent_t *extent)
 {
+    cxlpool_extent_rec_t rec;
     int index;
 
     if ((name == NULL) || (*name == '\0')) {
@@ -309,12 +340,12 @@ cxlpool_status_t cxlpool_lookup(cxlpool_t *pool, const char *name,
     }
 
     /* records are published state-last, so a lock-free scan is consistent */
-    index = cxlpool_find_name(pool, name);
+    index = cxlpool_find_name(pool, name, &rec);
     if (index < 0) {
         return cxlpool_error(CXLPOOL_ERR_NOT_FOUND,
                              "%s: no allocation named '%s'", pool->path, name);
     }
-    cxlpool_fill_extent(pool, (uint32_t)index, extent);
+    cxlpool_fill_extent(&rec, (uint32_t)index, extent);
     return CXLPOOL_OK;
 }
 
@@ -330,9 +361,7 @@ cxlpool_status_t cxlpool_extent_check(cxlpool_t *pool, uint32_t index,
                              index);
     }
 
-    cxl_coh_invalidate(pool->coh, &pool->ext[index], sizeof(rec));
-    memcpy(&rec, (const void*)&pool->ext[index], sizeof(rec));
-    if ((rec.state != CXLPOOL_EXT_ALLOCATED) || (rec.gen != gen)) {
+    if (!cxlpool_extent_read(pool, index, &rec) || (rec.gen != gen)) {
         return cxlpool_error(CXLPOOL_ERR_STALE,
                              "%s: extent %u generation %u was freed or reused",
                              pool->path, index, gen);
@@ -349,15 +378,13 @@ cxlpool_status_t cxlpool_extent_check(cxlpool_t *pool, uint32_t index,
 cxlpool_status_t cxlpool_extent_find(cxlpool_t *pool, uint64_t offset,
                                      uint64_t length, cxlpool_extent_t *extent)
 {
-    const cxlpool_extent_rec_t *rec;
+    cxlpool_extent_rec_t rec;
     uint32_t i;
 
     for (i = 0; i < pool->sb->max_extents; ++i) {
-        rec = &pool->ext[i];
-        cxl_coh_invalidate(pool->coh, rec, sizeof(*rec));
-        if ((rec->state == CXLPOOL_EXT_ALLOCATED) && (offset >= rec->offset) &&
-            (length <= rec->length) && (offset - rec->offset <= rec->length - length)) {
-            cxlpool_fill_extent(pool, i, extent);
+        if (cxlpool_extent_read(pool, i, &rec) && (offset >= rec.offset) &&
+            (length <= rec.length) && (offset - rec.offset <= rec.length - length)) {
+            cxlpool_fill_extent(&rec, i, extent);
             return CXLPOOL_OK;
         }
     }
@@ -399,7 +426,8 @@ cxlpool_status_t cxlpool_stats(cxlpool_t *pool, cxlpool_stats_t *stats)
 
     /* a report, not a decision: no lock, so read-only handles can use it */
     memset(stats, 0, sizeof(*stats));
-    used = cxlpool_used_ranges(pool, 0, pool->sb->max_extents, &n);
+    used = cxlpool_used_ranges(pool, 0, pool->sb->max_extents,
+                               pool->sb->heap_offset, pool->sb->size, &n);
     if (used == NULL) {
         return cxlpool_error(CXLPOOL_ERR_NO_SPACE, "%s: out of memory",
                              pool->path);
@@ -431,13 +459,13 @@ cxlpool_status_t cxlpool_stats(cxlpool_t *pool, cxlpool_stats_t *stats)
 cxlpool_status_t cxlpool_foreach_extent(cxlpool_t *pool, cxlpool_extent_cb_t cb,
                                         void *arg)
 {
+    cxlpool_extent_rec_t rec;
     cxlpool_extent_t extent;
     uint32_t i;
 
     for (i = 0; i < pool->sb->max_extents; ++i) {
-        cxl_coh_invalidate(pool->coh, &pool->ext[i], sizeof(pool->ext[i]));
-        if (pool->ext[i].state == CXLPOOL_EXT_ALLOCATED) {
-            cxlpool_fill_extent(pool, i, &extent);
+        if (cxlpool_extent_read(pool, i, &rec)) {
+            cxlpool_fill_extent(&rec, i, &extent);
             cb(&extent, arg);
         }
     }

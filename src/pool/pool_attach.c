@@ -150,6 +150,7 @@ void cxlpool_attach_fill_info(cxlpool_t *pool, uint32_t slot,
                               cxlpool_attach_info_t *info)
 {
     cxlpool_attach_rec_t *rec = cxlpool_att(pool, slot);
+    char *p;
 
     memset(info, 0, sizeof(*info));
     info->slot         = slot;
@@ -164,6 +165,13 @@ void cxlpool_attach_fill_info(cxlpool_t *pool, uint32_t slot,
     info->alive        = cxlpool_attach_alive(pool, slot);
     memcpy(info->hostname, rec->hostname, sizeof(rec->hostname));
     info->hostname[sizeof(rec->hostname)] = '\0';
+    /* any process that maps the pool may write the record: what tools
+     * print stays one line of plain characters */
+    for (p = info->hostname; *p != '\0'; ++p) {
+        if ((*p < 0x20) || (*p > 0x7e)) {
+            *p = '?';
+        }
+    }
 }
 
 cxlpool_status_t cxlpool_attach_claim(cxlpool_t *pool, uint32_t lease_ms)

@@ -74,6 +74,19 @@ static const char *cxlpool_check_part(cxlpool_t *pool, uint32_t k, char *buf,
     return buf;
 }
 
+/* A record's name as one line of plain characters (a peer may have
+ * written anything there). */
+static const char *cxlpool_check_name(const char *name, char *buf)
+{
+    unsigned i;
+
+    for (i = 0; (i < CXLPOOL_NAME_MAX - 1) && (name[i] != '\0'); ++i) {
+        buf[i] = ((name[i] < 0x20) || (name[i] > 0x7e)) ? '?' : name[i];
+    }
+    buf[i] = '\0';
+    return buf;
+}
+
 /* Heap arena that holds offset (offset inside the heap). */
 static uint32_t cxlpool_arena_of(cxlpool_t *pool, uint64_t offset)
 {
@@ -121,8 +134,8 @@ static void cxlpool_check_extents(cxlpool_t *pool, cxlpool_check_report_t *rep,
 {
     cxlpool_check_range_t *ranges;
     cxlpool_extent_rec_t *rec;
+    char part[32], name[CXLPOOL_NAME_MAX];
     uint32_t i, n = 0;
-    char part[32];
 
     ranges = calloc(pool->sb->max_extents + 1, sizeof(*ranges));
     for (i = 0; i < pool->sb->max_extents; ++i) {
@@ -161,12 +174,13 @@ static void cxlpool_check_extents(cxlpool_t *pool, cxlpool_check_report_t *rep,
             rep->dead_bytes += rec->length;
             rep->other_dead_extents += !cxlpool_check_own_record(pool, i);
             cxlpool_check_say(out, "extent %u%s: 0x%" PRIx64 "+%" PRIu64
-                              " '%.*s' held by dead owner slot %u gen %u", i,
+                              " '%s' held by dead owner slot %u gen %u", i,
                               cxlpool_check_part(pool,
                                                  cxlpool_record_part(pool, i),
                                                  part, sizeof(part)),
-                              rec->offset, rec->length, CXLPOOL_NAME_MAX,
-                              rec->name, cxlpool_token_slot(rec->owner),
+                              rec->offset, rec->length,
+                              cxlpool_check_name(rec->name, name),
+                              cxlpool_token_slot(rec->owner),
                               cxlpool_token_gen(rec->owner));
         }
         if (ranges != NULL) {

@@ -195,14 +195,25 @@ cxlpool_status_t cxlpool_sb_validate(const char *path, const cxlpool_sb_t *sb,
                              store_size, sb->size);
     }
 
+    /*
+     * Tables in order after the lock lines, line aligned, each inside the
+     * gap before the next: every process computes record addresses from
+     * these fields, so sums that could wrap are written as differences.
+     */
     if ((sb->heap_offset >= sb->size) ||
-        (sb->heap_offset + sb->heap_size != sb->size) ||
+        (sb->heap_size != sb->size - sb->heap_offset) ||
+        (sb->heap_offset % CXLPOOL_HEAP_ALIGN) ||
         (sb->attach_rec_size != sizeof(cxlpool_attach_rec_t)) ||
         (sb->extent_rec_size != sizeof(cxlpool_extent_rec_t)) ||
-        (sb->extent_offset + (uint64_t)sb->max_extents *
-                             sizeof(cxlpool_extent_rec_t) > sb->heap_offset) ||
-        (sb->attach_offset + (uint64_t)sb->max_attach *
-                             sizeof(cxlpool_attach_rec_t) > sb->extent_offset) ||
+        (sb->attach_offset < CXLPOOL_ATTACH_OFFSET) ||
+        (sb->attach_offset % CXLPOOL_LINE) ||
+        (sb->extent_offset % CXLPOOL_LINE) ||
+        (sb->extent_offset < sb->attach_offset) ||
+        (sb->heap_offset < sb->extent_offset) ||
+        (sb->max_extents > (sb->heap_offset - sb->extent_offset) /
+                           sizeof(cxlpool_extent_rec_t)) ||
+        (sb->max_attach > (sb->extent_offset - sb->attach_offset) /
+                          sizeof(cxlpool_attach_rec_t)) ||
         (cxlpool_sb_nr_hosts(sb) > CXLPOOL_MAX_HOSTS) ||
         (cxlpool_sb_nr_hosts(sb) > sb->max_attach) ||
         (cxlpool_sb_nr_hosts(sb) > sb->max_extents) ||

@@ -38,7 +38,9 @@ struct cxlpool {
     uint64_t               size;
     uint64_t               map_align;
     cxl_coh_mode_t         coh;
-    cxlpool_sb_t          *sb;
+    cxlpool_sb_t          *sb;          /* &sb_copy: the validated copy */
+    cxlpool_sb_t           sb_copy;     /* read and checked at open; the
+                                           mapped one may change under us */
     cxlpool_lock_t        *lock;        /* own partition's lock line */
     cxlpool_attach_rec_t  *att;
     cxlpool_extent_rec_t  *ext;

@@ -49,17 +49,26 @@ int cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token)
     int pid           = (int)(token >> 32);
     uint64_t start, now;
 
-    if ((uint32_t)token == host_tag) {
+    if (((uint32_t)token == host_tag) && (token != pool->lock_token)) {
         start = cxlpool_proc_start_time(pid);
         if (start == 0) {
             return 1;
         }
         /* start_time is cleared before release, so a value here is current */
         cxl_coh_invalidate(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));
-        return (pool->lock->token == token) && (pool->lock->start_time != 0) &&
-               (pool->lock->start_time != start);
+        if (pool->lock->start_time == start) {
+            return 0; /* that process holds it */
+        }
+        if ((pool->lock->token == token) && (pool->lock->start_time != 0)) {
+            return 1; /* the pid was reused: its holder is gone */
+        }
+        /* no start time yet (a holder between its CAS and the fill), or
+         * a line someone else wrote: judged by the timeout below, never
+         * waited on forever */
     }
 
+    /* other hosts' holders, and this process's own token (another thread
+     * of it holds the lock; also what a peer may have written there) */
     now = cxlpool_monotonic_ns();
     if (seen_token != token) {
         seen_token = token;
@@ -92,7 +101,7 @@ void cxlpool_lock(cxlpool_t *pool)
         }
 
         if ((++spins % 64) == 0) {
-            if ((cur != pool->lock_token) && cxlpool_lock_holder_dead(pool, cur) &&
+            if (cxlpool_lock_holder_dead(pool, cur) &&
                 __atomic_compare_exchange_n(&pool->lock->token, &cur,
                                             pool->lock_token, 0,
                                             __ATOMIC_ACQUIRE,

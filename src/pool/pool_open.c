@@ -280,7 +280,6 @@ static cxlpool_status_t cxlpool_open_store(cxlpool_t *pool,
     int excl        = want_create && (params->flags & CXLPOOL_EXCL);
     int created     = 0;
     cxlpool_status_t status;
-    cxlpool_sb_t sb;
     uint64_t size;
 
     /* A device always exists: "create" formats it in place. */
@@ -316,12 +315,15 @@ static cxlpool_status_t cxlpool_open_store(cxlpool_t *pool,
         /* created, or lost the race to another creator: open what is there */
     }
 
-    status = cxlpool_read_sb(pool->path, pool->fd, pool->backend, size, &sb);
+    /* a peer that may map the pool may write its superblock at any time:
+     * the layout is taken from this validated copy only */
+    status = cxlpool_read_sb(pool->path, pool->fd, pool->backend, size,
+                             &pool->sb_copy);
     if (status != CXLPOOL_OK) {
         return status;
     }
 
-    pool->size = sb.size;
+    pool->size = pool->sb_copy.size;
     return CXLPOOL_OK;
 }
 
@@ -394,7 +396,7 @@ cxlpool_status_t cxlpool_open(const cxlpool_params_t *params,
         goto err;
     }
 
-    pool->sb   = (cxlpool_sb_t*)pool->base;
+    pool->sb   = &pool->sb_copy;
     pool->lock = (cxlpool_lock_t*)(pool->base + CXLPOOL_LOCK_OFFSET);
     pool->att  = (cxlpool_attach_rec_t*)(pool->base + pool->sb->attach_offset);
     pool->ext  = (cxlpool_extent_rec_t*)(pool->base + pool->sb->extent_offset);

@@ -120,6 +120,11 @@ cxlpool_status_t cxlpool_host_resolve(cxlpool_t *pool,
 
 cxlpool_status_t cxlpool_partition_required(cxlpool_t *pool, const char *what)
 {
+    if (pool->rdonly) {
+        /* the mapping is read-only: the lock alone would fault */
+        return cxlpool_error(CXLPOOL_ERR_INVAL, "%s: cannot %s: opened "
+                             "read-only", pool->path, what);
+    }
     if (pool->host_index != CXLPOOL_HOST_INDEX_NONE) {
         return CXLPOOL_OK;
     }

@@ -58,10 +58,11 @@ static void uct_cxl_tx_walk(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
  * one stopped (head and seq of the producer line, and after a dead owner
  * its records beyond that): sequence numbers only move forward.
  */
-static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
+                                     const uct_cxl_block_hdr_t *geom)
 {
     uint64_t token           = cxlpool_token(iface->pool->cxlpool);
-    uct_cxl_block_hdr_t *hdr = tx->peer;
+    const uct_cxl_block_hdr_t *hdr = geom; /* checked copy of tx->peer */
     unsigned per_host        = uct_cxl_block_per_host(hdr);
     unsigned host            = (hdr->num_hosts == 1) ? 0 : iface->host_index;
     uct_cxl_block_claim_t *claims;
@@ -77,9 +78,11 @@ static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
         return UCS_ERR_UNREACHABLE;
     }
 
-    claims = uct_cxl_block_claims(hdr, host);
+    claims = uct_cxl_block_claims(tx->peer, host);
     for (i = 0; i < per_host; ++i) {
-        chan     = uct_cxl_block_chan(hdr, host * per_host + i);
+        chan     = (uct_cxl_chan_ctl_t*)((uint8_t*)tx->peer + sizeof(*hdr) +
+                   (uint64_t)hdr->num_hosts * sizeof(uct_cxl_block_claim_t) +
+                   (uint64_t)(host * per_host + i) * hdr->chan_stride);
         expected = 0;
         cxl_coh_invalidate(iface->coh, chan, 2 * UCT_CXL_LINE);
         if ((chan->owner != 0) &&
@@ -112,7 +115,10 @@ static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
     tx->chan        = chan;
     tx->ring        = uct_cxl_chan_ring(chan);
     tx->ring_mask   = hdr->ring_size - 1;
-    tx->head        = chan->head;
+    /* records are line aligned; the producer line is the previous owner's
+     * (or whoever scribbled on it): a misaligned head would put records
+     * across lines and the ring's end */
+    tx->head        = chan->head & ~(uint64_t)(UCT_CXL_LINE - 1);
     tx->seq         = (uint32_t)chan->seq; /* set by the receiver at open */
     tx->cached_tail = chan->tail;
     if (expected != 0) {
@@ -135,30 +141,56 @@ static void uct_cxl_tx_release(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
     cxl_coh_publish(iface->coh, tx->chan, UCT_CXL_LINE);
 }
 
+/*
+ * The geometry a peer's block header claims is possible: rings of a power
+ * of two inside channels of a line-aligned stride, all channels inside the
+ * pool.  The header is in shared memory and the address came from the
+ * peer: a sender writes where these fields say (uct_cxl_tx_claim).
+ */
+static int uct_cxl_peer_geometry_valid(const uct_cxl_block_hdr_t *peer,
+                                       uint64_t room)
+{
+    uint64_t fixed;
+
+    if ((peer->ring_size == 0) || (peer->ring_size & (peer->ring_size - 1)) ||
+        (peer->ring_size < UCT_CXL_LINE) ||
+        (peer->num_hosts == 0) || (peer->num_hosts > UCT_CXL_MAX_HOSTS) ||
+        (peer->num_channels < peer->num_hosts) ||
+        (peer->chan_stride % UCT_CXL_LINE) ||
+        (peer->chan_stride < sizeof(uct_cxl_chan_ctl_t) + peer->ring_size)) {
+        return 0;
+    }
+    fixed = sizeof(*peer) +
+            (uint64_t)peer->num_hosts * sizeof(uct_cxl_block_claim_t);
+    /* block_size() as a division: num_channels * chan_stride can wrap */
+    return (fixed <= room) &&
+           (peer->chan_stride <= (room - fixed) / peer->num_channels);
+}
+
 /* Check the peer block named by addr and map its header, or fail. */
 static ucs_status_t uct_cxl_peer_block(uct_cxl_iface_t *iface,
                                        const uct_cxl_iface_addr_t *addr,
-                                       uct_cxl_block_hdr_t **peer_p)
+                                       uct_cxl_block_hdr_t **peer_p,
+                                       uct_cxl_block_hdr_t *geom)
 {
     uct_cxl_block_hdr_t *peer;
 
-    /* the block must lie in our pool's heap and carry the peer's id */
+    /* the block must lie in our pool's heap, line aligned (its lines are
+     * written with atomics), and carry the peer's id */
     if ((addr->block_offset < iface->pool->heap_offset) ||
-        (addr->block_offset > iface->pool->size - sizeof(*peer))) {
+        (addr->block_offset > iface->pool->size - sizeof(*peer)) ||
+        (addr->block_offset % UCT_CXL_LINE)) {
         ucs_error("cxl: peer block offset 0x%" PRIx64 " is outside pool %s",
                   addr->block_offset, iface->pool->path);
         return UCS_ERR_INVALID_ADDR;
     }
     peer = (uct_cxl_block_hdr_t*)(iface->pool->base + addr->block_offset);
     cxl_coh_invalidate(iface->coh, peer, sizeof(*peer));
-    if ((peer->magic != UCT_CXL_BLOCK_MAGIC) || (peer->iface_id != addr->id) ||
-        (peer->ring_size == 0) || (peer->ring_size & (peer->ring_size - 1)) ||
-        (peer->num_hosts == 0) || (peer->num_hosts > UCT_CXL_MAX_HOSTS) ||
-        (peer->num_channels < peer->num_hosts) ||
-        (addr->block_offset + uct_cxl_block_size(peer->num_hosts,
-                                                 peer->num_channels,
-                                                 peer->chan_stride) >
-         iface->pool->size)) {
+    /* one copy, checked and then used: the header may change meanwhile */
+    memcpy(geom, peer, sizeof(*geom));
+    if ((geom->magic != UCT_CXL_BLOCK_MAGIC) || (geom->iface_id != addr->id) ||
+        !uct_cxl_peer_geometry_valid(geom,
+                                     iface->pool->size - addr->block_offset)) {
         ucs_diag("cxl: no open interface 0x%" PRIx64 " at offset 0x%" PRIx64
                  " of pool %s", addr->id, addr->block_offset, iface->pool->path);
         return UCS_ERR_UNREACHABLE;
@@ -172,7 +204,7 @@ ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
                             const uct_cxl_iface_addr_t *addr,
                             uct_cxl_tx_t **tx_p)
 {
-    uct_cxl_block_hdr_t *peer;
+    uct_cxl_block_hdr_t *peer, geom;
     ucs_status_t status;
     uct_cxl_tx_t *tx;
 
@@ -187,7 +219,7 @@ ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
         }
     }
 
-    status = uct_cxl_peer_block(iface, addr, &peer);
+    status = uct_cxl_peer_block(iface, addr, &peer, &geom);
     if (status != UCS_OK) {
         return status;
     }
@@ -202,9 +234,9 @@ ucs_status_t uct_cxl_tx_get(uct_cxl_iface_t *iface,
     tx->peer         = peer;
     tx->signal_fd    = -1;
     /* sw: the first send re-reads the header, then every peer_check_us */
-    tx->check_interval = ucs_time_from_usec(peer->peer_check_us);
+    tx->check_interval = ucs_time_from_usec(geom.peer_check_us);
     tx->check_due      = 0;
-    status           = uct_cxl_tx_claim(iface, tx);
+    status           = uct_cxl_tx_claim(iface, tx, &geom);
     if (status != UCS_OK) {
         ucs_free(tx);
         return status;
@@ -399,9 +431,9 @@ uct_cxl_rx_fetch_body(uct_cxl_iface_t *iface, uct_cxl_rec_t *rec, uint64_t size)
 static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
                                         unsigned budget)
 {
-    uct_cxl_chan_ctl_t *chan = uct_cxl_block_chan(iface->block, index);
+    uct_cxl_chan_ctl_t *chan = uct_cxl_iface_chan(iface, index);
     uct_cxl_rx_chan_t *rx    = &iface->rx[index];
-    uint64_t mask            = iface->block->ring_size - 1;
+    uint64_t mask            = iface->ring_mask;
     uint8_t *ring            = uct_cxl_chan_ring(chan);
     unsigned count           = 0;
     uct_cxl_rx_rec_t r;
@@ -500,7 +532,7 @@ void uct_cxl_iface_poll_claims(uct_cxl_iface_t *iface)
  */
 static void uct_cxl_iface_fetch_heads(uct_cxl_iface_t *iface)
 {
-    uint64_t mask = iface->block->ring_size - 1;
+    uint64_t mask = iface->ring_mask;
     const void *lines[UCT_CXL_POLL_BATCH];
     uct_cxl_rx_chan_t *rxs[UCT_CXL_POLL_BATCH];
     unsigned host, i, j, n = 0;
@@ -514,7 +546,7 @@ static void uct_cxl_iface_fetch_heads(uct_cxl_iface_t *iface)
             if (rx->head_fresh) {
                 continue;
             }
-            lines[n] = uct_cxl_chan_ring(uct_cxl_block_chan(iface->block, idx)) +
+            lines[n] = uct_cxl_chan_ring(uct_cxl_iface_chan(iface, idx)) +
                        (rx->pos & mask);
             rxs[n++] = rx;
             if (n == UCT_CXL_POLL_BATCH) {

@@ -203,8 +203,7 @@ ucs_status_t uct_cxl_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
 /* Is any record (or a new sender) waiting? */
 static int uct_cxl_iface_has_rx(uct_cxl_iface_t *iface)
 {
-    uct_cxl_block_hdr_t *block = iface->block;
-    uint64_t mask              = block->ring_size - 1;
+    uint64_t mask = iface->ring_mask;
     uct_cxl_chan_ctl_t *chan;
     uct_cxl_rec_t *rec;
     unsigned host, i, idx;
@@ -213,7 +212,7 @@ static int uct_cxl_iface_has_rx(uct_cxl_iface_t *iface)
     for (host = 0; host < iface->num_hosts; ++host) {
         for (i = 0; i < iface->active[host]; ++i) {
             idx  = host * iface->per_host + i;
-            chan = uct_cxl_block_chan(block, idx);
+            chan = uct_cxl_iface_chan(iface, idx);
             rec  = (uct_cxl_rec_t*)(uct_cxl_chan_ring(chan) +
                                     (iface->rx[idx].pos & mask));
             cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);

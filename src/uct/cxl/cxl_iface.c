@@ -459,6 +459,9 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->block->chan_stride  = stride;
     self->block->proc_id      = uct_cxl_proc_id();
     self->block->peer_check_us = self->peer_check_us;
+    self->chans       = (uint8_t*)uct_cxl_block_chan(self->block, 0);
+    self->chan_stride = stride;
+    self->ring_mask   = config->ring_size - 1;
     for (i = 0; i < config->num_channels; ++i) {
         self->rx[i].seq = uct_cxl_chan_first_seq(self->id, i);
         uct_cxl_block_chan(self->block, i)->seq = self->rx[i].seq;

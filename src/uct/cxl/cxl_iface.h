@@ -102,6 +102,12 @@ typedef struct uct_cxl_iface {
     unsigned             peer_check_us; /* published in the own block header */
     uct_cxl_block_hdr_t *block;      /* receive block in the pool */
     uint64_t             block_offset;
+    /* the block's geometry as this interface made it: any process that
+     * maps the pool may write the header, so the receiver never takes
+     * addresses from there */
+    uint8_t             *chans;      /* channel 0 */
+    uint64_t             chan_stride;
+    uint64_t             ring_mask;  /* ring bytes - 1 */
     unsigned             num_hosts;  /* host ranges of the own block */
     unsigned             per_host;   /* channels per host range */
     unsigned             host_index; /* own range in peers' blocks */
@@ -132,6 +138,14 @@ typedef struct uct_cxl_iface {
     int                  event_wfd;  /* own writer: no EOF while senders come and go */
     char                 event_path[64];
 } uct_cxl_iface_t;
+
+/* Own receive channel 'index', by the interface's own geometry. */
+static UCS_F_ALWAYS_INLINE uct_cxl_chan_ctl_t *
+uct_cxl_iface_chan(uct_cxl_iface_t *iface, unsigned index)
+{
+    return (uct_cxl_chan_ctl_t*)(iface->chans +
+                                 (uint64_t)index * iface->chan_stride);
+}
 
 /*
  * Sender side of one channel in a peer's block.  All endpoints of an
