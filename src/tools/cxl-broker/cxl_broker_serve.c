@@ -143,8 +143,9 @@ int cxlb_destroy(int argc, char **argv)
     if ((hdr->magic == BRK_MAGIC) && hdr->broker_token &&
         cxlpool_owner_alive(pool, hdr->broker_token)) {
         cxlpool_close(pool);
-        return cxlb_fail("destroy: a broker (pid %d) serves this pool at %s: "
-                         "stop it first", hdr->broker_pid, hdr->addr);
+        return cxlb_fail("destroy: a broker (pid %d) serves this pool at "
+                         "%.*s: stop it first", hdr->broker_pid,
+                         (int)sizeof(hdr->addr), hdr->addr);
     }
     if (cxlpool_free(pool, ext.offset) != CXLPOOL_OK) {
         cxlpool_close(pool);

@@ -98,25 +98,32 @@ static int brk_arena_create(brk_srv_t *srv, cxlpool_extent_t *ext, char *err,
     return CXL_BROKER_OK;
 }
 
-static int brk_arena_check_hdr(brk_srv_t *srv, const cxlpool_extent_t *ext,
-                               char *err, size_t errlen)
+int brk_arena_check_hdr(const brk_hdr_t *hdr, uint64_t size, char *err,
+                        size_t errlen)
 {
-    const brk_hdr_t *hdr = srv->hdr;
-
-    if ((hdr->magic != BRK_MAGIC) || (hdr->crc != brk_hdr_crc(hdr))) {
+    if ((size < BRK_HDR_REGION) || (hdr->magic != BRK_MAGIC) ||
+        (hdr->crc != brk_hdr_crc(hdr))) {
         snprintf(err, errlen, "the pool's extent '%s' is not a broker arena "
                  "or its header is damaged (cxl-broker destroy removes it)",
                  BRK_ARENA_NAME);
         return CXL_BROKER_ERR_CORRUPT;
     }
-    if (hdr->layout_version != BRK_LAYOUT_VERSION) {
-        snprintf(err, errlen, "broker arena layout %u, this broker reads %u",
-                 hdr->layout_version, BRK_LAYOUT_VERSION);
+    if ((hdr->layout_version != BRK_LAYOUT_VERSION) ||
+        (hdr->hdr_size != sizeof(*hdr))) {
+        snprintf(err, errlen, "broker arena layout %u (header of %u bytes), "
+                 "this broker reads %u", hdr->layout_version, hdr->hdr_size,
+                 BRK_LAYOUT_VERSION);
         return CXL_BROKER_ERR_UNSUPPORTED;
     }
-    if ((hdr->arena_size != ext->length) || (hdr->heap_off != BRK_HDR_REGION)) {
+    if ((hdr->arena_size != size) || (hdr->heap_off != BRK_HDR_REGION)) {
         snprintf(err, errlen, "broker arena header says %" PRIu64 " bytes, "
-                 "the extent has %" PRIu64, hdr->arena_size, ext->length);
+                 "the extent has %" PRIu64, hdr->arena_size, size);
+        return CXL_BROKER_ERR_CORRUPT;
+    }
+    /* printed by "another broker serves this pool at ADDR" */
+    if (memchr(hdr->addr, '\0', sizeof(hdr->addr)) == NULL) {
+        snprintf(err, errlen, "broker arena header: the address is not "
+                 "terminated (cxl-broker destroy removes the arena)");
         return CXL_BROKER_ERR_CORRUPT;
     }
     return CXL_BROKER_OK;
@@ -127,6 +134,7 @@ static void brk_arena_recover_chunks(brk_srv_t *srv, brk_vs_t *vs)
 {
     uint64_t c, w, bad = 0, kept = 0;
     brk_cstate_t *cs;
+    int reserved;
 
     for (c = 0; c < vs->vrec->nchunks; ++c) {
         cs = &vs->states[c];
@@ -134,18 +142,23 @@ static void brk_arena_recover_chunks(brk_srv_t *srv, brk_vs_t *vs)
         if (BRK_CSTATE_STATE(w) == BRK_CHUNK_ABSENT) {
             continue;
         }
-        if ((BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) &&
-            (cs->len == vs->chunks[c].len) &&
-            !brk_heap_reserve(&srv->heap, cs->off, cs->len) &&
-            (!srv->params.verify ||
-             (cxlpool_crc32c(0, srv->arena + cs->off, cs->len) == cs->crc))) {
+        reserved = (BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) &&
+                   (cs->len == vs->chunks[c].len) &&
+                   !brk_heap_reserve(&srv->heap, cs->off, cs->len);
+        if (reserved && (!srv->params.verify ||
+                         (cxlpool_crc32c(0, srv->arena + cs->off, cs->len) ==
+                          cs->crc))) {
             vs->resident_chunks++;
             vs->resident_bytes += cs->len;
             kept++;
             continue;
         }
+        if (reserved) {
+            /* only a range reserved here goes back: one that failed its
+             * reservation may be another record's, or outside the heap */
+            brk_heap_free(&srv->heap, cs->off, cs->len);
+        }
         if (BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) {
-            brk_heap_free(&srv->heap, cs->off, cs->len); /* if reserved */
             bad++;
         }
         brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(w) + 1,
@@ -162,18 +175,66 @@ static void brk_arena_recover_chunks(brk_srv_t *srv, brk_vs_t *vs)
     }
 }
 
-int brk_arena_open(brk_srv_t *srv, char *err, size_t errlen)
+int brk_arena_recover(brk_srv_t *srv, uint8_t *base, uint64_t size,
+                      char *err, size_t errlen)
 {
-    cxlpool_extent_t ext;
     brk_vrec_t *vrec;
     brk_vs_t *vs;
     uint32_t i;
+
+    srv->arena      = base;
+    srv->arena_size = size;
+    srv->hdr        = (brk_hdr_t*)base;
+    srv->vrecs      = (brk_vrec_t*)(srv->arena + sizeof(brk_hdr_t));
+    if (brk_heap_init(&srv->heap, srv->hdr->heap_off, srv->arena_size)) {
+        snprintf(err, errlen, "out of memory");
+        return CXL_BROKER_ERR_NO_MEMORY;
+    }
+    cxl_coh_invalidate(srv->coh, srv->vrecs,
+                       BRK_MAX_VERSIONS * sizeof(brk_vrec_t));
+    for (i = 0; i < BRK_MAX_VERSIONS; ++i) {
+        vrec = &srv->vrecs[i];
+        if (vrec->state == BRK_VREC_FREE) {
+            continue;
+        }
+        if ((vrec->crc != brk_vrec_crc(vrec)) ||
+            (memchr(vrec->name, '\0', sizeof(vrec->name)) == NULL)) {
+            brk_log(srv, "version record %u fails its checksum: left alone", i);
+            continue;
+        }
+        if (vrec->state != BRK_VREC_ACTIVE) {
+            /* BUILDING: a publish that did not finish; RETIRING: readers
+             * of the old broker are gone with it (another value: damaged) */
+            brk_log(srv, "%s v%u: %s, freed", vrec->name, vrec->version,
+                    (vrec->state == BRK_VREC_BUILDING) ? "not finished" :
+                    (vrec->state == BRK_VREC_RETIRING) ? "retired" :
+                    "in an unknown state");
+            memset(vrec, 0, sizeof(*vrec));
+            cxl_coh_writeback(srv->coh, vrec, sizeof(*vrec));
+            continue;
+        }
+        err[0] = '\0';
+        vs = brk_vs_attach(srv, i, err, errlen);
+        if (vs == NULL) {
+            brk_log(srv, "%s v%u: %s: left alone", vrec->name, vrec->version,
+                    err);
+            continue;
+        }
+        brk_arena_recover_chunks(srv, vs);
+    }
+    err[0] = '\0';
+    return CXL_BROKER_OK;
+}
+
+int brk_arena_open(brk_srv_t *srv, char *err, size_t errlen)
+{
+    cxlpool_extent_t ext;
     int rc;
 
     if (cxlpool_lookup(srv->pool, BRK_ARENA_NAME, &ext) == CXLPOOL_OK) {
         srv->hdr = (brk_hdr_t*)((uint8_t*)cxlpool_base(srv->pool) + ext.offset);
         cxl_coh_invalidate(srv->coh, srv->hdr, BRK_HDR_REGION);
-        rc = brk_arena_check_hdr(srv, &ext, err, errlen);
+        rc = brk_arena_check_hdr(srv->hdr, ext.length, err, errlen);
         if (rc != CXL_BROKER_OK) {
             return rc;
         }
@@ -197,43 +258,10 @@ int brk_arena_open(brk_srv_t *srv, char *err, size_t errlen)
         return CXL_BROKER_ERR_BUSY;
     }
     srv->arena_pool_off = ext.offset;
-    srv->arena_size     = ext.length;
-    srv->arena          = (uint8_t*)srv->hdr;
-    srv->vrecs          = (brk_vrec_t*)(srv->arena + sizeof(brk_hdr_t));
-    if (brk_heap_init(&srv->heap, srv->hdr->heap_off, srv->arena_size)) {
-        snprintf(err, errlen, "out of memory");
-        return CXL_BROKER_ERR_NO_MEMORY;
+    rc = brk_arena_recover(srv, (uint8_t*)srv->hdr, ext.length, err, errlen);
+    if (rc != CXL_BROKER_OK) {
+        return rc;
     }
-    cxl_coh_invalidate(srv->coh, srv->vrecs,
-                       BRK_MAX_VERSIONS * sizeof(brk_vrec_t));
-    for (i = 0; i < BRK_MAX_VERSIONS; ++i) {
-        vrec = &srv->vrecs[i];
-        if (vrec->state == BRK_VREC_FREE) {
-            continue;
-        }
-        if (vrec->crc != brk_vrec_crc(vrec)) {
-            brk_log(srv, "version record %u fails its checksum: left alone", i);
-            continue;
-        }
-        if (vrec->state != BRK_VREC_ACTIVE) {
-            /* BUILDING: a publish that did not finish; RETIRING: readers
-             * of the old broker are gone with it */
-            brk_log(srv, "%s v%u: %s, freed", vrec->name, vrec->version,
-                    (vrec->state == BRK_VREC_BUILDING) ? "not finished" :
-                    "retired");
-            memset(vrec, 0, sizeof(*vrec));
-            cxl_coh_writeback(srv->coh, vrec, sizeof(*vrec));
-            continue;
-        }
-        vs = brk_vs_attach(srv, i, err, errlen);
-        if (vs == NULL) {
-            brk_log(srv, "%s v%u: %s: left alone", vrec->name, vrec->version,
-                    err);
-            continue;
-        }
-        brk_arena_recover_chunks(srv, vs);
-    }
-    err[0] = '\0';
     srv->hdr->boot++;
     srv->hdr->start_ns     = brk_now_ns();
     srv->hdr->broker_token = cxlpool_token(srv->pool);
@@ -273,7 +301,7 @@ void brk_arena_close(brk_srv_t *srv)
 static brk_vs_t *brk_vs_new(brk_srv_t *srv, uint32_t slot)
 {
     brk_vrec_t *vrec = &srv->vrecs[slot];
-    const brk_meta_t *meta = (const brk_meta_t*)(srv->arena + vrec->meta_off);
+    brk_meta_view_t view;
     brk_vs_t *vs;
 
     vs = calloc(1, sizeof(*vs));
@@ -284,14 +312,15 @@ static brk_vs_t *brk_vs_new(brk_srv_t *srv, uint32_t slot)
         free(vs);
         return NULL;
     }
+    brk_meta_view(srv->arena + vrec->meta_off, &view);
     vs->slot    = slot;
     vs->vrec    = vrec;
-    vs->meta    = meta;
-    vs->samples = (const brk_sample_t*)((const uint8_t*)meta + meta->samples_off);
-    vs->chunks  = (const brk_chunk_t*)((const uint8_t*)meta + meta->chunks_off);
-    vs->segs    = (const brk_seg_t*)((const uint8_t*)meta + meta->segs_off);
-    vs->files   = (const brk_file_t*)((const uint8_t*)meta + meta->files_off);
-    vs->strings = (const char*)meta + meta->strings_off;
+    vs->meta    = view.meta;
+    vs->samples = view.samples;
+    vs->chunks  = view.chunks;
+    vs->segs    = view.segs;
+    vs->files   = view.files;
+    vs->strings = view.strings;
     vs->states  = (brk_cstate_t*)(srv->arena + vrec->states_off);
     vs->next      = srv->versions;
     srv->versions = vs;
@@ -307,7 +336,10 @@ brk_vs_t *brk_vs_attach(brk_srv_t *srv, uint32_t slot, char *err, size_t errlen)
     brk_vs_t *vs;
     uint64_t states_len;
 
-    if ((vrec->meta_off < srv->heap.start) ||
+    /* the records are read in place: 8-aligned (the heap hands out
+     * 64-byte multiples, so anything else was not written by a broker) */
+    if ((vrec->meta_off % 8) || (vrec->states_off % 8) ||
+        (vrec->meta_off < srv->heap.start) ||
         (vrec->meta_off > srv->arena_size) ||
         (vrec->meta_len > srv->arena_size - vrec->meta_off) ||
         (vrec->nchunks > (srv->arena_size / sizeof(brk_cstate_t))) ||
@@ -327,13 +359,19 @@ brk_vs_t *brk_vs_attach(brk_srv_t *srv, uint32_t slot, char *err, size_t errlen)
         return NULL;
     }
     states_len = vrec->nchunks * sizeof(brk_cstate_t);
-    if (brk_heap_reserve(&srv->heap, vrec->meta_off, vrec->meta_len) ||
-        brk_heap_reserve(&srv->heap, vrec->states_off, states_len)) {
+    if (brk_heap_reserve(&srv->heap, vrec->meta_off, vrec->meta_len)) {
         snprintf(err, errlen, "metadata overlaps other records");
+        return NULL;
+    }
+    if (brk_heap_reserve(&srv->heap, vrec->states_off, states_len)) {
+        brk_heap_free(&srv->heap, vrec->meta_off, vrec->meta_len);
+        snprintf(err, errlen, "chunk states overlap other records");
         return NULL;
     }
     vs = brk_vs_new(srv, slot);
     if (vs == NULL) {
+        brk_heap_free(&srv->heap, vrec->meta_off, vrec->meta_len);
+        brk_heap_free(&srv->heap, vrec->states_off, states_len);
         snprintf(err, errlen, "out of memory");
     }
     return vs;

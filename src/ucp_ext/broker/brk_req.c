@@ -3,6 +3,7 @@
  * main loop (never from inside UCP's callbacks) with the payload copied.
  */
 #include "brk_srv.h"
+#include "brk_wire.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -76,14 +77,13 @@ void brk_handle_close(brk_srv_t *srv, brk_handle_t *h)
 }
 
 static void brk_req_hello(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
-                          const void *p, size_t len)
+                          const brk_hello_req_t *req, int given)
 {
-    const brk_hello_req_t *req = p;
     size_t rlen = sizeof(brk_hello_rep_t) + srv->rkey_len;
     brk_hello_rep_t *rep;
     cxlpool_info_t info;
 
-    if (len >= sizeof(*req)) {
+    if (given) {
         conn->pid = req->pid;
         snprintf(conn->host, sizeof(conn->host), "%.*s",
                  (int)sizeof(req->host), req->host);
@@ -108,14 +108,12 @@ static void brk_req_hello(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
 }
 
 static void brk_req_open(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
-                         const brk_open_req_t *req)
+                         const brk_open_req_t *req, const char *name)
 {
-    char name[BRK_NAME_MAX];
     brk_open_rep_t rep;
     brk_handle_t *h;
     brk_vs_t *vs;
 
-    snprintf(name, sizeof(name), "%.*s", (int)sizeof(req->name) - 1, req->name);
     vs = brk_vs_find(srv, name, req->version);
     if ((vs == NULL) || (vs->vrec->state != BRK_VREC_ACTIVE &&
                          req->version == 0)) {
@@ -186,21 +184,15 @@ nomem:
 }
 
 static void brk_req_pin(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
-                        const void *p, size_t len)
+                        const brk_req_t *r)
 {
-    const brk_pin_req_t *req = p;
-    const uint32_t *chunks   = (const uint32_t*)(req + 1);
+    const brk_pin_req_t *req = &r->u.pin;
+    const uint32_t *chunks   = r->chunks;
     brk_pending_t *pend;
     brk_handle_t *h;
     uint32_t i, c;
     int pin;
 
-    if ((len < sizeof(*req)) ||
-        ((len - sizeof(*req)) / sizeof(uint32_t) < req->n)) {
-        brk_reply_error(srv, conn, id, BRK_REQ_PIN, CXL_BROKER_ERR_INVAL,
-                        "malformed pin request");
-        return;
-    }
     h = brk_handle_find(conn, req->handle);
     if (h == NULL) {
         brk_reply_error(srv, conn, id, BRK_REQ_PIN, CXL_BROKER_ERR_INVAL,
@@ -266,18 +258,16 @@ void brk_req_unpin_failed(brk_srv_t *srv, brk_pending_t *pend)
     }
 }
 
-static void brk_req_unpin(brk_srv_t *srv, brk_conn_t *conn, const void *p,
-                          size_t len)
+static void brk_req_unpin(brk_srv_t *srv, brk_conn_t *conn,
+                          const brk_req_t *r)
 {
-    const brk_pin_req_t *req = p;
-    const uint32_t *chunks   = (const uint32_t*)(req + 1);
+    const brk_pin_req_t *req = &r->u.pin;
+    const uint32_t *chunks   = r->chunks;
     brk_handle_t *h;
     uint32_t i, c;
 
     (void)srv;
-    if ((len < sizeof(*req)) ||
-        ((len - sizeof(*req)) / sizeof(uint32_t) < req->n) ||
-        ((h = brk_handle_find(conn, req->handle)) == NULL) ||
+    if (((h = brk_handle_find(conn, req->handle)) == NULL) ||
         (h->rpins == NULL)) {
         return;
     }
@@ -290,17 +280,15 @@ static void brk_req_unpin(brk_srv_t *srv, brk_conn_t *conn, const void *p,
     }
 }
 
-static void brk_req_touch(brk_srv_t *srv, brk_conn_t *conn, const void *p,
-                          size_t len)
+static void brk_req_touch(brk_srv_t *srv, brk_conn_t *conn,
+                          const brk_req_t *r)
 {
-    const brk_pin_req_t *req = p;
-    const uint32_t *chunks   = (const uint32_t*)(req + 1);
+    const brk_pin_req_t *req = &r->u.pin;
+    const uint32_t *chunks   = r->chunks;
     brk_handle_t *h;
     uint32_t i;
 
-    if ((len < sizeof(*req)) ||
-        ((len - sizeof(*req)) / sizeof(uint32_t) < req->n) ||
-        ((h = brk_handle_find(conn, req->handle)) == NULL)) {
+    if ((h = brk_handle_find(conn, req->handle)) == NULL) {
         return;
     }
     for (i = 0; i < req->n; ++i) {
@@ -311,17 +299,15 @@ static void brk_req_touch(brk_srv_t *srv, brk_conn_t *conn, const void *p,
 }
 
 static void brk_req_epoch(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
-                          const void *p, size_t len)
+                          const brk_req_t *r)
 {
-    const brk_epoch_req_t *req = p;
+    const brk_epoch_req_t *req = &r->u.epoch;
     brk_handle_t *h;
     int rc;
 
-    if ((len < sizeof(*req)) ||
-        ((len - sizeof(*req)) / sizeof(uint64_t) < req->n) ||
-        ((h = brk_handle_find(conn, req->handle)) == NULL)) {
+    if ((h = brk_handle_find(conn, req->handle)) == NULL) {
         brk_reply_error(srv, conn, id, BRK_REQ_EPOCH, CXL_BROKER_ERR_INVAL,
-                        "malformed epoch request");
+                        "no open dataset handle %" PRIu64, req->handle);
         return;
     }
     if (req->epoch != h->vs->epoch) {
@@ -329,7 +315,7 @@ static void brk_req_epoch(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
         (void)brk_vs_epoch_stat(h->vs);
     }
     if (req->n) {
-        rc = brk_plan_set(h->vs, (const uint64_t*)(req + 1), req->n);
+        rc = brk_plan_set(h->vs, r->order, req->n);
         if (rc) {
             brk_reply_error(srv, conn, id, BRK_REQ_EPOCH, (rc == -2) ?
                             CXL_BROKER_ERR_INVAL : CXL_BROKER_ERR_NO_MEMORY,
@@ -346,12 +332,10 @@ static void brk_req_epoch(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
 }
 
 static void brk_req_rm(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
-                       const brk_name_req_t *req)
+                       const char *name)
 {
-    char name[BRK_NAME_MAX];
     brk_vs_t *vs;
 
-    snprintf(name, sizeof(name), "%.*s", (int)sizeof(req->name) - 1, req->name);
     vs = brk_vs_find(srv, name, 0);
     if (vs == NULL) {
         brk_reply_error(srv, conn, id, BRK_REQ_RM, CXL_BROKER_ERR_NOT_FOUND,
@@ -365,15 +349,13 @@ static void brk_req_rm(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
 }
 
 static void brk_req_evict(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
-                          const brk_name_req_t *req)
+                          const char *name)
 {
     brk_count_rep_t rep = {0};
-    char name[BRK_NAME_MAX];
     brk_vs_t *vs;
     uint64_t c;
     int any = 0;
 
-    snprintf(name, sizeof(name), "%.*s", (int)sizeof(req->name) - 1, req->name);
     for (vs = srv->versions; vs != NULL; vs = vs->next) {
         if (name[0] && strcmp(name, vs->vrec->name)) {
             continue;
@@ -478,59 +460,54 @@ static void brk_req_stat(brk_srv_t *srv, brk_conn_t *conn, uint64_t id)
 void brk_req_dispatch(brk_srv_t *srv, brk_conn_t *conn, const brk_req_hdr_t *hdr,
                       const void *p, size_t len)
 {
-    if (hdr->proto != BRK_PROTO_VERSION) {
-        brk_reply_error(srv, conn, hdr->req_id, hdr->type,
-                        CXL_BROKER_ERR_UNSUPPORTED, "client protocol %u, "
-                        "broker %u: rebuild one of them", hdr->proto,
-                        BRK_PROTO_VERSION);
+    char err[BRK_ERRMSG_MAX];
+    brk_handle_t *h;
+    brk_req_t req;
+    int rc;
+
+    rc = brk_req_decode(hdr, p, len, &req, err, sizeof(err));
+    if (rc != CXL_BROKER_OK) {
+        /* UNPIN and TOUCH have no answer: a malformed one is dropped */
+        if ((hdr->type != BRK_REQ_UNPIN) && (hdr->type != BRK_REQ_TOUCH)) {
+            brk_reply_error(srv, conn, hdr->req_id, hdr->type, rc, "%s", err);
+        }
         return;
     }
-#define BRK_NEED(T) \
-    if (len < sizeof(T)) { \
-        brk_reply_error(srv, conn, hdr->req_id, hdr->type, \
-                        CXL_BROKER_ERR_INVAL, "malformed request"); \
-        return; \
-    }
-    switch (hdr->type) {
+    switch (req.type) {
     case BRK_REQ_HELLO:
-        brk_req_hello(srv, conn, hdr->req_id, p, len);
+        brk_req_hello(srv, conn, hdr->req_id, &req.u.hello,
+                      len >= sizeof(req.u.hello));
         break;
     case BRK_REQ_OPEN:
-        BRK_NEED(brk_open_req_t);
-        brk_req_open(srv, conn, hdr->req_id, p);
+        brk_req_open(srv, conn, hdr->req_id, &req.u.open, req.name);
         break;
-    case BRK_REQ_CLOSE: {
-        brk_handle_t *h;
-        BRK_NEED(brk_handle_req_t);
-        h = brk_handle_find(conn, ((const brk_handle_req_t*)p)->handle);
+    case BRK_REQ_CLOSE:
+        h = brk_handle_find(conn, req.u.handle.handle);
         if (h != NULL) {
             brk_handle_close(srv, h);
         }
         brk_reply(srv, conn, hdr->req_id, hdr->type, CXL_BROKER_OK, NULL, 0);
         break;
-    }
     case BRK_REQ_PIN:
-        brk_req_pin(srv, conn, hdr->req_id, p, len);
+        brk_req_pin(srv, conn, hdr->req_id, &req);
         break;
     case BRK_REQ_UNPIN:
-        brk_req_unpin(srv, conn, p, len);
+        brk_req_unpin(srv, conn, &req);
         break;
     case BRK_REQ_EPOCH:
-        brk_req_epoch(srv, conn, hdr->req_id, p, len);
+        brk_req_epoch(srv, conn, hdr->req_id, &req);
         break;
     case BRK_REQ_TOUCH:
-        brk_req_touch(srv, conn, p, len);
+        brk_req_touch(srv, conn, &req);
         break;
     case BRK_REQ_ADD:
-        brk_add_start(srv, conn, hdr->req_id, p, len);
+        brk_add_start(srv, conn, hdr->req_id, &req);
         break;
     case BRK_REQ_RM:
-        BRK_NEED(brk_name_req_t);
-        brk_req_rm(srv, conn, hdr->req_id, p);
+        brk_req_rm(srv, conn, hdr->req_id, req.name);
         break;
     case BRK_REQ_EVICT:
-        BRK_NEED(brk_name_req_t);
-        brk_req_evict(srv, conn, hdr->req_id, p);
+        brk_req_evict(srv, conn, hdr->req_id, req.name);
         break;
     case BRK_REQ_LIST:
         brk_req_list(srv, conn, hdr->req_id);
@@ -538,10 +515,7 @@ void brk_req_dispatch(brk_srv_t *srv, brk_conn_t *conn, const brk_req_hdr_t *hdr
     case BRK_REQ_STAT:
         brk_req_stat(srv, conn, hdr->req_id);
         break;
-    default:
-        brk_reply_error(srv, conn, hdr->req_id, hdr->type, CXL_BROKER_ERR_INVAL,
-                        "unknown request type %u", hdr->type);
+    default:            /* brk_req_decode refused it already */
         break;
     }
-#undef BRK_NEED
 }

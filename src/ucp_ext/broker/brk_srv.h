@@ -232,6 +232,15 @@ void brk_log(brk_srv_t *srv, const char *fmt, ...)
 
 /* arena: create or find, recover, version records */
 int  brk_arena_open(brk_srv_t *srv, char *err, size_t errlen);
+/* the header of an arena of size bytes: CXL_BROKER_OK or why not */
+int  brk_arena_check_hdr(const brk_hdr_t *hdr, uint64_t size, char *err,
+                         size_t errlen);
+/* restart recovery on an arena whose header passed the check (and that no
+ * live broker serves): rebuild the heap from the records, attach every
+ * sound ACTIVE version, free unfinished and retired ones, drop chunks not
+ * RESIDENT; touches nothing outside [base, base + size) */
+int  brk_arena_recover(brk_srv_t *srv, uint8_t *base, uint64_t size,
+                       char *err, size_t errlen);
 void brk_arena_close(brk_srv_t *srv);
 void brk_vrec_seal(brk_srv_t *srv, brk_vrec_t *vrec);
 void brk_hdr_seal(brk_srv_t *srv);
@@ -288,8 +297,9 @@ void brk_reply_error(brk_srv_t *srv, brk_conn_t *conn, uint64_t req_id,
     __attribute__((format(printf, 6, 7)));
 void brk_conn_drop(brk_srv_t *srv, brk_conn_t *conn, const char *why);
 void brk_handle_close(brk_srv_t *srv, brk_handle_t *h);
+struct brk_req_decoded;
 void brk_add_start(brk_srv_t *srv, brk_conn_t *conn, uint64_t req_id,
-                   const void *payload, size_t len);
+                   const struct brk_req_decoded *req);
 void brk_add_finish(brk_srv_t *srv);
 void brk_req_unpin_failed(brk_srv_t *srv, brk_pending_t *pend);
 void brk_lease_check(brk_srv_t *srv);
