@@ -9,8 +9,18 @@
  *       real scans: each FILE alone (format from its name: .npy, .tar,
  *       else files), all .npy together, all .tar together, every FILE as
  *       raw records of 16 bytes where it divides, and all as plain files.
+ *
+ *   brk_seeds arena OUTDIR FILE...
+ *       arena images (fuzz_brk_arena.h) made by the broker's own code:
+ *       brk_arena_format, brk_vs_publish of each FILE as a dataset, some
+ *       chunks made RESIDENT (their bytes and CRC), one LOADING, and an
+ *       image with an unfinished (BUILDING) version; each with flags 0 and
+ *       with the CRC-fixing flags.
  */
-#include "brk_scan.h"
+#include "brk_srv.h"
+#include "fuzz_brk_arena.h"
+
+#include <ucx_cxl/coherence.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,11 +112,125 @@ static int seeds_meta(const char *dir, int n, char **files)
     return 0;
 }
 
+/* Write the compact image of an arena (fuzz_brk_arena.h), both flags. */
+static void seeds_arena_write(const char *dir, const char *name,
+                              const uint8_t *arena)
+{
+    static const uint8_t flags[2] = {
+        0, FUZZ_ARENA_FIX_HDR | FUZZ_ARENA_FIX_VRECS | FUZZ_ARENA_FIX_META |
+           FUZZ_ARENA_FIX_CHUNKS };
+    size_t head = sizeof(brk_hdr_t) + FUZZ_ARENA_VRECS * sizeof(brk_vrec_t);
+    size_t heap = FUZZ_ARENA_HEAP, n;
+    uint8_t *img;
+    char fname[256];
+    int i;
+
+    while ((heap > 0) && (arena[BRK_HDR_REGION + heap - 1] == 0)) {
+        heap--;
+    }
+    n   = head + heap;
+    img = malloc(n);
+    if (img == NULL) {
+        abort();
+    }
+    memcpy(img, arena, head);
+    memcpy(img + head, arena + BRK_HDR_REGION, heap);
+    for (i = 0; i < 2; ++i) {
+        snprintf(fname, sizeof(fname), "arena-%s%s.bin", name,
+                 i ? "-fix" : "");
+        seeds_write(dir, fname, &flags[i], 1, img, n);
+    }
+    free(img);
+}
+
+/* Make chunk c of vs RESIDENT, its bytes a pattern, as a fill would. */
+static void seeds_arena_fill(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
+{
+    brk_cstate_t *cs = &vs->states[c];
+    uint64_t off;
+
+    if (brk_heap_alloc(&srv->heap, vs->chunks[c].len, &off)) {
+        return;
+    }
+    memset(srv->arena + off, 0x40 + (int)c, vs->chunks[c].len);
+    cs->off = off;
+    cs->len = vs->chunks[c].len;
+    cs->crc = cxlpool_crc32c(0, srv->arena + off, cs->len);
+    brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
+                                            BRK_CHUNK_RESIDENT));
+    vs->resident_chunks++;
+    vs->resident_bytes += cs->len;
+}
+
+static int seeds_arena(const char *dir, int n, char **files)
+{
+    brk_add_req_t req;
+    brk_srv_t srv;
+    brk_desc_t d;
+    brk_vs_t *vs;
+    brk_scan_opts_t opts = { .format = BRK_FMT_AUTO, .chunk_size = 1024 };
+    char err[BRK_ERRMSG_MAX], name[64];
+    uint8_t *arena;
+    const char *base;
+    uint32_t c;
+    int i, building;
+
+    for (i = 0; i < n; ++i) {
+        for (building = 0; building < 2; ++building) {
+            const char *one[1] = { files[i] };
+
+            arena = calloc(1, FUZZ_ARENA_SIZE);
+            memset(&srv, 0, sizeof(srv));
+            srv.params.quiet = 1;
+            srv.coh          = CXL_COH_HW;
+            if ((arena == NULL) ||
+                (brk_arena_format(&srv, arena, FUZZ_ARENA_SIZE), 0) ||
+                brk_arena_recover(&srv, arena, FUZZ_ARENA_SIZE, err,
+                                  sizeof(err)) ||
+                brk_scan(one, 1, &opts, &d, err, sizeof(err))) {
+                fprintf(stderr, "brk_seeds: %s: %s\n", files[i], err);
+                exit(1);
+            }
+            memset(&req, 0, sizeof(req));
+            snprintf(req.name, sizeof(req.name), "ds%d", i);
+            req.policy = (brk_policy_t)(i % BRK_POLICY_LAST);
+            if (brk_vs_publish(&srv, req.name, &req, &d, &vs, err,
+                               sizeof(err))) {
+                fprintf(stderr, "brk_seeds: publish: %s\n", err);
+                exit(1);
+            }
+            for (c = 0; c < vs->vrec->nchunks; ++c) {
+                if (c % 3 == 0) {
+                    seeds_arena_fill(&srv, vs, c);
+                } else if (c % 3 == 1) {
+                    brk_cstate_set(&srv, &vs->states[c],
+                                   BRK_CSTATE_WORD(1, BRK_CHUNK_LOADING));
+                }
+            }
+            if (building) {
+                vs->vrec->state = BRK_VREC_BUILDING;
+                brk_vrec_seal(&srv, vs->vrec);
+            }
+            base = strrchr(files[i], '/');
+            snprintf(name, sizeof(name), "%s%s", base ? base + 1 : files[i],
+                     building ? "-building" : "");
+            seeds_arena_write(dir, name, arena);
+            brk_desc_free(&d);
+            brk_arena_close(&srv);
+            free(arena);
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if ((argc >= 4) && !strcmp(argv[1], "meta")) {
         return seeds_meta(argv[2], argc - 3, argv + 3);
     }
-    fprintf(stderr, "usage: brk_seeds meta OUTDIR FILE...\n");
+    if ((argc >= 4) && !strcmp(argv[1], "arena")) {
+        return seeds_arena(argv[2], argc - 3, argv + 3);
+    }
+    fprintf(stderr, "usage: brk_seeds meta|arena OUTDIR FILE...\n");
     return 2;
 }

@@ -55,6 +55,23 @@ void brk_cstate_set(brk_srv_t *srv, brk_cstate_t *cs, uint64_t word)
     cxl_coh_fence(srv->coh);
 }
 
+void brk_arena_format(brk_srv_t *srv, uint8_t *base, uint64_t size)
+{
+    srv->hdr = (brk_hdr_t*)base;
+    memset(srv->hdr, 0, BRK_HDR_REGION);
+    srv->hdr->magic          = BRK_MAGIC;
+    srv->hdr->layout_version = BRK_LAYOUT_VERSION;
+    srv->hdr->hdr_size       = sizeof(brk_hdr_t);
+    srv->hdr->arena_size     = size;
+    srv->hdr->heap_off       = BRK_HDR_REGION;
+    srv->hdr->chunk_size     = srv->params.chunk_size ? srv->params.chunk_size
+                                                      : BRK_DEFAULT_CHUNK_SIZE;
+    srv->hdr->create_ns      = brk_now_ns();
+    srv->hdr->next_dsid      = 1;
+    cxl_coh_writeback(srv->coh, srv->hdr, BRK_HDR_REGION);
+    brk_hdr_seal(srv);
+}
+
 static int brk_arena_create(brk_srv_t *srv, cxlpool_extent_t *ext, char *err,
                             size_t errlen)
 {
@@ -82,19 +99,8 @@ static int brk_arena_create(brk_srv_t *srv, cxlpool_extent_t *ext, char *err,
                  "the pool: %s", capacity >> 20, cxlpool_last_error());
         return CXL_BROKER_ERR_NO_SPACE;
     }
-    srv->hdr = (brk_hdr_t*)((uint8_t*)cxlpool_base(srv->pool) + ext->offset);
-    memset(srv->hdr, 0, BRK_HDR_REGION);
-    srv->hdr->magic          = BRK_MAGIC;
-    srv->hdr->layout_version = BRK_LAYOUT_VERSION;
-    srv->hdr->hdr_size       = sizeof(brk_hdr_t);
-    srv->hdr->arena_size     = ext->length;
-    srv->hdr->heap_off       = BRK_HDR_REGION;
-    srv->hdr->chunk_size     = srv->params.chunk_size ? srv->params.chunk_size
-                                                      : BRK_DEFAULT_CHUNK_SIZE;
-    srv->hdr->create_ns      = brk_now_ns();
-    srv->hdr->next_dsid      = 1;
-    cxl_coh_writeback(srv->coh, srv->hdr, BRK_HDR_REGION);
-    brk_hdr_seal(srv);
+    brk_arena_format(srv, (uint8_t*)cxlpool_base(srv->pool) + ext->offset,
+                     ext->length);
     return CXL_BROKER_OK;
 }
 

@@ -232,6 +232,8 @@ void brk_log(brk_srv_t *srv, const char *fmt, ...)
 
 /* arena: create or find, recover, version records */
 int  brk_arena_open(brk_srv_t *srv, char *err, size_t errlen);
+/* a new, empty arena of size bytes at base (its header and records) */
+void brk_arena_format(brk_srv_t *srv, uint8_t *base, uint64_t size);
 /* the header of an arena of size bytes: CXL_BROKER_OK or why not */
 int  brk_arena_check_hdr(const brk_hdr_t *hdr, uint64_t size, char *err,
                          size_t errlen);
