@@ -16,9 +16,14 @@
  *       chunks made RESIDENT (their bytes and CRC), one LOADING, and an
  *       image with an unfinished (BUILDING) version; each with flags 0 and
  *       with the CRC-fixing flags.
+ *
+ *   brk_seeds proto OUTDIR
+ *       messages (fuzz_brk_proto.h): every request as the client library
+ *       lays it out, and the answers as the broker lays them out.
  */
 #include "brk_srv.h"
 #include "fuzz_brk_arena.h"
+#include "fuzz_brk_proto.h"
 
 #include <ucx_cxl/coherence.h>
 
@@ -223,14 +228,137 @@ static int seeds_arena(const char *dir, int n, char **files)
     return 0;
 }
 
+/* One message seed: selector, prefix (answers' context), body. */
+static void seeds_msg(const char *dir, const char *name, uint8_t sel,
+                      const void *pre, size_t npre, const void *body,
+                      size_t nbody)
+{
+    uint8_t buf[4096];
+    char fname[128];
+
+    buf[0] = sel;
+    if (npre) {
+        memcpy(buf + 1, pre, npre);
+    }
+    if (nbody) {
+        memcpy(buf + 1 + npre, body, nbody);
+    }
+    snprintf(fname, sizeof(fname), "msg-%s.bin", name);
+    seeds_write(dir, fname, buf, 1, buf + 1, npre + nbody);
+}
+
+static void seeds_req(const char *dir, const char *name, uint32_t type,
+                      const void *payload, size_t len)
+{
+    brk_req_hdr_t hdr = { .type = type, .proto = BRK_PROTO_VERSION,
+                          .req_id = 7 };
+
+    seeds_msg(dir, name, FUZZ_PROTO_REQ, &hdr, sizeof(hdr), payload, len);
+}
+
+static int seeds_proto(const char *dir)
+{
+    struct { brk_pin_req_t r; uint32_t c[3]; } pin = {
+        { .handle = 1, .n = 3 }, { 0, 5, 9 } };
+    struct { brk_epoch_req_t r; uint64_t o[4]; } epoch = {
+        { .handle = 1, .epoch = 2, .n = 4 }, { 3, 1, 0, 2 } };
+    struct { brk_add_req_t r; char p[32]; } add;
+    struct { brk_hello_rep_t r; uint8_t key[24]; } hello;
+    struct { brk_pin_rep_t r; brk_pin_ent_t e[2]; } pinrep;
+    struct { brk_list_rep_t r; cxl_broker_dsinfo_t i[1]; } list;
+    struct { cxl_broker_stat_t s; brk_list_rep_t r;
+             cxl_broker_epoch_stat_t e[1]; } stat;
+    struct { uint64_t arena; uint8_t n; uint32_t c[2]; uint64_t len[2]; }
+        __attribute__((packed)) pinpre = { 8u << 20, 2, { 4, 6 },
+                                           { 4096, 100 } };
+    struct { uint64_t arena; uint8_t local; } __attribute__((packed))
+        openpre = { 8u << 20, 1 };
+    brk_hello_req_t hreq;
+    brk_open_req_t open;
+    brk_open_rep_t orep;
+    brk_handle_req_t close = { .handle = 1 };
+    brk_name_req_t nreq;
+    size_t off;
+
+    memset(&hreq, 0, sizeof(hreq));
+    hreq.pid = 1234;
+    snprintf(hreq.host, sizeof(hreq.host), "node1");
+    seeds_req(dir, "hello", BRK_REQ_HELLO, &hreq, sizeof(hreq));
+    memset(&open, 0, sizeof(open));
+    snprintf(open.name, sizeof(open.name), "imagenet");
+    open.local = 1;
+    open.token = 42;
+    seeds_req(dir, "open", BRK_REQ_OPEN, &open, sizeof(open));
+    seeds_req(dir, "close", BRK_REQ_CLOSE, &close, sizeof(close));
+    seeds_req(dir, "pin", BRK_REQ_PIN, &pin, sizeof(pin));
+    seeds_req(dir, "unpin", BRK_REQ_UNPIN, &pin, sizeof(pin));
+    seeds_req(dir, "touch", BRK_REQ_TOUCH, &pin, sizeof(pin));
+    seeds_req(dir, "epoch", BRK_REQ_EPOCH, &epoch, sizeof(epoch));
+    memset(&add, 0, sizeof(add));
+    snprintf(add.r.name, sizeof(add.r.name), "ds1");
+    add.r.format = BRK_FMT_TAR;
+    add.r.policy = BRK_POLICY_LRU;
+    add.r.npaths = 2;
+    off = (size_t)snprintf(add.p, sizeof(add.p), "/data/a.tar") + 1;
+    off += (size_t)snprintf(add.p + off, sizeof(add.p) - off, "/b.tar") + 1;
+    seeds_req(dir, "add", BRK_REQ_ADD, &add, sizeof(add.r) + off);
+    memset(&nreq, 0, sizeof(nreq));
+    snprintf(nreq.name, sizeof(nreq.name), "ds1");
+    seeds_req(dir, "rm", BRK_REQ_RM, &nreq, sizeof(nreq));
+    seeds_req(dir, "evict", BRK_REQ_EVICT, &nreq, sizeof(nreq));
+    seeds_req(dir, "list", BRK_REQ_LIST, NULL, 0);
+    seeds_req(dir, "stat", BRK_REQ_STAT, NULL, 0);
+
+    memset(&hello, 0, sizeof(hello));
+    hello.r.arena_va   = 0x7f0000000000ull;
+    hello.r.arena_size = 8u << 20;
+    snprintf(hello.r.pool_path, sizeof(hello.r.pool_path), "/dev/shm/p");
+    hello.r.rkey_len   = sizeof(hello.key);
+    memset(hello.key, 0x5a, sizeof(hello.key));
+    seeds_msg(dir, "rep-hello", FUZZ_PROTO_HELLO, NULL, 0, &hello,
+              sizeof(hello));
+    memset(&orep, 0, sizeof(orep));
+    orep.handle     = 1;
+    orep.nchunks    = 8;
+    orep.nsamples   = 100;
+    orep.meta_off   = BRK_HDR_REGION;
+    orep.meta_len   = 4096;
+    orep.states_off = BRK_HDR_REGION + 4096;
+    orep.bitmap_off = BRK_HDR_REGION + 8192;
+    orep.bitmap_len = 64;
+    seeds_msg(dir, "rep-open", FUZZ_PROTO_OPEN, &openpre, sizeof(openpre),
+              &orep, sizeof(orep));
+    memset(&pinrep, 0, sizeof(pinrep));
+    pinrep.r.n = 2;
+    pinrep.e[0] = (brk_pin_ent_t){ .chunk = 4, .word = 0x102,
+                                   .off = 1u << 20, .len = 4096 };
+    pinrep.e[1] = (brk_pin_ent_t){ .chunk = 6,
+                                   .status = CXL_BROKER_ERR_NO_SPACE };
+    seeds_msg(dir, "rep-pin", FUZZ_PROTO_PIN, &pinpre, sizeof(pinpre),
+              &pinrep, sizeof(pinrep));
+    memset(&list, 0, sizeof(list));
+    list.r.n = 1;
+    snprintf(list.i[0].name, sizeof(list.i[0].name), "ds1");
+    seeds_msg(dir, "rep-list", FUZZ_PROTO_LIST, NULL, 0, &list,
+              sizeof(list));
+    memset(&stat, 0, sizeof(stat));
+    stat.r.n = 1;
+    seeds_msg(dir, "rep-stat", FUZZ_PROTO_STAT, NULL, 0, &stat,
+              sizeof(stat));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if ((argc == 3) && !strcmp(argv[1], "proto")) {
+        return seeds_proto(argv[2]);
+    }
     if ((argc >= 4) && !strcmp(argv[1], "meta")) {
         return seeds_meta(argv[2], argc - 3, argv + 3);
     }
     if ((argc >= 4) && !strcmp(argv[1], "arena")) {
         return seeds_arena(argv[2], argc - 3, argv + 3);
     }
-    fprintf(stderr, "usage: brk_seeds meta|arena OUTDIR FILE...\n");
+    fprintf(stderr, "usage: brk_seeds meta|arena OUTDIR FILE... | proto OUTDIR\n");
     return 2;
 }

@@ -38,11 +38,19 @@ static int brk_wire_fits(size_t len, size_t skip, size_t elem, uint64_t n)
     return (len >= skip) && ((len - skip) / elem >= n);
 }
 
-/* A name field: must end within its BRK_NAME_MAX bytes. */
+/* A name field: must end within its BRK_NAME_MAX bytes and hold no
+ * control characters (names are printed in answers and logs, one line). */
 static int brk_wire_name(const char *field, char *name)
 {
+    const unsigned char *c;
+
     if (memchr(field, '\0', BRK_NAME_MAX) == NULL) {
         return -1;
+    }
+    for (c = (const unsigned char*)field; *c != '\0'; ++c) {
+        if ((*c < 0x20) || (*c == 0x7f)) {
+            return -1;
+        }
     }
     memcpy(name, field, BRK_NAME_MAX);
     return 0;
@@ -58,7 +66,7 @@ static int brk_req_decode_add(const void *p, size_t len, brk_req_t *req,
         (req->u.add.npaths > BRK_ADD_MAX_PATHS)) {
         return BRK_WIRE_INVAL("malformed add request (no paths?)");
     }
-    if ((req->name[0] == '\0') || strpbrk(req->name, " \t\n/")) {
+    if ((req->name[0] == '\0') || strpbrk(req->name, " /")) {
         return BRK_WIRE_INVAL("dataset name '%s': 1 to %u characters, no "
                               "spaces or '/'", req->name, BRK_NAME_MAX - 1);
     }
@@ -144,7 +152,8 @@ int brk_req_decode(const brk_req_hdr_t *hdr, const void *p, size_t len,
     }
     if ((field != NULL) && brk_wire_name(field, req->name)) {
         return BRK_WIRE_INVAL("dataset name not terminated within its %u "
-                              "bytes", BRK_NAME_MAX);
+                              "bytes, or with control characters",
+                              BRK_NAME_MAX);
     }
 
     switch (hdr->type) {

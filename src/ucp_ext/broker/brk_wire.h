@@ -42,7 +42,8 @@ typedef struct brk_req_decoded {
  * 8-aligned (the broker copies every payload into a buffer of its own).
  * Checks the protocol version, the fixed part's size, each array's count
  * against the bytes that follow it, that names end within their field
- * (and for ADD: 1 to BRK_NAME_MAX - 1 characters, no spaces or '/', a
+ * and hold no control characters (and for ADD: 1 to BRK_NAME_MAX - 1
+ * characters, no spaces or '/', a
  * known format and policy, 1 to BRK_ADD_MAX_PATHS paths that all end in
  * the message).  It does not check handles and chunk numbers: those are
  * the broker's state.
