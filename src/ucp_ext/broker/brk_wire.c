@@ -308,24 +308,38 @@ int brk_array_rep_decode(const void *data, size_t len, size_t skip,
     return CXL_BROKER_OK;
 }
 
+/* A copy of s for one-line messages: control characters become '?'. */
+static const char *brk_wire_printable(const char *s, char *buf, size_t len)
+{
+    size_t i;
+
+    for (i = 0; (i + 1 < len) && (s[i] != '\0'); ++i) {
+        buf[i] = (((unsigned char)s[i] < 0x20) || (s[i] == 0x7f)) ? '?' : s[i];
+    }
+    buf[i] = '\0';
+    return buf;
+}
+
 int brk_addr_split(const char *addr, int empty_host, char *host,
                    size_t hostlen, uint16_t *port, char *err, size_t errlen)
 {
     const char *colon, *d;
+    char shown[BRK_ADDR_MAX];
     size_t alen, hlen;
     uint32_t v = 0;
 
     if ((addr == NULL) || ((alen = strnlen(addr, BRK_ADDR_MAX)) == 0)) {
         return BRK_WIRE_INVAL("an empty address: expected HOST:PORT");
     }
+    brk_wire_printable(addr, shown, sizeof(shown));
     if (alen >= BRK_ADDR_MAX) {
-        return BRK_WIRE_INVAL("address '%.*s...': longer than %u characters",
-                              (int)BRK_ADDR_MAX - 1, addr, BRK_ADDR_MAX - 1);
+        return BRK_WIRE_INVAL("address '%s...': longer than %u characters",
+                              shown, BRK_ADDR_MAX - 1);
     }
     colon = strrchr(addr, ':');
     if ((colon == NULL) || (colon[1] == '\0') ||
         (!empty_host && (colon == addr))) {
-        return BRK_WIRE_INVAL("address '%s': expected HOST:PORT", addr);
+        return BRK_WIRE_INVAL("address '%s': expected HOST:PORT", shown);
     }
     for (d = colon + 1; *d != '\0'; ++d) {
         if ((*d < '0') || (*d > '9') || (v > 65535)) {
@@ -335,11 +349,17 @@ int brk_addr_split(const char *addr, int empty_host, char *host,
     }
     if ((*d != '\0') || (v == 0) || (v > 65535)) {
         return BRK_WIRE_INVAL("address '%s': the port is a number from 1 to "
-                              "65535", addr);
+                              "65535", shown);
     }
     hlen = (size_t)(colon - addr);
     if (hlen >= hostlen) {
-        return BRK_WIRE_INVAL("address '%s': host name too long", addr);
+        return BRK_WIRE_INVAL("address '%s': host name too long", shown);
+    }
+    for (d = addr; d < colon; ++d) {
+        if (((unsigned char)*d <= 0x20) || (*d == 0x7f)) {
+            return BRK_WIRE_INVAL("address '%s': a blank or control "
+                                  "character in the host", shown);
+        }
     }
     memcpy(host, addr, hlen);
     host[hlen] = '\0';

@@ -89,8 +89,9 @@ int brk_array_rep_decode(const void *data, size_t len, size_t skip,
 
 /*
  * Split "HOST:PORT" (the last ':' separates them) into host and port:
- * the port is 1 to 65535 in decimal digits, the host may be empty only if
- * empty_host (a listener: every address); the whole must fit in
+ * the port is 1 to 65535 in decimal digits, the host has no blanks or
+ * control characters and may be empty only if empty_host (a listener:
+ * every address); the whole must fit in
  * BRK_ADDR_MAX - 1 characters, the host in hostlen (with its NUL).
  */
 int brk_addr_split(const char *addr, int empty_host, char *host,
