@@ -158,11 +158,12 @@ static void seeds_arena_fill(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
         return;
     }
     memset(srv->arena + off, 0x40 + (int)c, vs->chunks[c].len);
-    cs->off = off;
-    cs->len = vs->chunks[c].len;
+    cs->off = vs->crt[c].off = off;
+    cs->len = vs->crt[c].len = vs->chunks[c].len;
     cs->crc = cxlpool_crc32c(0, srv->arena + off, cs->len);
-    brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
-                                            BRK_CHUNK_RESIDENT));
+    brk_chunk_publish(srv, vs, c,
+                      BRK_CSTATE_WORD(BRK_CSTATE_GEN(vs->crt[c].word) + 1,
+                                      BRK_CHUNK_RESIDENT));
     vs->resident_chunks++;
     vs->resident_bytes += cs->len;
 }
@@ -204,15 +205,16 @@ static int seeds_arena(const char *dir, int n, char **files)
                 fprintf(stderr, "brk_seeds: publish: %s\n", err);
                 exit(1);
             }
-            for (c = 0; c < vs->vrec->nchunks; ++c) {
+            for (c = 0; c < vs->rec.nchunks; ++c) {
                 if (c % 3 == 0) {
                     seeds_arena_fill(&srv, vs, c);
                 } else if (c % 3 == 1) {
-                    brk_cstate_set(&srv, &vs->states[c],
-                                   BRK_CSTATE_WORD(1, BRK_CHUNK_LOADING));
+                    brk_chunk_publish(&srv, vs, c,
+                                      BRK_CSTATE_WORD(1, BRK_CHUNK_LOADING));
                 }
             }
             if (building) {
+                vs->rec.state   = BRK_VREC_BUILDING;
                 vs->vrec->state = BRK_VREC_BUILDING;
                 brk_vrec_seal(&srv, vs->vrec);
             }

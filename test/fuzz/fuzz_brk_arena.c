@@ -97,18 +97,19 @@ static void fuzz_arena_load(uint8_t *arena, uint8_t flags, const uint8_t *p,
 
 static void fuzz_arena_check_vs(brk_srv_t *srv, brk_vs_t *vs)
 {
-    const brk_vrec_t *v = vs->vrec;
+    const brk_vrec_t *v = &vs->rec;
     char err[256];
     uint64_t c;
     uint32_t st;
 
-    if ((v < srv->vrecs) || (v >= srv->vrecs + BRK_MAX_VERSIONS) ||
-        (v->state != BRK_VREC_ACTIVE) ||
+    if ((vs->vrec < srv->vrecs) || (vs->vrec >= srv->vrecs + BRK_MAX_VERSIONS) ||
+        memcmp(vs->vrec, v, sizeof(*v)) || (v->state != BRK_VREC_ACTIVE) ||
         (memchr(v->name, '\0', sizeof(v->name)) == NULL)) {
         fuzz_brk_fail("attached version record %u is not a sound ACTIVE one",
                       vs->slot);
     }
-    if (((const uint8_t*)vs->meta != srv->arena + v->meta_off) ||
+    /* the broker's own copy, equal to the arena's right after recovery */
+    if (memcmp(vs->meta, srv->arena + v->meta_off, v->meta_len) ||
         brk_meta_check(vs->meta, v->meta_len, err, sizeof(err)) ||
         (vs->meta->nchunks != v->nchunks)) {
         fuzz_brk_fail("version %u: its metadata is not what was checked",
@@ -116,16 +117,24 @@ static void fuzz_arena_check_vs(brk_srv_t *srv, brk_vs_t *vs)
     }
     fuzz_brk_walk_meta(vs->meta, v->meta_len);
     for (c = 0; c < v->nchunks; ++c) {
-        st = BRK_CSTATE_STATE(vs->states[c].word);
+        st = BRK_CSTATE_STATE(vs->crt[c].word);
+        if ((vs->crt[c].word != vs->states[c].word) ||
+            ((st == BRK_CHUNK_RESIDENT) &&
+             ((vs->crt[c].off != vs->states[c].off) ||
+              (vs->crt[c].len != vs->states[c].len)))) {
+            fuzz_brk_fail("version %u chunk %llu: the broker's copy of its "
+                          "state differs from the arena's", vs->slot,
+                          (unsigned long long)c);
+        }
         if ((st != BRK_CHUNK_ABSENT) && (st != BRK_CHUNK_RESIDENT)) {
             fuzz_brk_fail("version %u chunk %llu left in state %u", vs->slot,
                           (unsigned long long)c, st);
         }
         if ((st == BRK_CHUNK_RESIDENT) &&
-            (vs->states[c].len != vs->chunks[c].len)) {
+            (vs->crt[c].len != vs->chunks[c].len)) {
             fuzz_brk_fail("version %u chunk %llu resident with %llu of its "
                           "%llu bytes", vs->slot, (unsigned long long)c,
-                          (unsigned long long)vs->states[c].len,
+                          (unsigned long long)vs->crt[c].len,
                           (unsigned long long)vs->chunks[c].len);
         }
     }
@@ -140,7 +149,7 @@ static void fuzz_arena_check_heap(brk_srv_t *srv)
     brk_vs_t *vs;
 
     for (vs = srv->versions; vs != NULL; vs = vs->next) {
-        cap += 2 + vs->vrec->nchunks;
+        cap += 2 + vs->rec.nchunks;
     }
     r = malloc(cap * sizeof(*r));
     if (r == NULL) {
@@ -155,18 +164,18 @@ static void fuzz_arena_check_heap(brk_srv_t *srv)
         }
     }
     for (vs = srv->versions; vs != NULL; vs = vs->next) {
-        r[n++] = (fuzz_range_t){ vs->vrec->meta_off,
-                                 FUZZ_ROUND64(vs->vrec->meta_len ?
-                                              vs->vrec->meta_len : 1), 0 };
-        r[n++] = (fuzz_range_t){ vs->vrec->states_off,
-                                 FUZZ_ROUND64(vs->vrec->nchunks ?
-                                              vs->vrec->nchunks *
+        r[n++] = (fuzz_range_t){ vs->rec.meta_off,
+                                 FUZZ_ROUND64(vs->rec.meta_len ?
+                                              vs->rec.meta_len : 1), 0 };
+        r[n++] = (fuzz_range_t){ vs->rec.states_off,
+                                 FUZZ_ROUND64(vs->rec.nchunks ?
+                                              vs->rec.nchunks *
                                               sizeof(brk_cstate_t) : 1), 0 };
-        for (c = 0; c < vs->vrec->nchunks; ++c) {
-            if (BRK_CSTATE_STATE(vs->states[c].word) == BRK_CHUNK_RESIDENT) {
-                r[n++] = (fuzz_range_t){ vs->states[c].off,
-                                         FUZZ_ROUND64(vs->states[c].len ?
-                                                      vs->states[c].len : 1),
+        for (c = 0; c < vs->rec.nchunks; ++c) {
+            if (BRK_CSTATE_STATE(vs->crt[c].word) == BRK_CHUNK_RESIDENT) {
+                r[n++] = (fuzz_range_t){ vs->crt[c].off,
+                                         FUZZ_ROUND64(vs->crt[c].len ?
+                                                      vs->crt[c].len : 1),
                                          0 };
             }
         }

@@ -109,7 +109,7 @@ static void brk_add_publish(brk_srv_t *srv, brk_add_job_t *job)
         return;
     }
     vs     = brk_vs_find(srv, job->req.name, 0);
-    before = vs ? vs->vrec->version : 0;
+    before = vs ? vs->rec.version : 0;
     rc = brk_vs_publish(srv, job->req.name, &job->req, &job->desc, &vs,
                         err, sizeof(err));
     if (rc != CXL_BROKER_OK) {
@@ -119,31 +119,31 @@ static void brk_add_publish(brk_srv_t *srv, brk_add_job_t *job)
         }
         return;
     }
-    if (vs->vrec->version != before) {
+    if (vs->rec.version != before) {
         brk_log(srv, "%s v%u: %" PRIu64 " samples in %" PRIu64 " chunks, %"
-                PRIu64 " files, %" PRIu64 " MiB (%s, %s)", vs->vrec->name,
-                vs->vrec->version, vs->vrec->nsamples, vs->vrec->nchunks,
-                vs->vrec->nfiles, vs->vrec->bytes >> 20,
-                brk_format_name(vs->vrec->format),
-                brk_policy_name(vs->vrec->policy));
+                PRIu64 " files, %" PRIu64 " MiB (%s, %s)", vs->rec.name,
+                vs->rec.version, vs->rec.nsamples, vs->rec.nchunks,
+                vs->rec.nfiles, vs->rec.bytes >> 20,
+                brk_format_name(vs->rec.format),
+                brk_policy_name(vs->rec.policy));
     }
     if (job->conn != NULL) {
         memset(&info, 0, sizeof(info));
-        snprintf(info.name, sizeof(info.name), "%s", vs->vrec->name);
-        info.version    = vs->vrec->version;
-        info.format     = vs->vrec->format;
-        info.policy     = vs->vrec->policy;
+        snprintf(info.name, sizeof(info.name), "%s", vs->rec.name);
+        info.version    = vs->rec.version;
+        info.format     = vs->rec.format;
+        info.policy     = vs->rec.policy;
         info.active     = 1;
-        info.nsamples   = vs->vrec->nsamples;
-        info.nchunks    = vs->vrec->nchunks;
-        info.nfiles     = vs->vrec->nfiles;
-        info.bytes      = vs->vrec->bytes;
-        info.chunk_size = vs->vrec->chunk_size;
+        info.nsamples   = vs->rec.nsamples;
+        info.nchunks    = vs->rec.nchunks;
+        info.nfiles     = vs->rec.nfiles;
+        info.bytes      = vs->rec.bytes;
+        info.chunk_size = vs->rec.chunk_size;
         info.resident_chunks = vs->resident_chunks;
         info.resident_bytes  = vs->resident_bytes;
         info.readers    = vs->nhandles;
         /* epoch field: 1 when this add published a new version */
-        info.epoch      = vs->vrec->version != before;
+        info.epoch      = vs->rec.version != before;
         brk_reply(srv, job->conn, job->req_id, BRK_REQ_ADD, CXL_BROKER_OK,
                   &info, sizeof(info));
     }

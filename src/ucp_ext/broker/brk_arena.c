@@ -72,6 +72,12 @@ void brk_arena_format(brk_srv_t *srv, uint8_t *base, uint64_t size)
     brk_hdr_seal(srv);
 }
 
+void brk_chunk_publish(brk_srv_t *srv, brk_vs_t *vs, uint32_t c, uint64_t word)
+{
+    vs->crt[c].word = word;
+    brk_cstate_set(srv, &vs->states[c], word);
+}
+
 static int brk_arena_create(brk_srv_t *srv, cxlpool_extent_t *ext, char *err,
                             size_t errlen)
 {
@@ -138,46 +144,55 @@ int brk_arena_check_hdr(const brk_hdr_t *hdr, uint64_t size, char *err,
 /* Chunk bytes of a recovered version: keep RESIDENT ones, drop the rest. */
 static void brk_arena_recover_chunks(brk_srv_t *srv, brk_vs_t *vs)
 {
-    uint64_t c, w, bad = 0, kept = 0;
+    uint64_t c, w, off, len, bad = 0, kept = 0;
     brk_cstate_t *cs;
+    uint32_t crc;
     int reserved;
 
-    for (c = 0; c < vs->vrec->nchunks; ++c) {
-        cs = &vs->states[c];
-        w  = cs->word;
+    for (c = 0; c < vs->rec.nchunks; ++c) {
+        /* read once: what is kept is this broker's copy from now on */
+        cs  = &vs->states[c];
+        w   = cs->word;
+        off = cs->off;
+        len = cs->len;
+        crc = cs->crc;
         if (BRK_CSTATE_STATE(w) == BRK_CHUNK_ABSENT) {
+            vs->crt[c].word = w;
             continue;
         }
         reserved = (BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) &&
-                   (cs->len == vs->chunks[c].len) &&
-                   !brk_heap_reserve(&srv->heap, cs->off, cs->len);
+                   (len == vs->chunks[c].len) &&
+                   !brk_heap_reserve(&srv->heap, off, len);
         if (reserved && (!srv->params.verify ||
-                         (cxlpool_crc32c(0, srv->arena + cs->off, cs->len) ==
-                          cs->crc))) {
+                         (cxlpool_crc32c(0, srv->arena + off, len) == crc))) {
+            vs->crt[c].word = w;
+            vs->crt[c].off  = off;
+            vs->crt[c].len  = len;
             vs->resident_chunks++;
-            vs->resident_bytes += cs->len;
+            vs->resident_bytes += len;
             kept++;
             continue;
         }
         if (reserved) {
             /* only a range reserved here goes back: one that failed its
              * reservation may be another record's, or outside the heap */
-            brk_heap_free(&srv->heap, cs->off, cs->len);
+            brk_heap_free(&srv->heap, off, len);
         }
         if (BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) {
             bad++;
         }
-        brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(w) + 1,
-                                                BRK_CHUNK_ABSENT));
+        brk_chunk_publish(srv, vs, (uint32_t)c,
+                          BRK_CSTATE_WORD(BRK_CSTATE_GEN(w) + 1,
+                                          BRK_CHUNK_ABSENT));
     }
     if (bad) {
         brk_log(srv, "%s v%u: %" PRIu64 " resident chunks failed their check "
-                "and will be read again", vs->vrec->name, vs->vrec->version, bad);
+                "and will be read again", vs->rec.name, vs->rec.version, bad);
     }
     if (kept) {
         brk_log(srv, "%s v%u: %" PRIu64 " of %" PRIu64 " chunks resident "
-                "from before the restart", vs->vrec->name, vs->vrec->version,
-                kept, (uint64_t)vs->vrec->nchunks);
+                "from before the restart", vs->rec.name, vs->rec.version,
+                kept, (uint64_t)vs->rec.nchunks);
     }
 }
 
@@ -284,13 +299,14 @@ void brk_arena_close(brk_srv_t *srv)
     while (srv->versions != NULL) {
         brk_vs_t *vs  = srv->versions;
         srv->versions = vs->next;
-        for (c = 0; c < vs->vrec->nchunks; ++c) {
+        for (c = 0; c < vs->rec.nchunks; ++c) {
             while ((w = vs->crt[c].waiters) != NULL) {
                 vs->crt[c].waiters = w->next;
                 free(w);
             }
         }
         brk_plan_free(&vs->plan);
+        free((void*)vs->meta);
         free(vs->crt);
         free(vs->epochs);
         free(vs);
@@ -303,45 +319,66 @@ void brk_arena_close(brk_srv_t *srv)
     brk_heap_fini(&srv->heap);
 }
 
-/* Runtime state over a version record whose ranges are accounted for. */
-static brk_vs_t *brk_vs_new(brk_srv_t *srv, uint32_t slot)
+/* Runtime state over a checked record rec (a copy) of slot and its
+ * checked metadata copy meta, whose ranges are accounted for; takes meta
+ * (freed on failure). */
+static brk_vs_t *brk_vs_new(brk_srv_t *srv, uint32_t slot,
+                            const brk_vrec_t *rec, void *meta)
 {
-    brk_vrec_t *vrec = &srv->vrecs[slot];
     brk_meta_view_t view;
     brk_vs_t *vs;
 
     vs = calloc(1, sizeof(*vs));
     if (vs != NULL) {
-        vs->crt = calloc(vrec->nchunks ? vrec->nchunks : 1, sizeof(*vs->crt));
+        vs->crt = calloc(rec->nchunks ? rec->nchunks : 1, sizeof(*vs->crt));
     }
     if ((vs == NULL) || (vs->crt == NULL)) {
         free(vs);
+        free(meta);
         return NULL;
     }
-    brk_meta_view(srv->arena + vrec->meta_off, &view);
+    brk_meta_view(meta, &view);
     vs->slot    = slot;
-    vs->vrec    = vrec;
+    vs->vrec    = &srv->vrecs[slot];
+    vs->rec     = *rec;
     vs->meta    = view.meta;
     vs->samples = view.samples;
     vs->chunks  = view.chunks;
     vs->segs    = view.segs;
     vs->files   = view.files;
     vs->strings = view.strings;
-    vs->states  = (brk_cstate_t*)(srv->arena + vrec->states_off);
+    vs->states  = (brk_cstate_t*)(srv->arena + rec->states_off);
     vs->next      = srv->versions;
     srv->versions = vs;
     return vs;
+}
+
+/* A copy of the blob at [off, off + len) of the arena (8-aligned). */
+static void *brk_meta_copy(brk_srv_t *srv, uint64_t off, uint64_t len)
+{
+    void *copy = malloc(len ? len : 1);
+
+    if (copy != NULL) {
+        memcpy(copy, srv->arena + off, len);
+    }
+    return copy;
 }
 
 /* Runtime state over a version record found at start: checks the record
  * and its metadata, and reserves their ranges. */
 brk_vs_t *brk_vs_attach(brk_srv_t *srv, uint32_t slot, char *err, size_t errlen)
 {
-    brk_vrec_t *vrec = &srv->vrecs[slot];
+    brk_vrec_t rec = srv->vrecs[slot], *vrec = &rec;   /* read once */
     const brk_meta_t *meta;
-    brk_vs_t *vs;
     uint64_t states_len;
+    void *copy;
+    brk_vs_t *vs;
 
+    if ((rec.state != BRK_VREC_ACTIVE) || (rec.crc != brk_vrec_crc(&rec)) ||
+        (memchr(rec.name, '\0', sizeof(rec.name)) == NULL)) {
+        snprintf(err, errlen, "version record changed while read");
+        return NULL;
+    }
     /* the records are read in place: 8-aligned (the heap hands out
      * 64-byte multiples, so anything else was not written by a broker) */
     if ((vrec->meta_off % 8) || (vrec->states_off % 8) ||
@@ -355,26 +392,34 @@ brk_vs_t *brk_vs_attach(brk_srv_t *srv, uint32_t slot, char *err, size_t errlen)
         snprintf(err, errlen, "version record out of the arena's bounds");
         return NULL;
     }
-    meta = (const brk_meta_t*)(srv->arena + vrec->meta_off);
-    cxl_coh_invalidate(srv->coh, meta, vrec->meta_len);
+    cxl_coh_invalidate(srv->coh, srv->arena + vrec->meta_off, vrec->meta_len);
+    copy = brk_meta_copy(srv, vrec->meta_off, vrec->meta_len);
+    if (copy == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    meta = copy;
     if (brk_meta_check(meta, vrec->meta_len, err, errlen) ||
         (meta->nchunks != vrec->nchunks) || (meta->nsamples != vrec->nsamples)) {
         if (!err[0]) {
             snprintf(err, errlen, "metadata does not match its record");
         }
+        free(copy);
         return NULL;
     }
     states_len = vrec->nchunks * sizeof(brk_cstate_t);
     if (brk_heap_reserve(&srv->heap, vrec->meta_off, vrec->meta_len)) {
         snprintf(err, errlen, "metadata overlaps other records");
+        free(copy);
         return NULL;
     }
     if (brk_heap_reserve(&srv->heap, vrec->states_off, states_len)) {
         brk_heap_free(&srv->heap, vrec->meta_off, vrec->meta_len);
         snprintf(err, errlen, "chunk states overlap other records");
+        free(copy);
         return NULL;
     }
-    vs = brk_vs_new(srv, slot);
+    vs = brk_vs_new(srv, slot, vrec, copy);
     if (vs == NULL) {
         brk_heap_free(&srv->heap, vrec->meta_off, vrec->meta_len);
         brk_heap_free(&srv->heap, vrec->states_off, states_len);
@@ -388,11 +433,11 @@ brk_vs_t *brk_vs_find(brk_srv_t *srv, const char *name, uint32_t version)
     brk_vs_t *vs, *best = NULL;
 
     for (vs = srv->versions; vs != NULL; vs = vs->next) {
-        if (strcmp(vs->vrec->name, name)) {
+        if (strcmp(vs->rec.name, name)) {
             continue;
         }
-        if (version ? (vs->vrec->version == version)
-                    : (vs->vrec->state == BRK_VREC_ACTIVE)) {
+        if (version ? (vs->rec.version == version)
+                    : (vs->rec.state == BRK_VREC_ACTIVE)) {
             best = vs;
         }
     }
@@ -408,10 +453,11 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
     uint64_t capacity = srv->heap.end - srv->heap.start;
     uint32_t slot, version = 0;
     brk_vrec_t *vrec;
+    void *copy;
 
-    if (old && (old->vrec->fingerprint == desc->fingerprint) &&
-        (old->vrec->policy == req->policy) &&
-        (old->vrec->pin_bytes == req->pin_bytes)) {
+    if (old && (old->rec.fingerprint == desc->fingerprint) &&
+        (old->rec.policy == req->policy) &&
+        (old->rec.pin_bytes == req->pin_bytes)) {
         *vs_p = old;               /* unchanged: same version */
         return CXL_BROKER_OK;
     }
@@ -422,8 +468,8 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
         return CXL_BROKER_ERR_NO_SPACE;
     }
     for (vs = srv->versions; vs != NULL; vs = vs->next) {
-        if (!strcmp(vs->vrec->name, name) && (vs->vrec->version > version)) {
-            version = vs->vrec->version;
+        if (!strcmp(vs->rec.name, name) && (vs->rec.version > version)) {
+            version = vs->rec.version;
         }
     }
     for (slot = 0; slot < BRK_MAX_VERSIONS; ++slot) {
@@ -437,7 +483,15 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
                  "rm old datasets)", BRK_MAX_VERSIONS);
         return CXL_BROKER_ERR_NO_SPACE;
     }
+    /* the broker's own copy of the blob, what it reads from then on */
+    copy = malloc(meta_len);
+    if (copy == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return CXL_BROKER_ERR_NO_MEMORY;
+    }
+    brk_desc_write_meta(desc, copy);
     if (brk_cache_alloc(srv, NULL, meta_len, 1, &meta_off)) {
+        free(copy);
         snprintf(err, errlen, "%s: the index of %" PRIu64 " samples (%" PRIu64
                  " KiB) does not fit in the cache", name, desc->nsamples,
                  meta_len >> 10);
@@ -445,6 +499,7 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
     }
     if (brk_cache_alloc(srv, NULL, states_len, 1, &states_off)) {
         brk_heap_free(&srv->heap, meta_off, meta_len);
+        free(copy);
         snprintf(err, errlen, "%s: the state of %" PRIu64 " chunks does not "
                  "fit in the cache", name, desc->nchunks);
         return CXL_BROKER_ERR_NO_SPACE;
@@ -472,7 +527,7 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
     brk_vrec_seal(srv, vrec);
     brk_hdr_seal(srv);
 
-    brk_desc_write_meta(desc, srv->arena + meta_off);
+    memcpy(srv->arena + meta_off, copy, meta_len);
     memset(srv->arena + states_off, 0, states_len);
     cxl_coh_writeback(srv->coh, srv->arena + meta_off, meta_len);
     cxl_coh_writeback(srv->coh, srv->arena + states_off, states_len);
@@ -480,7 +535,7 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
     vrec->state = BRK_VREC_ACTIVE;
     brk_vrec_seal(srv, vrec);
 
-    vs = brk_vs_new(srv, slot);
+    vs = brk_vs_new(srv, slot, vrec, copy);
     if (vs == NULL) {
         snprintf(err, errlen, "out of memory");
         return CXL_BROKER_ERR_NO_MEMORY;
@@ -494,8 +549,10 @@ int brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
 
 void brk_vs_retire(brk_srv_t *srv, brk_vs_t *vs)
 {
-    vs->vrec->state = BRK_VREC_RETIRING;
+    vs->rec.state = BRK_VREC_RETIRING;
+    *vs->vrec     = vs->rec;       /* the pool's copy may have been changed */
     brk_vrec_seal(srv, vs->vrec);
+    vs->rec.crc   = vs->vrec->crc;
     brk_vs_reap(srv);
 }
 
@@ -504,16 +561,16 @@ void brk_vs_free(brk_srv_t *srv, brk_vs_t *vs)
     brk_vs_t **pp;
     uint64_t c;
 
-    for (c = 0; c < vs->vrec->nchunks; ++c) {
-        if (BRK_CSTATE_STATE(vs->states[c].word) == BRK_CHUNK_RESIDENT) {
-            brk_heap_free(&srv->heap, vs->states[c].off, vs->states[c].len);
+    for (c = 0; c < vs->rec.nchunks; ++c) {
+        if (BRK_CSTATE_STATE(vs->crt[c].word) == BRK_CHUNK_RESIDENT) {
+            brk_heap_free(&srv->heap, vs->crt[c].off, vs->crt[c].len);
         }
     }
-    brk_heap_free(&srv->heap, vs->vrec->meta_off, vs->vrec->meta_len);
-    brk_heap_free(&srv->heap, vs->vrec->states_off,
-                  vs->vrec->nchunks * sizeof(brk_cstate_t));
+    brk_heap_free(&srv->heap, vs->rec.meta_off, vs->rec.meta_len);
+    brk_heap_free(&srv->heap, vs->rec.states_off,
+                  vs->rec.nchunks * sizeof(brk_cstate_t));
     brk_log(srv, "%s v%u: freed (%" PRIu64 " chunks, %" PRIu64 " MiB)",
-            vs->vrec->name, vs->vrec->version, vs->resident_chunks,
+            vs->rec.name, vs->rec.version, vs->resident_chunks,
             vs->resident_bytes >> 20);
     memset(vs->vrec, 0, sizeof(*vs->vrec));
     cxl_coh_writeback(srv->coh, vs->vrec, sizeof(*vs->vrec));
@@ -525,6 +582,7 @@ void brk_vs_free(brk_srv_t *srv, brk_vs_t *vs)
         }
     }
     brk_plan_free(&vs->plan);
+    free((void*)vs->meta);
     free(vs->crt);
     free(vs->epochs);
     free(vs);
@@ -536,7 +594,7 @@ void brk_vs_reap(brk_srv_t *srv)
 
     for (vs = srv->versions; vs != NULL; vs = next) {
         next = vs->next;
-        if ((vs->vrec->state == BRK_VREC_RETIRING) && (vs->nhandles == 0) &&
+        if ((vs->rec.state == BRK_VREC_RETIRING) && (vs->nhandles == 0) &&
             (vs->inflight == 0)) {
             brk_vs_free(srv, vs);
         }

@@ -32,8 +32,8 @@ cxl_broker_epoch_stat_t *brk_vs_epoch_stat(brk_vs_t *vs)
         vs->epochs = e;
         e = &vs->epochs[vs->nepochs++];
         memset(e, 0, sizeof(*e));
-        snprintf(e->name, sizeof(e->name), "%s", vs->vrec->name);
-        e->version = vs->vrec->version;
+        snprintf(e->name, sizeof(e->name), "%s", vs->rec.name);
+        e->version = vs->rec.version;
         e->epoch   = vs->epoch;
     }
     return &vs->epochs[vs->nepochs - 1];
@@ -64,7 +64,8 @@ int brk_cache_pinned(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
 int brk_cache_evict(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
 {
     brk_cstate_t *cs = &vs->states[c];
-    uint64_t w = cs->word, g = BRK_CSTATE_GEN(w);
+    brk_crt_t *crt   = &vs->crt[c];
+    uint64_t w = crt->word, g = BRK_CSTATE_GEN(w);
     cxl_broker_epoch_stat_t *es;
 
     if ((BRK_CSTATE_STATE(w) != BRK_CHUNK_RESIDENT) || vs->crt[c].remote_pins) {
@@ -78,13 +79,13 @@ int brk_cache_evict(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
         __atomic_store_n(&cs->word, w, __ATOMIC_RELEASE);
         return 0;
     }
-    brk_cstate_set(srv, cs, BRK_CSTATE_WORD(g + 2, BRK_CHUNK_ABSENT));
-    brk_heap_free(&srv->heap, cs->off, cs->len);
+    brk_chunk_publish(srv, vs, c, BRK_CSTATE_WORD(g + 2, BRK_CHUNK_ABSENT));
+    brk_heap_free(&srv->heap, crt->off, crt->len);
     vs->resident_chunks--;
-    vs->resident_bytes -= cs->len;
+    vs->resident_bytes -= crt->len;
     if (vs->crt[c].pinned) {
         vs->crt[c].pinned  = 0;
-        vs->pinned_bytes  -= cs->len;
+        vs->pinned_bytes  -= crt->len;
     }
     vs->crt[c].warm = 0;
     srv->evictions++;
@@ -116,7 +117,7 @@ int brk_cache_alloc(brk_srv_t *srv, brk_vs_t *vs, uint64_t len,
 }
 
 static void brk_pending_entry(brk_srv_t *srv, brk_pending_t *pend,
-                              uint32_t slot, int status, const brk_cstate_t *cs)
+                              uint32_t slot, int status, const brk_crt_t *cs)
 {
     brk_pin_ent_t *e = &pend->ent[slot];
 
@@ -135,13 +136,14 @@ static void brk_cache_start_fill(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
                                  uint64_t off)
 {
     brk_cstate_t *cs = &vs->states[c];
+    brk_crt_t *crt   = &vs->crt[c];
     brk_fill_job_t *job;
 
-    cs->off = off;
-    cs->len = vs->chunks[c].len;
-    cs->crc = 0;
-    brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
-                                            BRK_CHUNK_LOADING));
+    cs->off  = crt->off = off;
+    cs->len  = crt->len = vs->chunks[c].len;
+    cs->crc  = 0;
+    brk_chunk_publish(srv, vs, c, BRK_CSTATE_WORD(BRK_CSTATE_GEN(crt->word) + 1,
+                                                  BRK_CHUNK_LOADING));
     job = calloc(1, sizeof(*job));
     if (job == NULL) {
         brk_fill_job_t fake = {.vs = vs, .chunk = c,
@@ -161,8 +163,8 @@ static void brk_cache_start_fill(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
 void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
                        brk_pending_t *pend, uint32_t slot)
 {
-    brk_cstate_t *cs = &vs->states[c];
     brk_crt_t *crt   = &vs->crt[c];
+    const brk_crt_t *cs = crt;
     int fill_only    = (pend != NULL) && (pend->flags & BRK_PIN_FILL_ONLY);
     cxl_broker_epoch_stat_t *es = brk_vs_epoch_stat(vs);
     brk_waiter_t *w;
@@ -193,8 +195,8 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
                     snprintf(pend->err, sizeof(pend->err), "%s v%u: no room "
                              "for chunk %u (%" PRIu64 " KiB): the cache of "
                              "%" PRIu64 " MiB is full of chunks pinned by "
-                             "readers or by the pin policy", vs->vrec->name,
-                             vs->vrec->version, c, vs->chunks[c].len >> 10,
+                             "readers or by the pin policy", vs->rec.name,
+                             vs->rec.version, c, vs->chunks[c].len >> 10,
                              (srv->heap.end - srv->heap.start) >> 20);
                 }
                 brk_pending_entry(srv, pend, slot, CXL_BROKER_ERR_NO_SPACE,
@@ -206,7 +208,7 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
         brk_cache_start_fill(srv, vs, c, off);
         break;
     }
-    if (!fill_only && (vs->vrec->policy == BRK_POLICY_PLAN)) {
+    if (!fill_only && (vs->rec.policy == BRK_POLICY_PLAN)) {
         brk_plan_prefetch(srv, vs);
     }
     if (!fill_only) {
@@ -240,7 +242,7 @@ void brk_cache_touch(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
     if (es != NULL) {
         es->hits++;
     }
-    if (vs->vrec->policy == BRK_POLICY_PLAN) {
+    if (vs->rec.policy == BRK_POLICY_PLAN) {
         brk_plan_prefetch(srv, vs);
     }
 }
@@ -254,8 +256,9 @@ void brk_cache_prefetch(brk_srv_t *srv, brk_vs_t *vs, uint32_t c, uint64_t off)
 void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
 {
     brk_vs_t *vs     = job->vs;
-    brk_cstate_t *cs = &vs->states[job->chunk];
-    brk_crt_t *crt   = &vs->crt[job->chunk];
+    brk_cstate_t *pcs = &vs->states[job->chunk];
+    brk_crt_t *crt    = &vs->crt[job->chunk];
+    const brk_crt_t *cs = crt;
     cxl_broker_epoch_stat_t *es = brk_vs_epoch_stat(vs);
     uint64_t pin_budget;
     brk_waiter_t *w;
@@ -265,9 +268,10 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
     srv->file_bytes_read += job->bytes_read;
     srv->fill_seconds    += job->seconds;
     if (status == CXL_BROKER_OK) {
-        cs->crc = job->crc;
-        brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
-                                                BRK_CHUNK_RESIDENT));
+        pcs->crc = job->crc;
+        brk_chunk_publish(srv, vs, job->chunk,
+                          BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
+                                          BRK_CHUNK_RESIDENT));
         vs->resident_chunks++;
         vs->resident_bytes += cs->len;
         srv->fills++;
@@ -277,7 +281,7 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
             es->fill_bytes += cs->len;
         }
         crt->fill_seq = ++srv->fill_seq;
-        if (vs->vrec->policy == BRK_POLICY_PIN) {
+        if (vs->rec.policy == BRK_POLICY_PIN) {
             pin_budget = brk_pin_budget(srv, vs);
             if (vs->pinned_bytes + cs->len <= pin_budget) {
                 crt->pinned       = 1;
@@ -286,11 +290,12 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
         }
     } else {
         srv->fill_errors++;
-        brk_log(srv, "fill of %s v%u chunk %u failed: %s", vs->vrec->name,
-                vs->vrec->version, job->chunk, job->err);
+        brk_log(srv, "fill of %s v%u chunk %u failed: %s", vs->rec.name,
+                vs->rec.version, job->chunk, job->err);
         brk_heap_free(&srv->heap, cs->off, cs->len);
-        brk_cstate_set(srv, cs, BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
-                                                BRK_CHUNK_ABSENT));
+        brk_chunk_publish(srv, vs, job->chunk,
+                          BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
+                                          BRK_CHUNK_ABSENT));
     }
     while ((w = crt->waiters) != NULL) {
         crt->waiters = w->next;
@@ -301,7 +306,7 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
                           (status == CXL_BROKER_OK) ? cs : NULL);
         free(w);
     }
-    if (vs->vrec->policy == BRK_POLICY_PLAN) {
+    if (vs->rec.policy == BRK_POLICY_PLAN) {
         brk_plan_prefetch(srv, vs);
     }
     brk_vs_reap(srv);

@@ -25,19 +25,19 @@ static brk_handle_t *brk_handle_find(brk_conn_t *conn, uint64_t id)
 static void brk_dsinfo(brk_vs_t *vs, cxl_broker_dsinfo_t *info)
 {
     memset(info, 0, sizeof(*info));
-    snprintf(info->name, sizeof(info->name), "%s", vs->vrec->name);
-    info->version         = vs->vrec->version;
-    info->format          = vs->vrec->format;
-    info->policy          = vs->vrec->policy;
-    info->active          = vs->vrec->state == BRK_VREC_ACTIVE;
-    info->nsamples        = vs->vrec->nsamples;
-    info->nchunks         = vs->vrec->nchunks;
-    info->nfiles          = vs->vrec->nfiles;
-    info->bytes           = vs->vrec->bytes;
-    info->chunk_size      = vs->vrec->chunk_size;
+    snprintf(info->name, sizeof(info->name), "%s", vs->rec.name);
+    info->version         = vs->rec.version;
+    info->format          = vs->rec.format;
+    info->policy          = vs->rec.policy;
+    info->active          = vs->rec.state == BRK_VREC_ACTIVE;
+    info->nsamples        = vs->rec.nsamples;
+    info->nchunks         = vs->rec.nchunks;
+    info->nfiles          = vs->rec.nfiles;
+    info->bytes           = vs->rec.bytes;
+    info->chunk_size      = vs->rec.chunk_size;
     info->resident_chunks = vs->resident_chunks;
     info->resident_bytes  = vs->resident_bytes;
-    info->pin_bytes       = (vs->vrec->policy == BRK_POLICY_PIN) ?
+    info->pin_bytes       = (vs->rec.policy == BRK_POLICY_PIN) ?
                             vs->pinned_bytes : 0;
     info->readers         = vs->nhandles;
     info->epoch           = vs->epoch;
@@ -63,7 +63,7 @@ void brk_handle_close(brk_srv_t *srv, brk_handle_t *h)
     }
     vs->nhandles--;
     if (h->rpins != NULL) {
-        for (c = 0; c < vs->vrec->nchunks; ++c) {
+        for (c = 0; c < vs->rec.nchunks; ++c) {
             vs->crt[c].remote_pins -= h->rpins[c];
         }
         free(h->rpins);
@@ -115,7 +115,7 @@ static void brk_req_open(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
     brk_vs_t *vs;
 
     vs = brk_vs_find(srv, name, req->version);
-    if ((vs == NULL) || (vs->vrec->state != BRK_VREC_ACTIVE &&
+    if ((vs == NULL) || (vs->rec.state != BRK_VREC_ACTIVE &&
                          req->version == 0)) {
         brk_reply_error(srv, conn, id, BRK_REQ_OPEN, CXL_BROKER_ERR_NOT_FOUND,
                         req->version ? "no dataset '%s' version %u (cxl-broker "
@@ -124,7 +124,7 @@ static void brk_req_open(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
                         req->version);
         return;
     }
-    if (vs->vrec->state != BRK_VREC_ACTIVE) {
+    if (vs->rec.state != BRK_VREC_ACTIVE) {
         brk_reply_error(srv, conn, id, BRK_REQ_OPEN, CXL_BROKER_ERR_NOT_FOUND,
                         "dataset '%s' version %u is retired: open the newest",
                         name, req->version);
@@ -135,7 +135,7 @@ static void brk_req_open(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
         goto nomem;
     }
     if (req->local && req->token) {
-        h->bitmap_len = ((vs->vrec->nchunks + 511) / 512) * 64;
+        h->bitmap_len = ((vs->rec.nchunks + 511) / 512) * 64;
         if (brk_cache_alloc(srv, NULL, h->bitmap_len, 1, &h->bitmap_off)) {
             brk_reply_error(srv, conn, id, BRK_REQ_OPEN, CXL_BROKER_ERR_NO_SPACE,
                             "no room for a pin bitmap of %" PRIu64 " bytes",
@@ -148,7 +148,7 @@ static void brk_req_open(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
         cxl_coh_fence(srv->coh);
         conn->token = req->token;
     } else {
-        h->rpins = calloc(vs->vrec->nchunks ? vs->vrec->nchunks : 1,
+        h->rpins = calloc(vs->rec.nchunks ? vs->rec.nchunks : 1,
                           sizeof(*h->rpins));
         if (h->rpins == NULL) {
             free(h);
@@ -166,14 +166,14 @@ static void brk_req_open(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
 
     memset(&rep, 0, sizeof(rep));
     rep.handle     = h->id;
-    rep.dsid       = vs->vrec->dsid;
-    rep.version    = vs->vrec->version;
-    rep.format     = vs->vrec->format;
-    rep.nsamples   = vs->vrec->nsamples;
-    rep.nchunks    = vs->vrec->nchunks;
-    rep.meta_off   = vs->vrec->meta_off;
-    rep.meta_len   = vs->vrec->meta_len;
-    rep.states_off = vs->vrec->states_off;
+    rep.dsid       = vs->rec.dsid;
+    rep.version    = vs->rec.version;
+    rep.format     = vs->rec.format;
+    rep.nsamples   = vs->rec.nsamples;
+    rep.nchunks    = vs->rec.nchunks;
+    rep.meta_off   = vs->rec.meta_off;
+    rep.meta_len   = vs->rec.meta_len;
+    rep.states_off = vs->rec.states_off;
     rep.bitmap_off = h->bitmap_len ? h->bitmap_off : 0;
     rep.bitmap_len = h->bitmap_len;
     brk_reply(srv, conn, id, BRK_REQ_OPEN, CXL_BROKER_OK, &rep, sizeof(rep));
@@ -217,7 +217,7 @@ static void brk_req_pin(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
     for (i = 0; i < req->n; ++i) {
         c = chunks[i];
         pend->ent[i].chunk = c;
-        if (c >= h->vs->vrec->nchunks) {
+        if (c >= h->vs->rec.nchunks) {
             pend->ent[i].status = CXL_BROKER_ERR_INVAL;
             snprintf(pend->err, sizeof(pend->err), "chunk %u out of range", c);
             pend->remaining--;
@@ -251,7 +251,7 @@ void brk_req_unpin_failed(brk_srv_t *srv, brk_pending_t *pend)
     for (i = 0; i < pend->n; ++i) {
         c = pend->ent[i].chunk;
         if ((pend->ent[i].status != CXL_BROKER_OK) &&
-            (c < h->vs->vrec->nchunks) && h->rpins[c]) {
+            (c < h->vs->rec.nchunks) && h->rpins[c]) {
             h->rpins[c]--;
             h->vs->crt[c].remote_pins--;
         }
@@ -273,7 +273,7 @@ static void brk_req_unpin(brk_srv_t *srv, brk_conn_t *conn,
     }
     for (i = 0; i < req->n; ++i) {
         c = chunks[i];
-        if ((c < h->vs->vrec->nchunks) && h->rpins[c]) {
+        if ((c < h->vs->rec.nchunks) && h->rpins[c]) {
             h->rpins[c]--;
             h->vs->crt[c].remote_pins--;
         }
@@ -292,7 +292,7 @@ static void brk_req_touch(brk_srv_t *srv, brk_conn_t *conn,
         return;
     }
     for (i = 0; i < req->n; ++i) {
-        if (chunks[i] < h->vs->vrec->nchunks) {
+        if (chunks[i] < h->vs->rec.nchunks) {
             brk_cache_touch(srv, h->vs, chunks[i]);
         }
     }
@@ -321,10 +321,10 @@ static void brk_req_epoch(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
                             CXL_BROKER_ERR_INVAL : CXL_BROKER_ERR_NO_MEMORY,
                             (rc == -2) ? "epoch order names a sample past the "
                             "end of %s" : "out of memory for the plan of %s",
-                            h->vs->vrec->name);
+                            h->vs->rec.name);
             return;
         }
-        if (h->vs->vrec->policy == BRK_POLICY_PLAN) {
+        if (h->vs->rec.policy == BRK_POLICY_PLAN) {
             brk_plan_prefetch(srv, h->vs);
         }
     }
@@ -343,7 +343,7 @@ static void brk_req_rm(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
         return;
     }
     brk_log(srv, "%s v%u: removed (%u readers finish on it)", name,
-            vs->vrec->version, vs->nhandles);
+            vs->rec.version, vs->nhandles);
     brk_vs_retire(srv, vs);
     brk_reply(srv, conn, id, BRK_REQ_RM, CXL_BROKER_OK, NULL, 0);
 }
@@ -357,11 +357,11 @@ static void brk_req_evict(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
     int any = 0;
 
     for (vs = srv->versions; vs != NULL; vs = vs->next) {
-        if (name[0] && strcmp(name, vs->vrec->name)) {
+        if (name[0] && strcmp(name, vs->rec.name)) {
             continue;
         }
         any = 1;
-        for (c = 0; c < vs->vrec->nchunks; ++c) {
+        for (c = 0; c < vs->rec.nchunks; ++c) {
             rep.count += (uint64_t)brk_cache_evict(srv, vs, (uint32_t)c);
         }
     }
@@ -446,7 +446,7 @@ static void brk_req_stat(brk_srv_t *srv, brk_conn_t *conn, uint64_t id)
     for (vs = srv->versions; vs != NULL; vs = vs->next) {
         st->resident_chunks += vs->resident_chunks;
         st->chunk_bytes     += vs->resident_bytes;
-        for (c = 0; c < vs->vrec->nchunks; ++c) {
+        for (c = 0; c < vs->rec.nchunks; ++c) {
             st->pinned_chunks += (uint64_t)brk_cache_pinned(srv, vs, (uint32_t)c);
         }
         for (i = 0; i < vs->nepochs; ++i) {

@@ -96,6 +96,10 @@ typedef struct brk_waiter {
 } brk_waiter_t;
 
 typedef struct {
+    /* the chunk's state as this broker last published it: the pool's copy
+     * (vs->states) is for readers and may be scribbled on by any process
+     * of the pod, so the broker never reads it back after recovery */
+    uint64_t      word, off, len;
     uint64_t      last_use;     /* lru: request clock */
     uint64_t      fill_seq;     /* pin: streamed chunks go first-in first-out */
     uint32_t      remote_pins;  /* pins of remote handles */
@@ -113,11 +117,18 @@ typedef struct {
     uint64_t  clock;            /* furthest position requested */
 } brk_plan_t;
 
+/*
+ * The arena is pool memory that any process of the pod can write, so the
+ * broker reads its own copies: rec of the version record (vrec is where
+ * it writes), meta of the checked metadata blob (malloc'ed), crt[].word/
+ * off/len of the chunk states.  The pool is only written.
+ */
 struct brk_vs {
     brk_vs_t           *next;
     uint32_t            slot;   /* in the version table */
-    brk_vrec_t         *vrec;
-    const brk_meta_t   *meta;
+    brk_vrec_t         *vrec;   /* the record in the arena: written only */
+    brk_vrec_t          rec;    /* what it holds, read from here */
+    const brk_meta_t   *meta;   /* own copy of the blob */
     const brk_sample_t *samples;
     const brk_chunk_t  *chunks;
     const brk_seg_t    *segs;
@@ -256,6 +267,8 @@ void brk_vs_retire(brk_srv_t *srv, brk_vs_t *vs);
 /* a retiring version with no readers and no fills: free it */
 void brk_vs_reap(brk_srv_t *srv);
 void brk_cstate_set(brk_srv_t *srv, brk_cstate_t *cs, uint64_t word);
+/* publish chunk c's new state word, its own copy and the pool's */
+void brk_chunk_publish(brk_srv_t *srv, brk_vs_t *vs, uint32_t c, uint64_t word);
 
 /* cache: residency, fills, eviction */
 /* ask for chunk c of vs on behalf of pend's entry slot */
