@@ -169,7 +169,12 @@ const char *cxlpool_last_error(void);
 const char *cxlpool_default_path(char *buf, size_t len);
 /* Default size of an emulated pool: UCX_CXL_POOL_SIZE or 1 GiB. */
 uint64_t    cxlpool_default_size(void);
+/* A size: decimal digits, then an optional k/m/g/t (binary units, any
+ * case) with optional "i" and "b" ("4m", "2GiB").  Returns 0, or -1 for
+ * anything else or a value past 2^64 - 1. */
 int         cxlpool_parse_size(const char *str, uint64_t *size);
+/* Decimal digits only, at most max: 0, or -1 (no sign, blank or suffix). */
+int         cxlpool_parse_uint(const char *str, uint64_t max, uint64_t *value);
 /* A host index as UCX_CXL_HOST_INDEX gives it: NULL or "auto" -> -1, a
  * decimal 0..CXLPOOL_MAX_HOSTS-1 -> itself.  Returns 0, or -1 if invalid. */
 int         cxlpool_parse_host_index(const char *str, int *index);

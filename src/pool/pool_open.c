@@ -30,13 +30,32 @@ const char *cxlpool_default_path(char *buf, size_t len)
     return buf;
 }
 
+int cxlpool_parse_uint(const char *str, uint64_t max, uint64_t *value)
+{
+    unsigned long long v;
+    char *end;
+
+    if ((str == NULL) || (*str < '0') || (*str > '9')) {
+        return -1;
+    }
+    errno = 0;
+    v     = strtoull(str, &end, 10);
+    if ((errno != 0) || (*end != '\0') || (v > max)) {
+        return -1;
+    }
+    *value = v;
+    return 0;
+}
+
 int cxlpool_parse_size(const char *str, uint64_t *size)
 {
     unsigned long long v;
     uint64_t mult = 1;
     char *end;
 
-    if ((str == NULL) || (*str == '\0') || (*str == '-')) {
+    /* digits first: strtoull would also take blanks and a sign, and
+     * " -1" would become 2^64 - 1 */
+    if ((str == NULL) || (*str < '0') || (*str > '9')) {
         return -1;
     }
 

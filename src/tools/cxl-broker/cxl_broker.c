@@ -45,18 +45,6 @@ static void cxlb_usage(FILE *f)
             cxl_broker_default_addr(addr, sizeof(addr)));
 }
 
-int cxlb_fail(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "cxl-broker: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 1;
-}
-
 int cxlb_connect(const cxlb_common_t *c, cxl_broker_t **b)
 {
     cxl_broker_params_t prm;
@@ -65,14 +53,6 @@ int cxlb_connect(const cxlb_common_t *c, cxl_broker_t **b)
     prm.addr = c->broker;
     if (cxl_broker_connect(&prm, b) != CXL_BROKER_OK) {
         return cxlb_fail("%s", cxl_broker_last_error());
-    }
-    return 0;
-}
-
-int cxlb_size(const char *opt, const char *arg, uint64_t *size)
-{
-    if (cxlpool_parse_size(arg, size) != 0) {
-        return cxlb_fail("%s '%s': not a size (e.g. 4m, 2g, 4096)", opt, arg);
     }
     return 0;
 }

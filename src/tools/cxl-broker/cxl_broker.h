@@ -4,6 +4,8 @@
 #ifndef CXL_BROKER_TOOL_H
 #define CXL_BROKER_TOOL_H
 
+#include "brk_srv.h"
+
 #include <ucx_cxl/broker.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +28,11 @@ int  cxlb_destroy(int argc, char **argv);
 int  cxlb_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int  cxlb_connect(const cxlb_common_t *c, cxl_broker_t **b);
 int  cxlb_size(const char *opt, const char *arg, uint64_t *size);
+
+/* serve's options into prm (zeroed first): 0, CXLB_OPTS_HELP for --help,
+ * or the exit status (1: a bad value, said on stderr; 2: usage) */
+#define CXLB_OPTS_HELP 3
+int  cxlb_serve_opts(int argc, char **argv, brk_serve_params_t *prm);
 void cxlb_human(uint64_t bytes, char *buf, size_t len);
 void cxlb_json_str(FILE *f, const char *s);
 

@@ -307,9 +307,9 @@ int cxlb_warm(int argc, char **argv)
     cxl_broker_ds_t *ds;
     cxl_broker_stat_t st0, st1;
     cxl_broker_t *b;
-    unsigned long version = 0;
+    uint64_t version = 0;
     uint64_t total = 0, done = 0, i;
-    char *end, what[80];
+    char what[80];
     int opt, rc;
 
     optind = 1;
@@ -318,9 +318,9 @@ int cxlb_warm(int argc, char **argv)
             continue;
         }
         if (opt == 'V') {
-            version = strtoul(optarg, &end, 10);
-            if (*end != '\0') {
-                return cxlb_fail("--version '%s': a number", optarg);
+            if (cxlpool_parse_uint(optarg, UINT32_MAX, &version)) {
+                return cxlb_fail("--version '%s': a number from 0 to %u",
+                                 optarg, UINT32_MAX);
             }
             continue;
         }

@@ -16,84 +16,39 @@
 
 int cxlb_serve(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"pool", required_argument, NULL, 'p'},
-        {"listen", required_argument, NULL, 'l'},
-        {"capacity", required_argument, NULL, 'c'},
-        {"chunk-size", required_argument, NULL, 's'},
-        {"readers", required_argument, NULL, 'r'},
-        {"verify", no_argument, NULL, 'v'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
     brk_serve_params_t prm;
     char addr[64], path[256];
-    char *end;
-    int opt;
+    int rc;
 
-    memset(&prm, 0, sizeof(prm));
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "p:l:c:s:r:vqh", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'p':
-            prm.pool_path = optarg;
-            break;
-        case 'l':
-            prm.listen = optarg;
-            break;
-        case 'c':
-            if (cxlb_size("--capacity", optarg, &prm.capacity)) {
-                return 1;
-            }
-            break;
-        case 's':
-            if (cxlb_size("--chunk-size", optarg, &prm.chunk_size)) {
-                return 1;
-            }
-            break;
-        case 'r':
-            prm.readers = (unsigned)strtoul(optarg, &end, 10);
-            if ((*end != '\0') || (prm.readers == 0) || (prm.readers > 256)) {
-                return cxlb_fail("--readers '%s': 1 to 256", optarg);
-            }
-            break;
-        case 'v':
-            prm.verify = 1;
-            break;
-        case 'q':
-            prm.quiet = 1;
-            break;
-        case 'h':
-            printf("Usage: cxl-broker serve [OPTIONS]\n\n"
-                   "Serve datasets from a chunk cache in a CXL pool until "
-                   "SIGINT or SIGTERM.\nThe cache (an extent '%s' of the pool) "
-                   "and its index persist: a\nrestarted broker finds its "
-                   "resident chunks and does not read them again.\n\n"
-                   "  --pool PATH         pool (default %s, created if absent)\n"
-                   "  --listen HOST:PORT  where clients connect (default %s;\n"
-                   "                      0.0.0.0:PORT for clients in other "
-                   "pods)\n"
-                   "  --capacity SIZE     cache size when it is created "
-                   "(default: half the\n"
-                   "                      pool's largest free range)\n"
-                   "  --chunk-size SIZE   default chunk size of datasets "
-                   "(default 4m)\n"
-                   "  --readers N         reader threads that fill chunks "
-                   "(default 4)\n"
-                   "  --verify            check the CRC of every resident "
-                   "chunk at start\n"
-                   "  --quiet             no log lines on stderr\n\n"
-                   "UCX_TLS defaults to cxl,tcp: readers in the pod get through "
-                   "the pool,\nothers over tcp.\n", BRK_ARENA_NAME,
-                   cxlpool_default_path(path, sizeof(path)),
-                   cxl_broker_default_addr(addr, sizeof(addr)));
-            return 0;
-        default:
-            return 2;
-        }
+    rc = cxlb_serve_opts(argc, argv, &prm);
+    if (rc == CXLB_OPTS_HELP) {
+        printf("Usage: cxl-broker serve [OPTIONS]\n\n"
+               "Serve datasets from a chunk cache in a CXL pool until "
+               "SIGINT or SIGTERM.\nThe cache (an extent '%s' of the pool) "
+               "and its index persist: a\nrestarted broker finds its "
+               "resident chunks and does not read them again.\n\n"
+               "  --pool PATH         pool (default %s, created if absent)\n"
+               "  --listen HOST:PORT  where clients connect (default %s;\n"
+               "                      0.0.0.0:PORT for clients in other "
+               "pods)\n"
+               "  --capacity SIZE     cache size when it is created "
+               "(default: half the\n"
+               "                      pool's largest free range)\n"
+               "  --chunk-size SIZE   default chunk size of datasets "
+               "(default 4m)\n"
+               "  --readers N         reader threads that fill chunks "
+               "(default 4)\n"
+               "  --verify            check the CRC of every resident "
+               "chunk at start\n"
+               "  --quiet             no log lines on stderr\n\n"
+               "UCX_TLS defaults to cxl,tcp: readers in the pod get through "
+               "the pool,\nothers over tcp.\n", BRK_ARENA_NAME,
+               cxlpool_default_path(path, sizeof(path)),
+               cxl_broker_default_addr(addr, sizeof(addr)));
+        return 0;
     }
-    if (optind != argc) {
-        return cxlb_fail("serve: unexpected argument '%s'", argv[optind]);
+    if (rc != 0) {
+        return rc;
     }
     return brk_serve(&prm);
 }
@@ -143,8 +98,9 @@ int cxlb_destroy(int argc, char **argv)
     if ((hdr->magic == BRK_MAGIC) && hdr->broker_token &&
         cxlpool_owner_alive(pool, hdr->broker_token)) {
         cxlpool_close(pool);
-        return cxlb_fail("destroy: a broker (pid %d) serves this pool at %s: "
-                         "stop it first", hdr->broker_pid, hdr->addr);
+        return cxlb_fail("destroy: a broker (pid %d) serves this pool at "
+                         "%.*s: stop it first", hdr->broker_pid,
+                         (int)sizeof(hdr->addr), hdr->addr);
     }
     if (cxlpool_free(pool, ext.offset) != CXLPOOL_OK) {
         cxlpool_close(pool);

@@ -140,16 +140,12 @@ static const char *path_arg(int argc, char **argv, char *defbuf, size_t len)
 
 static unsigned long parse_uint(const char *opt, const char *str, unsigned long max)
 {
-    unsigned long v;
-    char *end;
+    uint64_t v;
 
-    errno = 0;
-    v     = strtoul(str, &end, 10);
-    if ((errno != 0) || (*str == '\0') || (*end != '\0') || (*str == '-') ||
-        (v > max)) {
+    if (cxlpool_parse_uint(str, max, &v) != 0) {
         die_usage("invalid value '%s' for %s", str, opt);
     }
-    return v;
+    return (unsigned long)v;
 }
 
 /* ---- create ---- */

@@ -4,6 +4,7 @@
  * the main loop publishes the result (brk_vs_publish) and answers.
  */
 #include "brk_srv.h"
+#include "brk_wire.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,42 +43,25 @@ static void brk_add_free(brk_add_job_t *job)
     free(job);
 }
 
+/* req: decoded (brk_wire.h): name, format, policy and paths are checked */
 void brk_add_start(brk_srv_t *srv, brk_conn_t *conn, uint64_t req_id,
-                   const void *payload, size_t len)
+                   const brk_req_t *req)
 {
-    const brk_add_req_t *req = payload;
-    const char *p, *end;
     brk_add_job_t *job;
-    char name[BRK_NAME_MAX];
+    const char *path;
+    size_t pos = 0;
     unsigned i;
 
-    if ((len < sizeof(*req)) || (req->npaths == 0) || (req->npaths > 65536)) {
-        brk_reply_error(srv, conn, req_id, BRK_REQ_ADD, CXL_BROKER_ERR_INVAL,
-                        "malformed add request (no paths?)");
-        return;
-    }
-    snprintf(name, sizeof(name), "%.*s", (int)sizeof(req->name) - 1, req->name);
-    if ((name[0] == '\0') || strpbrk(name, " \t\n/")) {
-        brk_reply_error(srv, conn, req_id, BRK_REQ_ADD, CXL_BROKER_ERR_INVAL,
-                        "dataset name '%s': 1 to %u characters, no spaces or "
-                        "'/'", name, BRK_NAME_MAX - 1);
-        return;
-    }
-    if ((req->format >= BRK_FMT_LAST) || (req->policy >= BRK_POLICY_LAST)) {
-        brk_reply_error(srv, conn, req_id, BRK_REQ_ADD, CXL_BROKER_ERR_INVAL,
-                        "unknown format or policy");
-        return;
-    }
     for (job = srv->adds; job != NULL; job = job->next) {
-        if (!strcmp(job->req.name, name)) {
+        if (!strcmp(job->req.name, req->name)) {
             brk_reply_error(srv, conn, req_id, BRK_REQ_ADD, CXL_BROKER_ERR_BUSY,
-                            "dataset '%s' is being added already", name);
+                            "dataset '%s' is being added already", req->name);
             return;
         }
     }
     job = calloc(1, sizeof(*job));
     if ((job == NULL) ||
-        ((job->paths = calloc(req->npaths, sizeof(char*))) == NULL)) {
+        ((job->paths = calloc(req->u.add.npaths, sizeof(char*))) == NULL)) {
         free(job);
         brk_reply_error(srv, conn, req_id, BRK_REQ_ADD, CXL_BROKER_ERR_NO_MEMORY,
                         "out of memory");
@@ -85,24 +69,20 @@ void brk_add_start(brk_srv_t *srv, brk_conn_t *conn, uint64_t req_id,
     }
     job->conn   = conn;
     job->req_id = req_id;
-    job->req    = *req;
+    job->req    = req->u.add;
     job->efd    = srv->add_efd;
-    snprintf(job->req.name, sizeof(job->req.name), "%s", name);
-    p   = (const char*)(req + 1);
-    end = (const char*)payload + len;
-    for (i = 0; i < req->npaths; ++i) {
-        const char *nul = memchr(p, '\0', (size_t)(end - p));
-        if ((p >= end) || (nul == NULL) ||
-            ((job->paths[i] = strdup(p)) == NULL)) {
+    memcpy(job->req.name, req->name, sizeof(job->req.name));
+    for (i = 0; i < req->u.add.npaths; ++i) {
+        path = brk_req_next_path(req, &pos);
+        if ((path == NULL) || ((job->paths[i] = strdup(path)) == NULL)) {
             job->npaths = i;
             brk_add_free(job);
-            brk_reply_error(srv, conn, req_id, BRK_REQ_ADD, CXL_BROKER_ERR_INVAL,
-                            "malformed path list in add request");
+            brk_reply_error(srv, conn, req_id, BRK_REQ_ADD,
+                            CXL_BROKER_ERR_NO_MEMORY, "out of memory");
             return;
         }
-        p = nul + 1;
     }
-    job->npaths = req->npaths;
+    job->npaths = req->u.add.npaths;
     if (pthread_create(&job->thread, NULL, brk_add_thread, job)) {
         brk_add_free(job);
         brk_reply_error(srv, conn, req_id, BRK_REQ_ADD, CXL_BROKER_ERR_NO_MEMORY,
@@ -129,7 +109,7 @@ static void brk_add_publish(brk_srv_t *srv, brk_add_job_t *job)
         return;
     }
     vs     = brk_vs_find(srv, job->req.name, 0);
-    before = vs ? vs->vrec->version : 0;
+    before = vs ? vs->rec.version : 0;
     rc = brk_vs_publish(srv, job->req.name, &job->req, &job->desc, &vs,
                         err, sizeof(err));
     if (rc != CXL_BROKER_OK) {
@@ -139,31 +119,31 @@ static void brk_add_publish(brk_srv_t *srv, brk_add_job_t *job)
         }
         return;
     }
-    if (vs->vrec->version != before) {
+    if (vs->rec.version != before) {
         brk_log(srv, "%s v%u: %" PRIu64 " samples in %" PRIu64 " chunks, %"
-                PRIu64 " files, %" PRIu64 " MiB (%s, %s)", vs->vrec->name,
-                vs->vrec->version, vs->vrec->nsamples, vs->vrec->nchunks,
-                vs->vrec->nfiles, vs->vrec->bytes >> 20,
-                brk_format_name(vs->vrec->format),
-                brk_policy_name(vs->vrec->policy));
+                PRIu64 " files, %" PRIu64 " MiB (%s, %s)", vs->rec.name,
+                vs->rec.version, vs->rec.nsamples, vs->rec.nchunks,
+                vs->rec.nfiles, vs->rec.bytes >> 20,
+                brk_format_name(vs->rec.format),
+                brk_policy_name(vs->rec.policy));
     }
     if (job->conn != NULL) {
         memset(&info, 0, sizeof(info));
-        snprintf(info.name, sizeof(info.name), "%s", vs->vrec->name);
-        info.version    = vs->vrec->version;
-        info.format     = vs->vrec->format;
-        info.policy     = vs->vrec->policy;
+        snprintf(info.name, sizeof(info.name), "%s", vs->rec.name);
+        info.version    = vs->rec.version;
+        info.format     = vs->rec.format;
+        info.policy     = vs->rec.policy;
         info.active     = 1;
-        info.nsamples   = vs->vrec->nsamples;
-        info.nchunks    = vs->vrec->nchunks;
-        info.nfiles     = vs->vrec->nfiles;
-        info.bytes      = vs->vrec->bytes;
-        info.chunk_size = vs->vrec->chunk_size;
+        info.nsamples   = vs->rec.nsamples;
+        info.nchunks    = vs->rec.nchunks;
+        info.nfiles     = vs->rec.nfiles;
+        info.bytes      = vs->rec.bytes;
+        info.chunk_size = vs->rec.chunk_size;
         info.resident_chunks = vs->resident_chunks;
         info.resident_bytes  = vs->resident_bytes;
         info.readers    = vs->nhandles;
         /* epoch field: 1 when this add published a new version */
-        info.epoch      = vs->vrec->version != before;
+        info.epoch      = vs->rec.version != before;
         brk_reply(srv, job->conn, job->req_id, BRK_REQ_ADD, CXL_BROKER_OK,
                   &info, sizeof(info));
     }

@@ -32,8 +32,8 @@ cxl_broker_epoch_stat_t *brk_vs_epoch_stat(brk_vs_t *vs)
         vs->epochs = e;
         e = &vs->epochs[vs->nepochs++];
         memset(e, 0, sizeof(*e));
-        snprintf(e->name, sizeof(e->name), "%s", vs->vrec->name);
-        e->version = vs->vrec->version;
+        snprintf(e->name, sizeof(e->name), "%s", vs->rec.name);
+        e->version = vs->rec.version;
         e->epoch   = vs->epoch;
     }
     return &vs->epochs[vs->nepochs - 1];
@@ -64,28 +64,28 @@ int brk_cache_pinned(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
 int brk_cache_evict(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
 {
     brk_cstate_t *cs = &vs->states[c];
-    uint64_t w = vs->crt[c].word, g = BRK_CSTATE_GEN(w);
+    brk_crt_t *crt   = &vs->crt[c];
+    uint64_t w = crt->word, g = BRK_CSTATE_GEN(w);
     cxl_broker_epoch_stat_t *es;
 
     if ((BRK_CSTATE_STATE(w) != BRK_CHUNK_RESIDENT) || vs->crt[c].remote_pins) {
         return 0;
     }
-    vs->crt[c].word = BRK_CSTATE_WORD(g + 1, BRK_CHUNK_EVICTING);
-    __atomic_store_n(&cs->word, vs->crt[c].word, __ATOMIC_RELAXED);
+    __atomic_store_n(&cs->word, BRK_CSTATE_WORD(g + 1, BRK_CHUNK_EVICTING),
+                     __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (brk_cache_pinned(srv, vs, c)) {
         /* a reader pinned it meanwhile: the bytes never changed */
-        vs->crt[c].word = w;
         __atomic_store_n(&cs->word, w, __ATOMIC_RELEASE);
         return 0;
     }
-    brk_chunk_set(srv, vs, c, BRK_CSTATE_WORD(g + 2, BRK_CHUNK_ABSENT));
-    brk_heap_free(&srv->heap, vs->crt[c].off, vs->crt[c].len);
+    brk_chunk_publish(srv, vs, c, BRK_CSTATE_WORD(g + 2, BRK_CHUNK_ABSENT));
+    brk_heap_free(&srv->heap, crt->off, crt->len);
     vs->resident_chunks--;
-    vs->resident_bytes -= vs->crt[c].len;
+    vs->resident_bytes -= crt->len;
     if (vs->crt[c].pinned) {
         vs->crt[c].pinned  = 0;
-        vs->pinned_bytes  -= vs->crt[c].len;
+        vs->pinned_bytes  -= crt->len;
     }
     vs->crt[c].warm = 0;
     srv->evictions++;
@@ -116,17 +116,16 @@ int brk_cache_alloc(brk_srv_t *srv, brk_vs_t *vs, uint64_t len,
     return 0;
 }
 
-/* Answer entry `slot` of pend; crt: the chunk whose state it reports. */
 static void brk_pending_entry(brk_srv_t *srv, brk_pending_t *pend,
-                              uint32_t slot, int status, const brk_crt_t *crt)
+                              uint32_t slot, int status, const brk_crt_t *cs)
 {
     brk_pin_ent_t *e = &pend->ent[slot];
 
     e->status = status;
-    if ((status == CXL_BROKER_OK) && (crt != NULL)) {
-        e->word = crt->word;
-        e->off  = crt->off;
-        e->len  = crt->len;
+    if ((status == CXL_BROKER_OK) && (cs != NULL)) {
+        e->word = cs->word;
+        e->off  = cs->off;
+        e->len  = cs->len;
     }
     if (--pend->remaining == 0) {
         brk_pending_done(srv, pend);
@@ -137,16 +136,14 @@ static void brk_cache_start_fill(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
                                  uint64_t off)
 {
     brk_cstate_t *cs = &vs->states[c];
+    brk_crt_t *crt   = &vs->crt[c];
     brk_fill_job_t *job;
 
-    vs->crt[c].off = off;
-    vs->crt[c].len = vs->chunks[c].len;
-    cs->off = vs->crt[c].off;
-    cs->len = vs->crt[c].len;
-    cs->crc = 0;
-    brk_chunk_set(srv, vs, c,
-                  BRK_CSTATE_WORD(BRK_CSTATE_GEN(vs->crt[c].word) + 1,
-                                  BRK_CHUNK_LOADING));
+    cs->off  = crt->off = off;
+    cs->len  = crt->len = vs->chunks[c].len;
+    cs->crc  = 0;
+    brk_chunk_publish(srv, vs, c, BRK_CSTATE_WORD(BRK_CSTATE_GEN(crt->word) + 1,
+                                                  BRK_CHUNK_LOADING));
     job = calloc(1, sizeof(*job));
     if (job == NULL) {
         brk_fill_job_t fake = {.vs = vs, .chunk = c,
@@ -167,6 +164,7 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
                        brk_pending_t *pend, uint32_t slot)
 {
     brk_crt_t *crt   = &vs->crt[c];
+    const brk_crt_t *cs = crt;
     int fill_only    = (pend != NULL) && (pend->flags & BRK_PIN_FILL_ONLY);
     cxl_broker_epoch_stat_t *es = brk_vs_epoch_stat(vs);
     brk_waiter_t *w;
@@ -176,7 +174,7 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
         crt->last_use = ++srv->clock;
         brk_plan_touch(vs, c);
     }
-    switch (BRK_CSTATE_STATE(vs->crt[c].word)) {
+    switch (BRK_CSTATE_STATE(cs->word)) {
     case BRK_CHUNK_RESIDENT:
         if (!fill_only) {
             srv->hits++;
@@ -185,7 +183,7 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
             }
         }
         if (pend != NULL) {
-            brk_pending_entry(srv, pend, slot, CXL_BROKER_OK, crt);
+            brk_pending_entry(srv, pend, slot, CXL_BROKER_OK, cs);
         }
         return;
     case BRK_CHUNK_LOADING:
@@ -197,8 +195,8 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
                     snprintf(pend->err, sizeof(pend->err), "%s v%u: no room "
                              "for chunk %u (%" PRIu64 " KiB): the cache of "
                              "%" PRIu64 " MiB is full of chunks pinned by "
-                             "readers or by the pin policy", vs->vrec->name,
-                             vs->vrec->version, c, vs->chunks[c].len >> 10,
+                             "readers or by the pin policy", vs->rec.name,
+                             vs->rec.version, c, vs->chunks[c].len >> 10,
                              (srv->heap.end - srv->heap.start) >> 20);
                 }
                 brk_pending_entry(srv, pend, slot, CXL_BROKER_ERR_NO_SPACE,
@@ -210,7 +208,7 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
         brk_cache_start_fill(srv, vs, c, off);
         break;
     }
-    if (!fill_only && (vs->vrec->policy == BRK_POLICY_PLAN)) {
+    if (!fill_only && (vs->rec.policy == BRK_POLICY_PLAN)) {
         brk_plan_prefetch(srv, vs);
     }
     if (!fill_only) {
@@ -244,7 +242,7 @@ void brk_cache_touch(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
     if (es != NULL) {
         es->hits++;
     }
-    if (vs->vrec->policy == BRK_POLICY_PLAN) {
+    if (vs->rec.policy == BRK_POLICY_PLAN) {
         brk_plan_prefetch(srv, vs);
     }
 }
@@ -258,8 +256,9 @@ void brk_cache_prefetch(brk_srv_t *srv, brk_vs_t *vs, uint32_t c, uint64_t off)
 void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
 {
     brk_vs_t *vs     = job->vs;
-    brk_cstate_t *cs = &vs->states[job->chunk];
-    brk_crt_t *crt   = &vs->crt[job->chunk];
+    brk_cstate_t *pcs = &vs->states[job->chunk];
+    brk_crt_t *crt    = &vs->crt[job->chunk];
+    const brk_crt_t *cs = crt;
     cxl_broker_epoch_stat_t *es = brk_vs_epoch_stat(vs);
     uint64_t pin_budget;
     brk_waiter_t *w;
@@ -269,34 +268,34 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
     srv->file_bytes_read += job->bytes_read;
     srv->fill_seconds    += job->seconds;
     if (status == CXL_BROKER_OK) {
-        cs->crc = job->crc;
-        brk_chunk_set(srv, vs, job->chunk,
-                      BRK_CSTATE_WORD(BRK_CSTATE_GEN(crt->word) + 1,
-                                      BRK_CHUNK_RESIDENT));
+        pcs->crc = job->crc;
+        brk_chunk_publish(srv, vs, job->chunk,
+                          BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
+                                          BRK_CHUNK_RESIDENT));
         vs->resident_chunks++;
-        vs->resident_bytes += crt->len;
+        vs->resident_bytes += cs->len;
         srv->fills++;
-        srv->fill_bytes += crt->len;
+        srv->fill_bytes += cs->len;
         if (es != NULL) {
             es->fills++;
-            es->fill_bytes += crt->len;
+            es->fill_bytes += cs->len;
         }
         crt->fill_seq = ++srv->fill_seq;
-        if (vs->vrec->policy == BRK_POLICY_PIN) {
+        if (vs->rec.policy == BRK_POLICY_PIN) {
             pin_budget = brk_pin_budget(srv, vs);
-            if (vs->pinned_bytes + crt->len <= pin_budget) {
+            if (vs->pinned_bytes + cs->len <= pin_budget) {
                 crt->pinned       = 1;
-                vs->pinned_bytes += crt->len;
+                vs->pinned_bytes += cs->len;
             }
         }
     } else {
         srv->fill_errors++;
-        brk_log(srv, "fill of %s v%u chunk %u failed: %s", vs->vrec->name,
-                vs->vrec->version, job->chunk, job->err);
-        brk_heap_free(&srv->heap, crt->off, crt->len);
-        brk_chunk_set(srv, vs, job->chunk,
-                      BRK_CSTATE_WORD(BRK_CSTATE_GEN(crt->word) + 1,
-                                      BRK_CHUNK_ABSENT));
+        brk_log(srv, "fill of %s v%u chunk %u failed: %s", vs->rec.name,
+                vs->rec.version, job->chunk, job->err);
+        brk_heap_free(&srv->heap, cs->off, cs->len);
+        brk_chunk_publish(srv, vs, job->chunk,
+                          BRK_CSTATE_WORD(BRK_CSTATE_GEN(cs->word) + 1,
+                                          BRK_CHUNK_ABSENT));
     }
     while ((w = crt->waiters) != NULL) {
         crt->waiters = w->next;
@@ -304,10 +303,10 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
             snprintf(w->pend->err, sizeof(w->pend->err), "%s", job->err);
         }
         brk_pending_entry(srv, w->pend, w->slot, status,
-                          (status == CXL_BROKER_OK) ? crt : NULL);
+                          (status == CXL_BROKER_OK) ? cs : NULL);
         free(w);
     }
-    if (vs->vrec->policy == BRK_POLICY_PLAN) {
+    if (vs->rec.policy == BRK_POLICY_PLAN) {
         brk_plan_prefetch(srv, vs);
     }
     brk_vs_reap(srv);

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #endif
 #include "brk_client_int.h"
+#include "brk_wire.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -95,22 +96,22 @@ static cxl_broker_status_t brk_ucp_open(cxl_broker_t *b)
 static cxl_broker_status_t brk_ep_open(cxl_broker_t *b)
 {
     struct addrinfo hints, *res;
-    char host[BRK_ADDR_MAX], *colon;
+    char host[BRK_ADDR_MAX], port[8], err[BRK_ADDR_MAX + 64];
     ucp_ep_params_t prm;
     ucs_status_t st;
+    uint16_t pnum;
     int rc;
 
-    snprintf(host, sizeof(host), "%s", b->addr);
-    colon = strrchr(host, ':');
-    if ((colon == NULL) || (colon == host) || (colon[1] == '\0')) {
-        return brk_cerr(CXL_BROKER_ERR_INVAL, "broker address '%s': expected "
-                        "HOST:PORT", b->addr);
+    if (brk_addr_split(b->addr, 0, host, sizeof(host), &pnum, err,
+                       sizeof(err))) {
+        return brk_cerr(CXL_BROKER_ERR_INVAL, "broker %s", err);
     }
-    *colon = '\0';
+    snprintf(port, sizeof(port), "%u", pnum);
     memset(&hints, 0, sizeof(hints));
     hints.ai_family   = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
-    rc = getaddrinfo(host, colon + 1, &hints, &res);
+    hints.ai_flags    = AI_NUMERICSERV;
+    rc = getaddrinfo(host, port, &hints, &res);
     if (rc != 0) {
         return brk_cerr(CXL_BROKER_ERR_CONNECT, "broker address '%s': %s",
                         b->addr, gai_strerror(rc));
@@ -199,7 +200,9 @@ cxl_broker_status_t cxl_broker_connect(const cxl_broker_params_t *params,
                                        cxl_broker_t **broker_p)
 {
     cxl_broker_params_t def;
-    const brk_hello_rep_t *rep;
+    brk_hello_rep_t rep;
+    const void *rkey;
+    char err[BRK_ERRMSG_MAX];
     brk_hello_req_t req;
     cxl_broker_status_t st;
     cxl_broker_t *b;
@@ -223,6 +226,12 @@ cxl_broker_status_t cxl_broker_connect(const cxl_broker_params_t *params,
         b->pin_cache = 1;
     }
     if (params->addr != NULL) {
+        if (strlen(params->addr) >= sizeof(b->addr)) {
+            free(b);
+            return brk_cerr(CXL_BROKER_ERR_INVAL, "broker address '%s': "
+                            "longer than %zu characters", params->addr,
+                            sizeof(b->addr) - 1);
+        }
         snprintf(b->addr, sizeof(b->addr), "%s", params->addr);
     } else {
         cxl_broker_default_addr(b->addr, sizeof(b->addr));
@@ -250,20 +259,18 @@ cxl_broker_status_t cxl_broker_connect(const cxl_broker_params_t *params,
         cxl_broker_disconnect(b);
         return st;
     }
-    rep = data;
-    if ((len < sizeof(*rep)) || (len - sizeof(*rep) < rep->rkey_len)) {
+    st = brk_hello_rep_decode(data, len, &rep, &rkey, err, sizeof(err));
+    if (st != CXL_BROKER_OK) {
         free(data);
         cxl_broker_disconnect(b);
-        return brk_cerr(CXL_BROKER_ERR_CORRUPT, "broker %s: malformed hello",
-                        b->addr);
+        return brk_cerr(st, "broker %s: %s", b->addr, err);
     }
-    b->arena_va       = rep->arena_va;
-    b->arena_size     = rep->arena_size;
-    b->arena_pool_off = rep->arena_pool_off;
-    memcpy(b->uuid, rep->pool_uuid, sizeof(b->uuid));
-    snprintf(b->pool_path, sizeof(b->pool_path), "%.*s",
-             (int)sizeof(rep->pool_path) - 1, rep->pool_path);
-    us = ucp_ep_rkey_unpack(b->ep, rep + 1, &b->rkey);
+    b->arena_va       = rep.arena_va;
+    b->arena_size     = rep.arena_size;
+    b->arena_pool_off = rep.arena_pool_off;
+    memcpy(b->uuid, rep.pool_uuid, sizeof(b->uuid));
+    snprintf(b->pool_path, sizeof(b->pool_path), "%s", rep.pool_path);
+    us = ucp_ep_rkey_unpack(b->ep, rkey, &b->rkey);
     free(data);
     if (us != UCS_OK) {
         cxl_broker_disconnect(b);
@@ -427,25 +434,26 @@ cxl_broker_status_t cxl_broker_evict(cxl_broker_t *b, const char *name,
 cxl_broker_status_t cxl_broker_list(cxl_broker_t *b, cxl_broker_list_cb_t cb,
                                     void *arg)
 {
-    const brk_list_rep_t *rep;
     const cxl_broker_dsinfo_t *info;
+    const void *elems;
     cxl_broker_status_t st;
+    char err[BRK_ERRMSG_MAX];
     void *data = NULL;
     size_t len = 0;
-    uint32_t i;
+    uint32_t i, n;
 
     st = brk_call(b, BRK_REQ_LIST, NULL, 0, &data, &len);
     if (st != CXL_BROKER_OK) {
         return st;
     }
-    rep  = data;
-    info = (const cxl_broker_dsinfo_t*)(rep + 1);
-    if ((len < sizeof(*rep)) ||
-        ((len - sizeof(*rep)) / sizeof(*info) < rep->n)) {
+    st = brk_array_rep_decode(data, len, 0, sizeof(*info), &n, &elems, err,
+                              sizeof(err));
+    if (st != CXL_BROKER_OK) {
         free(data);
-        return brk_cerr(CXL_BROKER_ERR_CORRUPT, "malformed list answer");
+        return brk_cerr(st, "list: %s", err);
     }
-    for (i = 0; i < rep->n; ++i) {
+    info = elems;
+    for (i = 0; i < n; ++i) {
         cb(&info[i], arg);
     }
     free(data);
@@ -455,26 +463,27 @@ cxl_broker_status_t cxl_broker_list(cxl_broker_t *b, cxl_broker_list_cb_t cb,
 cxl_broker_status_t cxl_broker_stat(cxl_broker_t *b, cxl_broker_stat_t *stat,
                                     cxl_broker_epoch_cb_t cb, void *arg)
 {
-    const brk_list_rep_t *cnt;
     const cxl_broker_epoch_stat_t *es;
+    const void *elems;
     cxl_broker_status_t st;
+    char err[BRK_ERRMSG_MAX];
     void *data = NULL;
     size_t len = 0;
-    uint32_t i;
+    uint32_t i, n;
 
     st = brk_call(b, BRK_REQ_STAT, NULL, 0, &data, &len);
     if (st != CXL_BROKER_OK) {
         return st;
     }
-    cnt = (const brk_list_rep_t*)((const uint8_t*)data + sizeof(*stat));
-    es  = (const cxl_broker_epoch_stat_t*)(cnt + 1);
-    if ((len < sizeof(*stat) + sizeof(*cnt)) ||
-        ((len - sizeof(*stat) - sizeof(*cnt)) / sizeof(*es) < cnt->n)) {
+    st = brk_array_rep_decode(data, len, sizeof(*stat), sizeof(*es), &n,
+                              &elems, err, sizeof(err));
+    if (st != CXL_BROKER_OK) {
         free(data);
-        return brk_cerr(CXL_BROKER_ERR_CORRUPT, "malformed stat answer");
+        return brk_cerr(st, "stat: %s", err);
     }
+    es = elems;
     memcpy(stat, data, sizeof(*stat));
-    for (i = 0; (cb != NULL) && (i < cnt->n); ++i) {
+    for (i = 0; (cb != NULL) && (i < n); ++i) {
         cb(&es[i], arg);
     }
     free(data);

@@ -265,3 +265,15 @@ int brk_meta_check_hdr(const void *blob, uint64_t len, brk_meta_t *checked,
     *checked = h;
     return 0;
 }
+
+void brk_meta_view(const void *blob, brk_meta_view_t *view)
+{
+    const uint8_t *p = blob;
+
+    view->meta    = blob;
+    view->samples = (const brk_sample_t*)(p + view->meta->samples_off);
+    view->chunks  = (const brk_chunk_t*)(p + view->meta->chunks_off);
+    view->segs    = (const brk_seg_t*)(p + view->meta->segs_off);
+    view->files   = (const brk_file_t*)(p + view->meta->files_off);
+    view->strings = (const char*)(p + view->meta->strings_off);
+}

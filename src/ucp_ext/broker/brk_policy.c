@@ -23,10 +23,10 @@ uint64_t brk_pin_budget(const brk_srv_t *srv, const brk_vs_t *vs)
 {
     uint64_t cap = srv->heap.end - srv->heap.start, window;
 
-    if (vs->vrec->pin_bytes) {
-        return vs->vrec->pin_bytes;
+    if (vs->rec.pin_bytes) {
+        return vs->rec.pin_bytes;
     }
-    window = vs->vrec->chunk_size * 4;
+    window = vs->rec.chunk_size * 4;
     if (window < cap / 8) {
         window = cap / 8;
     }
@@ -38,7 +38,7 @@ uint64_t brk_plan_next_use(const brk_vs_t *vs, uint32_t c)
     const brk_plan_t *p = &vs->plan;
     uint64_t lo, hi, mid;
 
-    if ((p->first == NULL) || (c >= vs->vrec->nchunks)) {
+    if ((p->first == NULL) || (c >= vs->rec.nchunks)) {
         return UINT64_MAX;
     }
     lo = p->first[c];
@@ -73,7 +73,7 @@ void brk_plan_free(brk_plan_t *plan)
 
 int brk_plan_set(brk_vs_t *vs, const uint64_t *order, uint64_t n)
 {
-    uint64_t nchunks = vs->vrec->nchunks, i, len = 0;
+    uint64_t nchunks = vs->rec.nchunks, i, len = 0;
     brk_plan_t p;
     uint64_t *fill;
     uint32_t c, prev = UINT32_MAX;
@@ -86,7 +86,7 @@ int brk_plan_set(brk_vs_t *vs, const uint64_t *order, uint64_t n)
         return -1;
     }
     for (i = 0; i < n; ++i) {
-        if (order[i] >= vs->vrec->nsamples) {
+        if (order[i] >= vs->rec.nsamples) {
             brk_plan_free(&p);
             return -2;
         }
@@ -129,7 +129,7 @@ static int brk_policy_rank(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
         (crt->tried == srv->alloc_round) || brk_cache_pinned(srv, vs, c)) {
         return 0;
     }
-    if (vs->vrec->state == BRK_VREC_RETIRING) {
+    if (vs->rec.state == BRK_VREC_RETIRING) {
         *rank = UINT64_MAX - crt->last_use;
         return 1;
     }
@@ -140,7 +140,7 @@ static int brk_policy_rank(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
         *rank = UINT64_MAX - crt->last_use;
         return 1;
     }
-    switch (vs->vrec->policy) {
+    switch (vs->rec.policy) {
     case BRK_POLICY_PIN:
         *rank = UINT64_MAX - crt->fill_seq;
         break;
@@ -165,7 +165,7 @@ int brk_policy_victim(brk_srv_t *srv, brk_vs_t *for_vs, int allow_own,
     brk_vs_t *vs;
 
     for (vs = srv->versions; vs != NULL; vs = vs->next) {
-        if (vs->vrec->state == BRK_VREC_RETIRING) {
+        if (vs->rec.state == BRK_VREC_RETIRING) {
             cls = 0;
         } else if (vs == for_vs) {
             if (!allow_own) {
@@ -178,7 +178,7 @@ int brk_policy_victim(brk_srv_t *srv, brk_vs_t *for_vs, int allow_own,
         if (cls > best_cls) {
             continue;
         }
-        for (c = 0; c < vs->vrec->nchunks; ++c) {
+        for (c = 0; c < vs->rec.nchunks; ++c) {
             found = brk_policy_rank(srv, vs, (uint32_t)c, cls == 1, &rank);
             if (found && ((cls < best_cls) || (rank > best_rank))) {
                 best_cls  = cls;
@@ -198,7 +198,7 @@ void brk_plan_prefetch(brk_srv_t *srv, brk_vs_t *vs)
     brk_vs_t *vvs;
     uint32_t c, vc;
 
-    if ((p->seq == NULL) || (vs->vrec->state != BRK_VREC_ACTIVE)) {
+    if ((p->seq == NULL) || (vs->rec.state != BRK_VREC_ACTIVE)) {
         return;
     }
     end = p->clock + 1 + srv->prefetch;
@@ -216,7 +216,7 @@ void brk_plan_prefetch(brk_srv_t *srv, brk_vs_t *vs)
             }
             next = brk_plan_next_use(vvs, vc);
             rank = (vvs == vs) ? next : UINT64_MAX;
-            if ((vvs == vs) && (vvs->vrec->state == BRK_VREC_ACTIVE) &&
+            if ((vvs == vs) && (vvs->rec.state == BRK_VREC_ACTIVE) &&
                 (rank <= pos)) {
                 return;
             }

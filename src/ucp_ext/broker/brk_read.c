@@ -12,6 +12,7 @@
  */
 #include "brk_client_int.h"
 #include "brk_scan.h"
+#include "brk_wire.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -155,13 +156,13 @@ static cxl_broker_status_t brk_pin_chunks(cxl_broker_ds_t *ds,
                                           uint8_t *asked)
 {
     brk_pin_req_t *req;
-    const brk_pin_rep_t *rep;
     const brk_pin_ent_t *ent;
     uint32_t *ask, nask = 0, i, c;
-    cxl_broker_status_t st;
+    cxl_broker_status_t st, st2;
+    char err[BRK_ERRMSG_MAX];
     void *data = NULL;
     size_t len = 0;
-    uint64_t w;
+    uint64_t w, off;
 
     req = malloc(sizeof(*req) + n * sizeof(uint32_t));
     if (req == NULL) {
@@ -178,9 +179,14 @@ static cxl_broker_status_t brk_pin_chunks(cxl_broker_ds_t *ds,
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         for (i = 0; i < n; ++i) {
             c = chunks[i];
-            w = __atomic_load_n(&ds->states[c].word, __ATOMIC_ACQUIRE);
-            if (BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) {
-                brk_pinned(ds, c, w, ds->states[c].off);
+            w   = __atomic_load_n(&ds->states[c].word, __ATOMIC_ACQUIRE);
+            off = ds->states[c].off;
+            /* the states are pool memory: a RESIDENT chunk is taken only
+             * where it fits in the arena, else the broker is asked */
+            if ((BRK_CSTATE_STATE(w) == BRK_CHUNK_RESIDENT) &&
+                (off <= ds->b->arena_size) &&
+                (ds->chunks[c].len <= ds->b->arena_size - off)) {
+                brk_pinned(ds, c, w, off);
             } else {
                 ask[nask++] = c;
                 if (asked != NULL) {
@@ -202,21 +208,15 @@ static cxl_broker_status_t brk_pin_chunks(cxl_broker_ds_t *ds,
     brk_touch_flush(ds);
     st = brk_call(ds->b, BRK_REQ_PIN, req, sizeof(*req) + nask * sizeof(uint32_t),
                   &data, &len);
+    st2 = brk_pin_rep_decode(data, len, ask, nask, ds->chunks,
+                             ds->b->arena_size, &ent, err, sizeof(err));
     free(req);
-    rep = data;
-    if ((data == NULL) || (len < sizeof(*rep)) ||
-        ((len - sizeof(*rep)) / sizeof(*ent) < rep->n) || (rep->n != nask)) {
+    if (st2 != CXL_BROKER_OK) {
         free(data);
         return (st != CXL_BROKER_OK) ? st :
-               brk_cerr(CXL_BROKER_ERR_CORRUPT, "malformed pin answer");
+               brk_cerr(st2, "%s: %s", ds->name, err);
     }
-    ent = (const brk_pin_ent_t*)(rep + 1);
-    for (i = 0; i < rep->n; ++i) {
-        if (ent[i].chunk >= ds->rep.nchunks) {
-            free(data);
-            return brk_cerr(CXL_BROKER_ERR_CORRUPT, "pin answer for chunk %u "
-                            "of %" PRIu64, ent[i].chunk, ds->rep.nchunks);
-        }
+    for (i = 0; i < nask; ++i) {
         if (ent[i].status == CXL_BROKER_OK) {
             brk_pinned(ds, ent[i].chunk, ent[i].word, ent[i].off);
         } else if (ds->bitmap != NULL) {
@@ -318,28 +318,31 @@ cxl_broker_status_t cxl_broker_open(cxl_broker_t *b, const char *name,
         return st;
     }
     ds = calloc(1, sizeof(*ds));
-    if ((ds == NULL) || (len < sizeof(ds->rep))) {
-        free(ds);
+    if (ds == NULL) {
         free(data);
-        return brk_cerr(ds ? CXL_BROKER_ERR_CORRUPT : CXL_BROKER_ERR_NO_MEMORY,
-                        "open of %s failed", name);
+        return brk_cerr(CXL_BROKER_ERR_NO_MEMORY, "out of memory");
     }
     ds->b = b;
-    memcpy(&ds->rep, data, sizeof(ds->rep));
-    free(data);
     snprintf(ds->name, sizeof(ds->name), "%s", name);
-    if ((ds->rep.meta_len > b->arena_size) ||
-        (ds->rep.meta_off > b->arena_size - ds->rep.meta_len)) {
-        st = brk_cerr(CXL_BROKER_ERR_CORRUPT, "%s: metadata outside the arena",
-                      name);
+    st = brk_open_rep_decode(data, len, b->arena_size, b->arena != NULL,
+                             &ds->rep, err, sizeof(err));
+    free(data);
+    if (st != CXL_BROKER_OK) {
+        st = brk_cerr(st, "%s: %s", name, err);
         goto fail;
     }
     if (b->arena != NULL) {
-        ds->meta = (const brk_meta_t*)(b->arena + ds->rep.meta_off);
         ds->states = (const brk_cstate_t*)(b->arena + ds->rep.states_off);
         if (ds->rep.bitmap_len) {
             ds->bitmap = (uint64_t*)(b->arena + ds->rep.bitmap_off);
         }
+    }
+    if (b->arena != NULL) {
+        /* in place: one copy of the index for every reader process (their
+         * memory stays flat in the number of workers); pool memory any
+         * process of the pod may write, so only its header is kept as
+         * checked, and each record is checked again at its use */
+        ds->meta = (const brk_meta_t*)(b->arena + ds->rep.meta_off);
     } else {
         ds->meta_copy = malloc(ds->rep.meta_len ? ds->rep.meta_len : 1);
         if (ds->meta_copy == NULL) {
@@ -352,15 +355,12 @@ cxl_broker_status_t cxl_broker_open(cxl_broker_t *b, const char *name,
         }
         ds->meta = ds->meta_copy;
     }
-    /* the blob is another process's memory: check it before trusting it,
-     * then use only a private copy of its header (a peer may rewrite the
-     * blob after the check: brk_ds_sample checks each record at use) */
     if (brk_meta_check_hdr(ds->meta, ds->rep.meta_len, &ds->mh, err,
                            sizeof(err)) ||
         (ds->mh.nsamples != ds->rep.nsamples) ||
         (ds->mh.nchunks != ds->rep.nchunks)) {
         st = brk_cerr(CXL_BROKER_ERR_CORRUPT, "%s: %s", name,
-                      err[0] ? err : "metadata: does not match its record");
+                      err[0] ? err : "metadata: does not match the open answer");
         goto fail;
     }
     ds->samples = (const brk_sample_t*)((const uint8_t*)ds->meta +

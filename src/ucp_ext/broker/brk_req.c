@@ -3,6 +3,7 @@
  * main loop (never from inside UCP's callbacks) with the payload copied.
  */
 #include "brk_srv.h"
+#include "brk_wire.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,19 +25,19 @@ static brk_handle_t *brk_handle_find(brk_conn_t *conn, uint64_t id)
 static void brk_dsinfo(brk_vs_t *vs, cxl_broker_dsinfo_t *info)
 {
     memset(info, 0, sizeof(*info));
-    snprintf(info->name, sizeof(info->name), "%s", vs->vrec->name);
-    info->version         = vs->vrec->version;
-    info->format          = vs->vrec->format;
-    info->policy          = vs->vrec->policy;
-    info->active          = vs->vrec->state == BRK_VREC_ACTIVE;
-    info->nsamples        = vs->vrec->nsamples;
-    info->nchunks         = vs->vrec->nchunks;
-    info->nfiles          = vs->vrec->nfiles;
-    info->bytes           = vs->vrec->bytes;
-    info->chunk_size      = vs->vrec->chunk_size;
+    snprintf(info->name, sizeof(info->name), "%s", vs->rec.name);
+    info->version         = vs->rec.version;
+    info->format          = vs->rec.format;
+    info->policy          = vs->rec.policy;
+    info->active          = vs->rec.state == BRK_VREC_ACTIVE;
+    info->nsamples        = vs->rec.nsamples;
+    info->nchunks         = vs->rec.nchunks;
+    info->nfiles          = vs->rec.nfiles;
+    info->bytes           = vs->rec.bytes;
+    info->chunk_size      = vs->rec.chunk_size;
     info->resident_chunks = vs->resident_chunks;
     info->resident_bytes  = vs->resident_bytes;
-    info->pin_bytes       = (vs->vrec->policy == BRK_POLICY_PIN) ?
+    info->pin_bytes       = (vs->rec.policy == BRK_POLICY_PIN) ?
                             vs->pinned_bytes : 0;
     info->readers         = vs->nhandles;
     info->epoch           = vs->epoch;
@@ -62,7 +63,7 @@ void brk_handle_close(brk_srv_t *srv, brk_handle_t *h)
     }
     vs->nhandles--;
     if (h->rpins != NULL) {
-        for (c = 0; c < vs->vrec->nchunks; ++c) {
+        for (c = 0; c < vs->rec.nchunks; ++c) {
             vs->crt[c].remote_pins -= h->rpins[c];
         }
         free(h->rpins);
@@ -76,14 +77,13 @@ void brk_handle_close(brk_srv_t *srv, brk_handle_t *h)
 }
 
 static void brk_req_hello(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
-                          const void *p, size_t len)
+                          const brk_hello_req_t *req, int given)
 {
-    const brk_hello_req_t *req = p;
     size_t rlen = sizeof(brk_hello_rep_t) + srv->rkey_len;
     brk_hello_rep_t *rep;
     cxlpool_info_t info;
 
-    if (len >= sizeof(*req)) {
+    if (given) {
         conn->pid = req->pid;
         snprintf(conn->host, sizeof(conn->host), "%.*s",
                  (int)sizeof(req->host), req->host);
@@ -108,16 +108,14 @@ static void brk_req_hello(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
 }
 
 static void brk_req_open(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
-                         const brk_open_req_t *req)
+                         const brk_open_req_t *req, const char *name)
 {
-    char name[BRK_NAME_MAX];
     brk_open_rep_t rep;
     brk_handle_t *h;
     brk_vs_t *vs;
 
-    snprintf(name, sizeof(name), "%.*s", (int)sizeof(req->name) - 1, req->name);
     vs = brk_vs_find(srv, name, req->version);
-    if ((vs == NULL) || (vs->vrec->state != BRK_VREC_ACTIVE &&
+    if ((vs == NULL) || (vs->rec.state != BRK_VREC_ACTIVE &&
                          req->version == 0)) {
         brk_reply_error(srv, conn, id, BRK_REQ_OPEN, CXL_BROKER_ERR_NOT_FOUND,
                         req->version ? "no dataset '%s' version %u (cxl-broker "
@@ -126,7 +124,7 @@ static void brk_req_open(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
                         req->version);
         return;
     }
-    if (vs->vrec->state != BRK_VREC_ACTIVE) {
+    if (vs->rec.state != BRK_VREC_ACTIVE) {
         brk_reply_error(srv, conn, id, BRK_REQ_OPEN, CXL_BROKER_ERR_NOT_FOUND,
                         "dataset '%s' version %u is retired: open the newest",
                         name, req->version);
@@ -137,7 +135,7 @@ static void brk_req_open(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
         goto nomem;
     }
     if (req->local && req->token) {
-        h->bitmap_len = ((vs->vrec->nchunks + 511) / 512) * 64;
+        h->bitmap_len = ((vs->rec.nchunks + 511) / 512) * 64;
         if (brk_cache_alloc(srv, NULL, h->bitmap_len, 1, &h->bitmap_off)) {
             brk_reply_error(srv, conn, id, BRK_REQ_OPEN, CXL_BROKER_ERR_NO_SPACE,
                             "no room for a pin bitmap of %" PRIu64 " bytes",
@@ -150,7 +148,7 @@ static void brk_req_open(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
         cxl_coh_fence(srv->coh);
         conn->token = req->token;
     } else {
-        h->rpins = calloc(vs->vrec->nchunks ? vs->vrec->nchunks : 1,
+        h->rpins = calloc(vs->rec.nchunks ? vs->rec.nchunks : 1,
                           sizeof(*h->rpins));
         if (h->rpins == NULL) {
             free(h);
@@ -168,14 +166,14 @@ static void brk_req_open(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
 
     memset(&rep, 0, sizeof(rep));
     rep.handle     = h->id;
-    rep.dsid       = vs->vrec->dsid;
-    rep.version    = vs->vrec->version;
-    rep.format     = vs->vrec->format;
-    rep.nsamples   = vs->vrec->nsamples;
-    rep.nchunks    = vs->vrec->nchunks;
-    rep.meta_off   = vs->vrec->meta_off;
-    rep.meta_len   = vs->vrec->meta_len;
-    rep.states_off = vs->vrec->states_off;
+    rep.dsid       = vs->rec.dsid;
+    rep.version    = vs->rec.version;
+    rep.format     = vs->rec.format;
+    rep.nsamples   = vs->rec.nsamples;
+    rep.nchunks    = vs->rec.nchunks;
+    rep.meta_off   = vs->rec.meta_off;
+    rep.meta_len   = vs->rec.meta_len;
+    rep.states_off = vs->rec.states_off;
     rep.bitmap_off = h->bitmap_len ? h->bitmap_off : 0;
     rep.bitmap_len = h->bitmap_len;
     brk_reply(srv, conn, id, BRK_REQ_OPEN, CXL_BROKER_OK, &rep, sizeof(rep));
@@ -186,21 +184,15 @@ nomem:
 }
 
 static void brk_req_pin(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
-                        const void *p, size_t len)
+                        const brk_req_t *r)
 {
-    const brk_pin_req_t *req = p;
-    const uint32_t *chunks   = (const uint32_t*)(req + 1);
+    const brk_pin_req_t *req = &r->u.pin;
+    const uint32_t *chunks   = r->chunks;
     brk_pending_t *pend;
     brk_handle_t *h;
     uint32_t i, c;
     int pin;
 
-    if ((len < sizeof(*req)) ||
-        ((len - sizeof(*req)) / sizeof(uint32_t) < req->n)) {
-        brk_reply_error(srv, conn, id, BRK_REQ_PIN, CXL_BROKER_ERR_INVAL,
-                        "malformed pin request");
-        return;
-    }
     h = brk_handle_find(conn, req->handle);
     if (h == NULL) {
         brk_reply_error(srv, conn, id, BRK_REQ_PIN, CXL_BROKER_ERR_INVAL,
@@ -225,7 +217,7 @@ static void brk_req_pin(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
     for (i = 0; i < req->n; ++i) {
         c = chunks[i];
         pend->ent[i].chunk = c;
-        if (c >= h->vs->vrec->nchunks) {
+        if (c >= h->vs->rec.nchunks) {
             pend->ent[i].status = CXL_BROKER_ERR_INVAL;
             snprintf(pend->err, sizeof(pend->err), "chunk %u out of range", c);
             pend->remaining--;
@@ -259,69 +251,63 @@ void brk_req_unpin_failed(brk_srv_t *srv, brk_pending_t *pend)
     for (i = 0; i < pend->n; ++i) {
         c = pend->ent[i].chunk;
         if ((pend->ent[i].status != CXL_BROKER_OK) &&
-            (c < h->vs->vrec->nchunks) && h->rpins[c]) {
+            (c < h->vs->rec.nchunks) && h->rpins[c]) {
             h->rpins[c]--;
             h->vs->crt[c].remote_pins--;
         }
     }
 }
 
-static void brk_req_unpin(brk_srv_t *srv, brk_conn_t *conn, const void *p,
-                          size_t len)
+static void brk_req_unpin(brk_srv_t *srv, brk_conn_t *conn,
+                          const brk_req_t *r)
 {
-    const brk_pin_req_t *req = p;
-    const uint32_t *chunks   = (const uint32_t*)(req + 1);
+    const brk_pin_req_t *req = &r->u.pin;
+    const uint32_t *chunks   = r->chunks;
     brk_handle_t *h;
     uint32_t i, c;
 
     (void)srv;
-    if ((len < sizeof(*req)) ||
-        ((len - sizeof(*req)) / sizeof(uint32_t) < req->n) ||
-        ((h = brk_handle_find(conn, req->handle)) == NULL) ||
+    if (((h = brk_handle_find(conn, req->handle)) == NULL) ||
         (h->rpins == NULL)) {
         return;
     }
     for (i = 0; i < req->n; ++i) {
         c = chunks[i];
-        if ((c < h->vs->vrec->nchunks) && h->rpins[c]) {
+        if ((c < h->vs->rec.nchunks) && h->rpins[c]) {
             h->rpins[c]--;
             h->vs->crt[c].remote_pins--;
         }
     }
 }
 
-static void brk_req_touch(brk_srv_t *srv, brk_conn_t *conn, const void *p,
-                          size_t len)
+static void brk_req_touch(brk_srv_t *srv, brk_conn_t *conn,
+                          const brk_req_t *r)
 {
-    const brk_pin_req_t *req = p;
-    const uint32_t *chunks   = (const uint32_t*)(req + 1);
+    const brk_pin_req_t *req = &r->u.pin;
+    const uint32_t *chunks   = r->chunks;
     brk_handle_t *h;
     uint32_t i;
 
-    if ((len < sizeof(*req)) ||
-        ((len - sizeof(*req)) / sizeof(uint32_t) < req->n) ||
-        ((h = brk_handle_find(conn, req->handle)) == NULL)) {
+    if ((h = brk_handle_find(conn, req->handle)) == NULL) {
         return;
     }
     for (i = 0; i < req->n; ++i) {
-        if (chunks[i] < h->vs->vrec->nchunks) {
+        if (chunks[i] < h->vs->rec.nchunks) {
             brk_cache_touch(srv, h->vs, chunks[i]);
         }
     }
 }
 
 static void brk_req_epoch(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
-                          const void *p, size_t len)
+                          const brk_req_t *r)
 {
-    const brk_epoch_req_t *req = p;
+    const brk_epoch_req_t *req = &r->u.epoch;
     brk_handle_t *h;
     int rc;
 
-    if ((len < sizeof(*req)) ||
-        ((len - sizeof(*req)) / sizeof(uint64_t) < req->n) ||
-        ((h = brk_handle_find(conn, req->handle)) == NULL)) {
+    if ((h = brk_handle_find(conn, req->handle)) == NULL) {
         brk_reply_error(srv, conn, id, BRK_REQ_EPOCH, CXL_BROKER_ERR_INVAL,
-                        "malformed epoch request");
+                        "no open dataset handle %" PRIu64, req->handle);
         return;
     }
     if (req->epoch != h->vs->epoch) {
@@ -329,16 +315,16 @@ static void brk_req_epoch(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
         (void)brk_vs_epoch_stat(h->vs);
     }
     if (req->n) {
-        rc = brk_plan_set(h->vs, (const uint64_t*)(req + 1), req->n);
+        rc = brk_plan_set(h->vs, r->order, req->n);
         if (rc) {
             brk_reply_error(srv, conn, id, BRK_REQ_EPOCH, (rc == -2) ?
                             CXL_BROKER_ERR_INVAL : CXL_BROKER_ERR_NO_MEMORY,
                             (rc == -2) ? "epoch order names a sample past the "
                             "end of %s" : "out of memory for the plan of %s",
-                            h->vs->vrec->name);
+                            h->vs->rec.name);
             return;
         }
-        if (h->vs->vrec->policy == BRK_POLICY_PLAN) {
+        if (h->vs->rec.policy == BRK_POLICY_PLAN) {
             brk_plan_prefetch(srv, h->vs);
         }
     }
@@ -346,12 +332,10 @@ static void brk_req_epoch(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
 }
 
 static void brk_req_rm(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
-                       const brk_name_req_t *req)
+                       const char *name)
 {
-    char name[BRK_NAME_MAX];
     brk_vs_t *vs;
 
-    snprintf(name, sizeof(name), "%.*s", (int)sizeof(req->name) - 1, req->name);
     vs = brk_vs_find(srv, name, 0);
     if (vs == NULL) {
         brk_reply_error(srv, conn, id, BRK_REQ_RM, CXL_BROKER_ERR_NOT_FOUND,
@@ -359,27 +343,25 @@ static void brk_req_rm(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
         return;
     }
     brk_log(srv, "%s v%u: removed (%u readers finish on it)", name,
-            vs->vrec->version, vs->nhandles);
+            vs->rec.version, vs->nhandles);
     brk_vs_retire(srv, vs);
     brk_reply(srv, conn, id, BRK_REQ_RM, CXL_BROKER_OK, NULL, 0);
 }
 
 static void brk_req_evict(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
-                          const brk_name_req_t *req)
+                          const char *name)
 {
     brk_count_rep_t rep = {0};
-    char name[BRK_NAME_MAX];
     brk_vs_t *vs;
     uint64_t c;
     int any = 0;
 
-    snprintf(name, sizeof(name), "%.*s", (int)sizeof(req->name) - 1, req->name);
     for (vs = srv->versions; vs != NULL; vs = vs->next) {
-        if (name[0] && strcmp(name, vs->vrec->name)) {
+        if (name[0] && strcmp(name, vs->rec.name)) {
             continue;
         }
         any = 1;
-        for (c = 0; c < vs->vrec->nchunks; ++c) {
+        for (c = 0; c < vs->rec.nchunks; ++c) {
             rep.count += (uint64_t)brk_cache_evict(srv, vs, (uint32_t)c);
         }
     }
@@ -464,7 +446,7 @@ static void brk_req_stat(brk_srv_t *srv, brk_conn_t *conn, uint64_t id)
     for (vs = srv->versions; vs != NULL; vs = vs->next) {
         st->resident_chunks += vs->resident_chunks;
         st->chunk_bytes     += vs->resident_bytes;
-        for (c = 0; c < vs->vrec->nchunks; ++c) {
+        for (c = 0; c < vs->rec.nchunks; ++c) {
             st->pinned_chunks += (uint64_t)brk_cache_pinned(srv, vs, (uint32_t)c);
         }
         for (i = 0; i < vs->nepochs; ++i) {
@@ -478,59 +460,54 @@ static void brk_req_stat(brk_srv_t *srv, brk_conn_t *conn, uint64_t id)
 void brk_req_dispatch(brk_srv_t *srv, brk_conn_t *conn, const brk_req_hdr_t *hdr,
                       const void *p, size_t len)
 {
-    if (hdr->proto != BRK_PROTO_VERSION) {
-        brk_reply_error(srv, conn, hdr->req_id, hdr->type,
-                        CXL_BROKER_ERR_UNSUPPORTED, "client protocol %u, "
-                        "broker %u: rebuild one of them", hdr->proto,
-                        BRK_PROTO_VERSION);
+    char err[BRK_ERRMSG_MAX];
+    brk_handle_t *h;
+    brk_req_t req;
+    int rc;
+
+    rc = brk_req_decode(hdr, p, len, &req, err, sizeof(err));
+    if (rc != CXL_BROKER_OK) {
+        /* UNPIN and TOUCH have no answer: a malformed one is dropped */
+        if ((hdr->type != BRK_REQ_UNPIN) && (hdr->type != BRK_REQ_TOUCH)) {
+            brk_reply_error(srv, conn, hdr->req_id, hdr->type, rc, "%s", err);
+        }
         return;
     }
-#define BRK_NEED(T) \
-    if (len < sizeof(T)) { \
-        brk_reply_error(srv, conn, hdr->req_id, hdr->type, \
-                        CXL_BROKER_ERR_INVAL, "malformed request"); \
-        return; \
-    }
-    switch (hdr->type) {
+    switch (req.type) {
     case BRK_REQ_HELLO:
-        brk_req_hello(srv, conn, hdr->req_id, p, len);
+        brk_req_hello(srv, conn, hdr->req_id, &req.u.hello,
+                      len >= sizeof(req.u.hello));
         break;
     case BRK_REQ_OPEN:
-        BRK_NEED(brk_open_req_t);
-        brk_req_open(srv, conn, hdr->req_id, p);
+        brk_req_open(srv, conn, hdr->req_id, &req.u.open, req.name);
         break;
-    case BRK_REQ_CLOSE: {
-        brk_handle_t *h;
-        BRK_NEED(brk_handle_req_t);
-        h = brk_handle_find(conn, ((const brk_handle_req_t*)p)->handle);
+    case BRK_REQ_CLOSE:
+        h = brk_handle_find(conn, req.u.handle.handle);
         if (h != NULL) {
             brk_handle_close(srv, h);
         }
         brk_reply(srv, conn, hdr->req_id, hdr->type, CXL_BROKER_OK, NULL, 0);
         break;
-    }
     case BRK_REQ_PIN:
-        brk_req_pin(srv, conn, hdr->req_id, p, len);
+        brk_req_pin(srv, conn, hdr->req_id, &req);
         break;
     case BRK_REQ_UNPIN:
-        brk_req_unpin(srv, conn, p, len);
+        brk_req_unpin(srv, conn, &req);
         break;
     case BRK_REQ_EPOCH:
-        brk_req_epoch(srv, conn, hdr->req_id, p, len);
+        brk_req_epoch(srv, conn, hdr->req_id, &req);
         break;
     case BRK_REQ_TOUCH:
-        brk_req_touch(srv, conn, p, len);
+        brk_req_touch(srv, conn, &req);
         break;
     case BRK_REQ_ADD:
-        brk_add_start(srv, conn, hdr->req_id, p, len);
+        brk_add_start(srv, conn, hdr->req_id, &req);
         break;
     case BRK_REQ_RM:
-        BRK_NEED(brk_name_req_t);
-        brk_req_rm(srv, conn, hdr->req_id, p);
+        brk_req_rm(srv, conn, hdr->req_id, req.name);
         break;
     case BRK_REQ_EVICT:
-        BRK_NEED(brk_name_req_t);
-        brk_req_evict(srv, conn, hdr->req_id, p);
+        brk_req_evict(srv, conn, hdr->req_id, req.name);
         break;
     case BRK_REQ_LIST:
         brk_req_list(srv, conn, hdr->req_id);
@@ -538,10 +515,7 @@ void brk_req_dispatch(brk_srv_t *srv, brk_conn_t *conn, const brk_req_hdr_t *hdr
     case BRK_REQ_STAT:
         brk_req_stat(srv, conn, hdr->req_id);
         break;
-    default:
-        brk_reply_error(srv, conn, hdr->req_id, hdr->type, CXL_BROKER_ERR_INVAL,
-                        "unknown request type %u", hdr->type);
+    default:            /* brk_req_decode refused it already */
         break;
     }
-#undef BRK_NEED
 }

@@ -84,6 +84,22 @@ int brk_meta_check(const void *blob, uint64_t len, char *err, size_t errlen);
 int brk_meta_check_hdr(const void *blob, uint64_t len, brk_meta_t *checked,
                        char *err, size_t errlen);
 
+/*
+ * The arrays of a blob that brk_meta_check() accepted, for its readers
+ * (the broker's fills, the client library): the one place that turns the
+ * header's offsets into pointers.  The blob must be 8-aligned in memory.
+ */
+typedef struct {
+    const brk_meta_t   *meta;
+    const brk_sample_t *samples;
+    const brk_chunk_t  *chunks;
+    const brk_seg_t    *segs;
+    const brk_file_t   *files;
+    const char         *strings;
+} brk_meta_view_t;
+
+void brk_meta_view(const void *blob, brk_meta_view_t *view);
+
 /* Names of formats and policies ("files", "npy", "tar", "raw"; "pin",
  * "lru", "plan"), and their parsers (0, or -1 for an unknown name). */
 const char *brk_format_name(brk_format_t format);

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #endif
 #include "brk_srv.h"
+#include "brk_wire.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,7 +39,7 @@ typedef struct brk_msg {
     size_t          len;
     void           *desc;       /* rendezvous data still to receive */
     int             ready;
-    uint8_t         data[];
+    uint64_t        data[];     /* the payload: 8-aligned, as its structs */
 } brk_msg_t;
 
 static volatile sig_atomic_t brk_signalled;
@@ -346,22 +347,20 @@ static void brk_dispatch_msgs(brk_srv_t *srv)
 static int brk_parse_addr(const char *addr, struct sockaddr_storage *ss,
                           socklen_t *sslen, char *err, size_t errlen)
 {
-    char host[256], *colon;
+    char host[BRK_ADDR_MAX], port[8];
     struct addrinfo hints, *res;
+    uint16_t pnum;
     int rc;
 
-    snprintf(host, sizeof(host), "%s", addr);
-    colon = strrchr(host, ':');
-    if ((colon == NULL) || (colon[1] == '\0')) {
-        snprintf(err, errlen, "address '%s': expected HOST:PORT", addr);
+    if (brk_addr_split(addr, 1, host, sizeof(host), &pnum, err, errlen)) {
         return -1;
     }
-    *colon = '\0';
+    snprintf(port, sizeof(port), "%u", pnum);
     memset(&hints, 0, sizeof(hints));
     hints.ai_family   = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags    = AI_PASSIVE;
-    rc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
+    hints.ai_flags    = AI_PASSIVE | AI_NUMERICSERV;
+    rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
     if (rc != 0) {
         snprintf(err, errlen, "address '%s': %s", addr, gai_strerror(rc));
         return -1;
@@ -623,6 +622,12 @@ int brk_serve(const brk_serve_params_t *params)
     cxlpool_status_t ps;
     int rc = 1;
 
+    if ((params->listen != NULL) &&
+        (strlen(params->listen) >= sizeof(srv->addr))) {
+        fprintf(stderr, "cxl-broker: --listen '%s': longer than %zu "
+                "characters\n", params->listen, sizeof(srv->addr) - 1);
+        return 1;
+    }
     srv = calloc(1, sizeof(*srv));
     if (srv == NULL) {
         fprintf(stderr, "cxl-broker: out of memory\n");

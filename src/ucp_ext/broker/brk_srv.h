@@ -96,17 +96,16 @@ typedef struct brk_waiter {
 } brk_waiter_t;
 
 typedef struct {
+    /* the chunk's state as this broker last published it: the pool's copy
+     * (vs->states) is for readers and may be scribbled on by any process
+     * of the pod, so the broker never reads it back after recovery */
+    uint64_t      word, off, len;
     uint64_t      last_use;     /* lru: request clock */
     uint64_t      fill_seq;     /* pin: streamed chunks go first-in first-out */
     uint32_t      remote_pins;  /* pins of remote handles */
     uint8_t       pinned;       /* pin policy: part of the resident subset */
     uint8_t       warm;         /* filled by warm */
     uint64_t      tried;        /* alloc round that tried to evict it */
-    /* the state word and the bytes' range as states[c] publishes them:
-     * the broker uses only this copy, the pool's is any pool process's to
-     * rewrite */
-    uint64_t      word;
-    uint64_t      off, len;
     brk_waiter_t *waiters;      /* while LOADING */
 } brk_crt_t;
 
@@ -118,14 +117,18 @@ typedef struct {
     uint64_t  clock;            /* furthest position requested */
 } brk_plan_t;
 
+/*
+ * The arena is pool memory that any process of the pod can write, so the
+ * broker reads its own copies: rec of the version record (vrec is where
+ * it writes), meta of the checked metadata blob (malloc'ed), crt[].word/
+ * off/len of the chunk states.  The pool is only written.
+ */
 struct brk_vs {
     brk_vs_t           *next;
     uint32_t            slot;   /* in the version table */
-    brk_vrec_t         *vrec;   /* = &rec: what the broker reads */
-    brk_vrec_t          rec;    /* private; the pool's record is its
-                                 * publication, any pool process's to
-                                 * rewrite (brk_vs_seal stores it) */
-    brk_meta_t         *meta;   /* private copy of the pool's blob */
+    brk_vrec_t         *vrec;   /* the record in the arena: written only */
+    brk_vrec_t          rec;    /* what it holds, read from here */
+    const brk_meta_t   *meta;   /* own copy of the blob */
     const brk_sample_t *samples;
     const brk_chunk_t  *chunks;
     const brk_seg_t    *segs;
@@ -240,9 +243,19 @@ void brk_log(brk_srv_t *srv, const char *fmt, ...)
 
 /* arena: create or find, recover, version records */
 int  brk_arena_open(brk_srv_t *srv, char *err, size_t errlen);
+/* a new, empty arena of size bytes at base (its header and records) */
+void brk_arena_format(brk_srv_t *srv, uint8_t *base, uint64_t size);
+/* the header of an arena of size bytes: CXL_BROKER_OK or why not */
+int  brk_arena_check_hdr(const brk_hdr_t *hdr, uint64_t size, char *err,
+                         size_t errlen);
+/* restart recovery on an arena whose header passed the check (and that no
+ * live broker serves): rebuild the heap from the records, attach every
+ * sound ACTIVE version, free unfinished and retired ones, drop chunks not
+ * RESIDENT; touches nothing outside [base, base + size) */
+int  brk_arena_recover(brk_srv_t *srv, uint8_t *base, uint64_t size,
+                       char *err, size_t errlen);
 void brk_arena_close(brk_srv_t *srv);
-/* Store a version's private record into its slot of the pool, sealed. */
-void brk_vs_seal(brk_srv_t *srv, brk_vs_t *vs);
+void brk_vrec_seal(brk_srv_t *srv, brk_vrec_t *vrec);
 void brk_hdr_seal(brk_srv_t *srv);
 brk_vs_t *brk_vs_attach(brk_srv_t *srv, uint32_t slot, char *err, size_t errlen);
 void brk_vs_free(brk_srv_t *srv, brk_vs_t *vs);
@@ -253,8 +266,9 @@ int  brk_vs_publish(brk_srv_t *srv, const char *name, const brk_add_req_t *req,
 void brk_vs_retire(brk_srv_t *srv, brk_vs_t *vs);
 /* a retiring version with no readers and no fills: free it */
 void brk_vs_reap(brk_srv_t *srv);
-/* Set chunk c's state word (private, then published with off, len, crc). */
-void brk_chunk_set(brk_srv_t *srv, brk_vs_t *vs, uint32_t c, uint64_t word);
+void brk_cstate_set(brk_srv_t *srv, brk_cstate_t *cs, uint64_t word);
+/* publish chunk c's new state word, its own copy and the pool's */
+void brk_chunk_publish(brk_srv_t *srv, brk_vs_t *vs, uint32_t c, uint64_t word);
 
 /* cache: residency, fills, eviction */
 /* ask for chunk c of vs on behalf of pend's entry slot */
@@ -298,8 +312,9 @@ void brk_reply_error(brk_srv_t *srv, brk_conn_t *conn, uint64_t req_id,
     __attribute__((format(printf, 6, 7)));
 void brk_conn_drop(brk_srv_t *srv, brk_conn_t *conn, const char *why);
 void brk_handle_close(brk_srv_t *srv, brk_handle_t *h);
+struct brk_req_decoded;
 void brk_add_start(brk_srv_t *srv, brk_conn_t *conn, uint64_t req_id,
-                   const void *payload, size_t len);
+                   const struct brk_req_decoded *req);
 void brk_add_finish(brk_srv_t *srv);
 void brk_req_unpin_failed(brk_srv_t *srv, brk_pending_t *pend);
 void brk_lease_check(brk_srv_t *srv);
