@@ -67,6 +67,10 @@ DEB_PACKAGES=(
     # PyTorch datasets and the Dask comm backend, their tests
     python3-numpy python3-torch python3-pytest python3-dask python3-distributed
     python3-pandas
+    # test/vm (make check-devdax): QEMU guests with Debian's kernel (fetched
+    # by `apt-get download`, not installed), an initramfs of busybox, the
+    # nvdimm/CXL tools (ndctl, daxctl; cxl is in ndctl), cpio, depmod (kmod)
+    qemu-system-x86 busybox-static ndctl daxctl cpio kmod file
 )
 
 UCX_BIN_PKG=libucx0                       # the package whose version we match

@@ -19,7 +19,8 @@ for s in contrib/run-tests.sh contrib/run-demo.sh contrib/build.sh \
          test/broker/run-broker-cli.sh test/broker/run-broker-pods.sh \
          test/python/run-pytest.sh \
          test/python/run-dask-tests.sh test/ns/run-dask-pods.sh \
-         perftest/run-dask-bench.sh test/perftest/test_dask_bench.sh; do
+         perftest/run-dask-bench.sh test/perftest/test_dask_bench.sh \
+         test/vm/run-devdax-vm.sh test/vm/build-guest.sh; do
     out=$(bash "$top/$s" --help 2>&1)
     rc=$?
     # the header: from line 3 to the line before the first non-comment line
