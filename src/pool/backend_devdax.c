@@ -170,19 +170,20 @@ out:
     return status;
 }
 
-static cxlpool_status_t cxlpool_devdax_destroy(const char *path, int fd)
+static cxlpool_status_t cxlpool_devdax_destroy(const char *path, int fd,
+                                               uint64_t map_align)
 {
+    uint64_t len = cxlpool_devdax_map_len(map_align);
     cxlpool_sb_t *sb;
 
-    sb = mmap(NULL, CXLPOOL_HEAP_ALIGN, PROT_READ | PROT_WRITE, MAP_SHARED,
-              fd, 0);
+    sb = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (sb == MAP_FAILED) {
         return cxlpool_error_errno(errno, path, "mmap");
     }
 
     sb->magic = 0;
     cxl_coh_publish(CXL_COH_SW, sb, sizeof(*sb));
-    munmap(sb, CXLPOOL_HEAP_ALIGN);
+    munmap(sb, len);
     return CXLPOOL_OK;
 }
 

@@ -110,21 +110,23 @@ cxlpool_pick_backend(const char *path, cxlpool_backend_t *kind)
 /* Copy out the superblock without writing anything, then validate it. */
 static cxlpool_status_t cxlpool_read_sb(const char *path, int fd,
                                         cxlpool_backend_t kind,
-                                        uint64_t store_size, cxlpool_sb_t *sb)
+                                        uint64_t store_size, uint64_t map_align,
+                                        cxlpool_sb_t *sb)
 {
+    uint64_t len = cxlpool_devdax_map_len(map_align);
     ssize_t n;
     void *map;
 
     memset(sb, 0, sizeof(*sb));
     if (kind == CXLPOOL_BACKEND_DEVDAX) {
-        /* device dax has no read(2): map the first page read-only */
-        map = mmap(NULL, CXLPOOL_HEAP_ALIGN, PROT_READ, MAP_SHARED, fd, 0);
+        /* device dax has no read(2): map the first device page read-only */
+        map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
         if (map == MAP_FAILED) {
             return cxlpool_error_errno(errno, path, "mmap superblock");
         }
         cxl_coh_invalidate(CXL_COH_SW, map, sizeof(*sb));
         memcpy(sb, map, sizeof(*sb));
-        munmap(map, CXLPOOL_HEAP_ALIGN);
+        munmap(map, len);
         n = sizeof(*sb);
     } else {
         n = pread(fd, sb, sizeof(*sb), 0);
@@ -174,7 +176,7 @@ cxlpool_status_t cxlpool_probe(const char *path, cxlpool_info_t *info)
         return status;
     }
 
-    status = cxlpool_read_sb(path, fd, kind, size, &sb);
+    status = cxlpool_read_sb(path, fd, kind, size, align, &sb);
     close(fd);
     if ((status == CXLPOOL_OK) && (info != NULL)) {
         memset(info, 0, sizeof(*info));
@@ -316,7 +318,8 @@ static cxlpool_status_t cxlpool_open_store(cxlpool_t *pool,
         /* created, or lost the race to another creator: open what is there */
     }
 
-    status = cxlpool_read_sb(pool->path, pool->fd, pool->backend, size, &sb);
+    status = cxlpool_read_sb(pool->path, pool->fd, pool->backend, size,
+                             pool->map_align, &sb);
     if (status != CXLPOOL_OK) {
         return status;
     }
@@ -507,7 +510,7 @@ cxlpool_status_t cxlpool_destroy(const char *path, int force)
                              "first or use --force", path, count.live);
     }
 
-    status = pool->ops->destroy(path, pool->fd);
+    status = pool->ops->destroy(path, pool->fd, pool->map_align);
     devdax = (pool->backend == CXLPOOL_BACKEND_DEVDAX);
     cxlpool_close(pool);
     if ((status == CXLPOOL_OK) && !devdax) {
