@@ -11,7 +11,8 @@
 #         two processes, peer failure) and ucx_perftest between two
 #         processes over UCX_TLS=cxl on the device
 #   a     first of two guests sharing one NVDIMM backing file: creates the
-#         devdax namespace (labels live in the shared file) and the pool,
+#         devdax namespace (1 GiB alignment; labels live in the shared file)
+#         and the pool,
 #         starts the servers (ucx_perftest, ucp_cxl_test), prints
 #         "vm-sync: pool-ready" (the host then boots b), judges b's killed
 #         holder by its lease and reclaims its memory
@@ -59,12 +60,12 @@ ucx() {
         timeout 150 "$@"
 }
 
-# devdax_of REGION: create a devdax namespace (2 MiB alignment) unless the
-# region has one; prints /dev/daxX.Y
+# devdax_of REGION ALIGN: create a devdax namespace unless the region has
+# one; prints /dev/daxX.Y
 devdax_of() {
     out=$(ndctl list -r "$1" -N 2>/dev/null)
     if ! echo "$out" | grep -q '"mode":"devdax"'; then
-        out=$(ndctl create-namespace -r "$1" -m devdax -a 2M 2>&1) || {
+        out=$(ndctl create-namespace -r "$1" -m devdax -a "$2" 2>&1) || {
             echo "ndctl create-namespace -r $1: $out" >&2
             return 1
         }
@@ -102,6 +103,17 @@ pool_create() {
     UUID=$(sed -n 's/^uuid  *//p' /tmp/info.out)
     echo "vm-info: pool-uuid $UUID"
     check_clean "cxlpool check after create"
+}
+
+# destroy_pool: cxlpool destroy, then the device holds no pool
+destroy_pool() {
+    if cxlpool destroy "$DEV" >/tmp/destroy.out 2>&1 &&
+       ! cxlpool info "$DEV" >/tmp/info.out 2>&1 && grep -q 'not a ucx-cxl pool' /tmp/info.out; then
+        ok "cxlpool destroy $DEV (align $DALIGN): info then says 'not a ucx-cxl pool'"
+    else
+        show /tmp/destroy.out /tmp/info.out
+        fail "cxlpool destroy $DEV (align $DALIGN)" "failed"
+    fi
 }
 
 check_clean() {
@@ -212,7 +224,7 @@ setup_cxl() {
     fi
     # the CXL pmem region appears as a libnvdimm region (cxl_pmem)
     nreg=$(ndctl list -R 2>/dev/null | grep -o '"dev":"region[0-9]*"' | head -n 1 | cut -d'"' -f4)
-    DEV=$(devdax_of "$nreg" 2>/tmp/ns.err)
+    DEV=$(devdax_of "$nreg" 2M 2>/tmp/ns.err)
     if [ -n "$DEV" ]; then
         ok "ndctl create-namespace -m devdax -a 2M on $nreg: $DEV"
     else
@@ -235,9 +247,11 @@ setup_nvdimm() {
         fi
         ok "ndctl init-labels: the NVDIMM has a label area (label-size 128K)"
     fi
-    DEV=$(devdax_of "$nreg" 2>/tmp/ns.err)
+    # 1 GiB alignment here (2 MiB on the CXL device): every mapping of the
+    # device must be aligned to it, the superblock's too
+    DEV=$(devdax_of "$nreg" 1G 2>/tmp/ns.err)
     if [ -n "$DEV" ]; then
-        ok "devdax namespace on NVDIMM $nreg: $DEV"
+        ok "ndctl create-namespace -m devdax -a 1G on NVDIMM $nreg: $DEV"
     else
         fail "devdax namespace on the NVDIMM" "region '$nreg': $(oneline /tmp/ns.err)"
         return 1
@@ -401,6 +415,7 @@ role_solo() {
     ucp_local
     perf_local
     check_clean "at the end"
+    destroy_pool
 }
 
 role_a() {
@@ -480,6 +495,7 @@ role_a() {
     fi
     no_leftovers "after the cross-guest repair"
     check_clean "at the end"
+    destroy_pool
     send $B_IP 5002 done || fail "tell b we are done" "b does not listen"
 }
 

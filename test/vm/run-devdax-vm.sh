@@ -22,9 +22,11 @@
 #          client and peer-failure, ucx_perftest tag_bw between two processes
 #          over UCX_TLS=cxl (the lanes say cxl/dax0.0).
 #   a, b   two guests (pc, nvdimm=on), each with an NVDIMM backed by ONE host
-#          file (memory-backend-file share=on, 512 MiB, 128 KiB of labels in
-#          it): two kernels, two boot ids.  a creates the devdax namespace
-#          (its labels are in the shared file) and the pool, starts the
+#          file (memory-backend-file share=on, 2 GiB + 128 KiB of labels,
+#          sparse): two kernels, two boot ids.  a creates a devdax namespace
+#          with 1 GiB alignment (1 GiB; its labels are in the shared file;
+#          every mapping of such a device must be 1 GiB-aligned, the
+#          superblock's too) and the pool, starts the
 #          servers and prints "vm-sync: pool-ready"; then b boots and finds
 #          the namespace and the pool (same uuid).  A QEMU socket network
 #          (-netdev socket on 127.0.0.1, 10.0.2.1 and 10.0.2.2) carries the
@@ -33,7 +35,8 @@
 #          32 MiB), ucp_cxl_test client/server over UCX_TLS=cxl alone.  b's
 #          holder (lease 3 s, heartbeat) is seen alive by a after two leases,
 #          killed -9 in b, seen dead by a through its lease and its 3
-#          extents reclaimed by `cxlpool check --repair` in a.
+#          extents reclaimed by `cxlpool check --repair` in a.  Both solo
+#          and a end with `cxlpool destroy` (2 MiB and 1 GiB alignment).
 #
 # Why NVDIMM for the two guests: QEMU 7.2 emulates the CXL fixed memory
 # window as MMIO (every guest access is a call into the cxl-type3 device
@@ -217,11 +220,13 @@ fi
 
 # ---- 2. two guests, one NVDIMM backing file ----
 if [[ $PHASES == *" pair "* ]]; then
-# the label area is carved from the backend: 512 MiB + 128 KiB of labels
-NV_SIZE=$((512 * 1048576 + 131072))
+# the label area is carved from the backend: 2 GiB + 128 KiB of labels; a
+# 1 GiB-aligned namespace starts 1 GiB in (its info block comes first) and
+# gets the second GiB (the file is sparse: the first costs nothing)
+NV_SIZE=$((2048 * 1048576 + 131072))
 truncate -s $NV_SIZE "$SCR/nvdimm.raw"
 nv_args() {
-    echo -M pc,nvdimm=on -m 512M,slots=2,maxmem=2G \
+    echo -M pc,nvdimm=on -m 512M,slots=2,maxmem=3G \
         -object "memory-backend-file,id=nv0,share=on,mem-path=$SCR/nvdimm.raw,size=$NV_SIZE" \
         -device nvdimm,id=nvdimm0,memdev=nv0,label-size=128K
 }
