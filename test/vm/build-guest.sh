@@ -14,7 +14,8 @@
 #   tools    busybox (busybox-static), ndctl, daxctl, cxl (Debian's ndctl),
 #            ucx_perftest and ucx_info (ucx-utils)
 #   project  BUILDDIR's cxlpool, libcxlpool.so, libuct_cxl.so,
-#            test/ucp/ucp_cxl_test, test/helpers/cxlpool_holder (built with
+#            test/ucp/ucp_cxl_test, test/helpers/cxlpool_holder,
+#            test/vm/vm_atomics (built with
 #            `make check` or by run-devdax-vm.sh) under /opt/ucx-cxl
 #   libs     every shared library these need, found with ldd
 #   scripts  test/vm/guest-init.sh as /init, test/vm/guest-tests.sh
@@ -82,7 +83,7 @@ realbin() {   # the ELF behind a libtool wrapper
     fi
 }
 PROJ_BINS=("$(realbin "$B/cxlpool")")
-for t in test/ucp/ucp_cxl_test test/helpers/cxlpool_holder; do
+for t in test/ucp/ucp_cxl_test test/helpers/cxlpool_holder test/vm/vm_atomics; do
     [ -x "$B/$t" ] || die "$B/$t is missing (make -C $B $t)"
     PROJ_BINS+=("$(realbin "$B/$t")")
 done

@@ -16,6 +16,8 @@
 #         starts the servers (ucx_perftest, ucp_cxl_test), prints
 #         "vm-sync: pool-ready" (the host then boots b), judges b's killed
 #         holder by its lease and reclaims its memory
+#         (a and b first check that atomics on the pool are atomic between
+#         them: test/vm/vm_atomics)
 #   b     the second guest: the clients over UCX_TLS=cxl,tcp (perftest) and
 #         UCX_TLS=cxl (ucp_cxl_test), a holder with a heartbeat, killed -9
 #         when a says so
@@ -422,6 +424,8 @@ role_a() {
     setup_nvdimm || return
     describe_dev
     pool_create
+    vm_atomics "$DEV" create 2 >/tmp/atomics.out 2>&1 &
+    atp=$!
     # the servers first, so that b finds them when it boots
     ucx env UCX_TLS=cxl,tcp ucx_perftest -p 13337 >/tmp/pts.out 2>&1 &
     pts=$!
@@ -438,6 +442,13 @@ role_a() {
     done
     echo "vm-sync: pool-ready"
 
+    wait $atp
+    rc=$?
+    if [ $rc = 0 ]; then
+        ok "atomic fetch-add on the pool is atomic across the guests: $(oneline /tmp/atomics.out)"
+    else
+        fail "atomic fetch-add on the pool across the guests" "exit $rc: $(oneline /tmp/atomics.out)"
+    fi
     wait $pts
     rc=$?
     if [ $rc = 0 ]; then
@@ -515,6 +526,13 @@ role_b() {
     UUID=$(sed -n 's/^uuid  *//p' /tmp/info.out)
     echo "vm-info: pool-uuid $UUID"
     check_clean "b sees a's pool"
+
+    # a waits for this one first: both add to one word for 2 s
+    if vm_atomics "$DEV" join 2 >/tmp/atomics.out 2>&1; then
+        ok "atomic fetch-add on the pool is atomic across the guests: $(oneline /tmp/atomics.out)"
+    else
+        fail "atomic fetch-add on the pool across the guests" "$(oneline /tmp/atomics.out)"
+    fi
 
     # first: a's ucp_cxl_test server waits 60 s for its client
     ucx env UCX_TLS=cxl ucp_cxl_test client $A_IP 13338 >/tmp/cli.out 2>&1
