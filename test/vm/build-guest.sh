@@ -48,11 +48,11 @@ kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
        sed -n 's/^ *Depends: \(linux-image-6\.1[^ ]*-amd64\)$/\1/p' | head -n 1)
 if [ -z "$kpkg" ]; then
     # no apt index: whatever kernel .deb an earlier run left
-    deb=$(ls "$CACHE"/dl/linux-image-6.1*-amd64_*.deb 2>/dev/null | tail -n 1)
+    deb=$(ls "$CACHE"/dl/linux-image-6.1*-amd64_*.deb 2>/dev/null | tail -n 1 || true)
     [ -n "$deb" ] || die "apt-cache knows no linux-image-amd64 and $CACHE/dl has no kernel .deb"
     kpkg=$(basename "$deb" | cut -d_ -f1)
 fi
-deb=$(ls "$CACHE"/dl/"$kpkg"_*.deb 2>/dev/null | tail -n 1)
+deb=$(ls "$CACHE"/dl/"$kpkg"_*.deb 2>/dev/null | tail -n 1 || true)
 if [ -z "$deb" ]; then
     msg "downloading $kpkg"
     (cd "$CACHE/dl" && apt-get download "$kpkg" >/dev/null 2>&1) ||
