@@ -15,12 +15,19 @@
 # check-ucx-gtest-sw).  `make check` itself runs the UCP tests and the MPI
 # program in both modes (test/sw/run-ucp-sw.sh, test/sw/run-mpi-sw.sh).
 #
+# The release pass ends with make check-devdax (test/vm/README.md): the
+# project on real device DAX in QEMU guests, Debian's kernel, a CXL Type-3
+# device and two guests sharing one NVDIMM file (about 1.5 minutes under
+# software emulation once the guest image is cached; it says SKIP with the
+# reason where the machine cannot run it).
+#
 # Last, the fuzz pass: contrib/build.sh fuzz (clang-14, ASan, UBSan,
 # coverage) and make check-fuzz, every libFuzzer harness of test/fuzz for
 # 10 s from its committed corpus (test/fuzz/run-fuzz.sh).
 #
 # Options: --no-sanitizers   skip the ASan/UBSan pass
 #          --no-ucx-gtest    skip UCX's UCT suites (hw and sw)
+#          --no-vm           skip the QEMU guests (make check-devdax)
 #          --no-fuzz         skip the fuzz pass
 #          --help            this text
 set -uo pipefail
@@ -29,11 +36,13 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 variants=(release sanitizers)
 ucx_gtest=1
 fuzz=1
+vm=1
 for arg in "$@"; do
     case "$arg" in
         --no-sanitizers) variants=(release) ;;
         --no-ucx-gtest) ucx_gtest=0 ;;
         --no-fuzz) fuzz=0 ;;
+        --no-vm) vm=0 ;;
         -h|--help) # the header comment, whatever its length
             awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
             exit 0 ;;
@@ -82,6 +91,24 @@ run_ucx_gtest() {
     [ $rc -eq 0 ] || tail -30 "$dir/$name.log"
 }
 
+# run_devdax DIR: make check-devdax in DIR, counted like a test; a skip
+# (the script's "vm-devdax: SKIP: why") is shown and counts nothing
+run_devdax() {
+    local dir=$1 rc
+    echo "=== real device DAX in QEMU guests (make check-devdax) ==="
+    make -C "$dir" check-devdax >"$dir/devdax.log" 2>&1
+    rc=$?
+    if grep -q '^vm-devdax: SKIP: ' "$dir/devdax.log"; then
+        grep '^vm-devdax: SKIP: ' "$dir/devdax.log"
+        echo ":test-result: SKIP" >"$dir/devdax.trs"
+        return
+    fi
+    grep -E '^(# vm-devdax: accelerator|# timings:|FAIL |\[[a-z]*\] FAIL )' "$dir/devdax.log"
+    echo ":test-result: $([ $rc -eq 0 ] && echo PASS || echo FAIL)" >"$dir/devdax.trs"
+    count_log "$dir/devdax.log"
+    [ $rc -eq 0 ] || tail -30 "$dir/devdax.log"
+}
+
 for variant in "${variants[@]}"; do
     echo "=== $variant build ==="
     if ! dir=$("$top/contrib/build.sh" "$variant"); then
@@ -108,6 +135,9 @@ for variant in "${variants[@]}"; do
             "UCX 1.13.1 UCT suite against cxl (test/ucx-gtest/SKIPS.md)"
         run_ucx_gtest "$dir" ucx-gtest-sw \
             "the same in sw mode on the non-coherent pool emulator"
+    fi
+    if [ "$variant" = release ] && [ "$vm" = 1 ]; then
+        run_devdax "$dir"
     fi
 done
 

@@ -70,6 +70,10 @@ DEB_PACKAGES=(
     # the fuzz pass (test/fuzz): clang with libFuzzer and the sanitizer
     # runtimes
     clang-14 libclang-rt-14-dev
+    # test/vm (make check-devdax): QEMU guests with Debian's kernel (fetched
+    # by `apt-get download`, not installed), an initramfs of busybox, the
+    # nvdimm/CXL tools (ndctl, daxctl; cxl is in ndctl), cpio, depmod (kmod)
+    qemu-system-x86 busybox-static ndctl daxctl cpio kmod file
 )
 
 UCX_BIN_PKG=libucx0                       # the package whose version we match

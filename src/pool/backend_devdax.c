@@ -70,6 +70,11 @@ static void cxlpool_devdax_find_cb(const cxlpool_devdax_info_t *info, void *arg)
     }
 }
 
+/*
+ * libdaxctl is asked before the device is opened: a device in system-ram
+ * mode keeps its /dev node but is bound to kmem, and open() of it fails
+ * with ENXIO, which would hide the reason from the user.
+ */
 static cxlpool_status_t cxlpool_devdax_open(const char *path, int rdonly,
                                             int *fd_p, uint64_t *size,
                                             uint64_t *align)
@@ -79,6 +84,21 @@ static cxlpool_status_t cxlpool_devdax_open(const char *path, int rdonly,
     cxlpool_status_t status;
     struct stat st;
     int fd;
+
+    snprintf(pathcopy, sizeof(pathcopy), "%s", path);
+    memset(&find, 0, sizeof(find));
+    find.devname = basename(pathcopy);
+    status = cxlpool_devdax_foreach(cxlpool_devdax_find_cb, &find);
+    if (status != CXLPOOL_OK) {
+        return status;
+    }
+
+    if (find.hit && find.found.system_ram) {
+        return cxlpool_error(CXLPOOL_ERR_UNSUPPORTED,
+                             "%s: device is in system-ram mode; ucx-cxl never "
+                             "switches modes, reconfigure it yourself with "
+                             "'daxctl reconfigure-device --mode=devdax'", path);
+    }
 
     fd = open(path, (rdonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
     if (fd < 0) {
@@ -91,28 +111,11 @@ static cxlpool_status_t cxlpool_devdax_open(const char *path, int rdonly,
                              "%s: not a devdax character device", path);
     }
 
-    snprintf(pathcopy, sizeof(pathcopy), "%s", path);
-    memset(&find, 0, sizeof(find));
-    find.devname = basename(pathcopy);
-    status = cxlpool_devdax_foreach(cxlpool_devdax_find_cb, &find);
-    if (status != CXLPOOL_OK) {
-        close(fd);
-        return status;
-    }
-
     if (!find.hit) {
         close(fd);
         return cxlpool_error(CXLPOOL_ERR_INVAL,
                              "%s: libdaxctl does not know this device; is it "
                              "a devdax device?", path);
-    }
-
-    if (find.found.system_ram) {
-        close(fd);
-        return cxlpool_error(CXLPOOL_ERR_UNSUPPORTED,
-                             "%s: device is in system-ram mode; ucx-cxl never "
-                             "switches modes, reconfigure it yourself with "
-                             "'daxctl reconfigure-device --mode=devdax'", path);
     }
 
     *size  = find.found.size;
@@ -167,19 +170,20 @@ out:
     return status;
 }
 
-static cxlpool_status_t cxlpool_devdax_destroy(const char *path, int fd)
+static cxlpool_status_t cxlpool_devdax_destroy(const char *path, int fd,
+                                               uint64_t map_align)
 {
+    uint64_t len = cxlpool_devdax_map_len(map_align);
     cxlpool_sb_t *sb;
 
-    sb = mmap(NULL, CXLPOOL_HEAP_ALIGN, PROT_READ | PROT_WRITE, MAP_SHARED,
-              fd, 0);
+    sb = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (sb == MAP_FAILED) {
         return cxlpool_error_errno(errno, path, "mmap");
     }
 
     sb->magic = 0;
     cxl_coh_publish(CXL_COH_SW, sb, sizeof(*sb));
-    munmap(sb, CXLPOOL_HEAP_ALIGN);
+    munmap(sb, len);
     return CXLPOOL_OK;
 }
 

@@ -156,9 +156,11 @@ err_unlink:
     return status;
 }
 
-static cxlpool_status_t cxlpool_file_destroy(const char *path, int fd)
+static cxlpool_status_t cxlpool_file_destroy(const char *path, int fd,
+                                             uint64_t map_align)
 {
     (void)fd;
+    (void)map_align;
     if (unlink(path) == 0) {
         return CXLPOOL_OK;
     }

@@ -22,11 +22,22 @@ typedef struct cxlpool_backend_ops {
     cxlpool_status_t (*create)(const cxlpool_params_t *params, const char *path,
                                cxlpool_status_t (*fmt)(void *base, uint64_t size,
                                                        const cxlpool_params_t *p));
-    cxlpool_status_t (*destroy)(const char *path, int fd);
+    /* map_align: the store's mapping alignment (a device's align) */
+    cxlpool_status_t (*destroy)(const char *path, int fd, uint64_t map_align);
 } cxlpool_backend_ops_t;
 
 extern const cxlpool_backend_ops_t cxlpool_backend_file_ops;
 extern const cxlpool_backend_ops_t cxlpool_backend_devdax_ops;
+
+/*
+ * The smallest mapping of a device dax store: the kernel refuses (EINVAL)
+ * any mapping whose start or end is not aligned to the device alignment,
+ * which may be 1 GiB.
+ */
+static inline uint64_t cxlpool_devdax_map_len(uint64_t align)
+{
+    return (align > CXLPOOL_HEAP_ALIGN) ? align : CXLPOOL_HEAP_ALIGN;
+}
 
 struct cxlpool {
     char                   path[256];

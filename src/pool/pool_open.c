@@ -129,21 +129,23 @@ cxlpool_pick_backend(const char *path, cxlpool_backend_t *kind)
 /* Copy out the superblock without writing anything, then validate it. */
 static cxlpool_status_t cxlpool_read_sb(const char *path, int fd,
                                         cxlpool_backend_t kind,
-                                        uint64_t store_size, cxlpool_sb_t *sb)
+                                        uint64_t store_size, uint64_t map_align,
+                                        cxlpool_sb_t *sb)
 {
+    uint64_t len = cxlpool_devdax_map_len(map_align);
     ssize_t n;
     void *map;
 
     memset(sb, 0, sizeof(*sb));
     if (kind == CXLPOOL_BACKEND_DEVDAX) {
-        /* device dax has no read(2): map the first page read-only */
-        map = mmap(NULL, CXLPOOL_HEAP_ALIGN, PROT_READ, MAP_SHARED, fd, 0);
+        /* device dax has no read(2): map the first device page read-only */
+        map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
         if (map == MAP_FAILED) {
             return cxlpool_error_errno(errno, path, "mmap superblock");
         }
         cxl_coh_invalidate(CXL_COH_SW, map, sizeof(*sb));
         memcpy(sb, map, sizeof(*sb));
-        munmap(map, CXLPOOL_HEAP_ALIGN);
+        munmap(map, len);
         n = sizeof(*sb);
     } else {
         n = pread(fd, sb, sizeof(*sb), 0);
@@ -193,7 +195,7 @@ cxlpool_status_t cxlpool_probe(const char *path, cxlpool_info_t *info)
         return status;
     }
 
-    status = cxlpool_read_sb(path, fd, kind, size, &sb);
+    status = cxlpool_read_sb(path, fd, kind, size, align, &sb);
     close(fd);
     if ((status == CXLPOOL_OK) && (info != NULL)) {
         memset(info, 0, sizeof(*info));
@@ -337,7 +339,7 @@ static cxlpool_status_t cxlpool_open_store(cxlpool_t *pool,
     /* a peer that may map the pool may write its superblock at any time:
      * the layout is taken from this validated copy only */
     status = cxlpool_read_sb(pool->path, pool->fd, pool->backend, size,
-                             &pool->sb_copy);
+                             pool->map_align, &pool->sb_copy);
     if (status != CXLPOOL_OK) {
         return status;
     }
@@ -528,7 +530,7 @@ cxlpool_status_t cxlpool_destroy(const char *path, int force)
                              "first or use --force", path, count.live);
     }
 
-    status = pool->ops->destroy(path, pool->fd);
+    status = pool->ops->destroy(path, pool->fd, pool->map_align);
     devdax = (pool->backend == CXLPOOL_BACKEND_DEVDAX);
     cxlpool_close(pool);
     if ((status == CXLPOOL_OK) && !devdax) {

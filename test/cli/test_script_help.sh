@@ -21,7 +21,8 @@ for s in contrib/run-tests.sh contrib/run-demo.sh contrib/build.sh \
          test/python/run-pytest.sh \
          test/python/run-dask-tests.sh test/ns/run-dask-pods.sh \
          perftest/run-dask-bench.sh test/perftest/test_dask_bench.sh \
-         test/fuzz/run-fuzz.sh; do
+         test/fuzz/run-fuzz.sh \
+         test/vm/run-devdax-vm.sh test/vm/build-guest.sh; do
     out=$(bash "$top/$s" --help 2>&1)
     rc=$?
     # the header: from line 3 to the line before the first non-comment line

@@ -2,12 +2,16 @@
  * Test helper: attach a pool, allocate extents, fill them with a pattern,
  * print them, and optionally hold them until killed.
  *
- *   cxlpool_holder PATH [-n COUNT] [-s SIZE] [-N NAME] [-p] [-H]
+ *   cxlpool_holder PATH [-n COUNT] [-s SIZE] [-N NAME] [-p] [-H] [-L MS] [-B]
  *     -n COUNT  extents to allocate (default 1)
  *     -s SIZE   bytes per extent (default 4096)
  *     -N NAME   name the first extent
  *     -p        persistent allocation
  *     -H        hold: print "ready" and sleep until killed
+ *     -L MS     lease of the attachment (default: the library's)
+ *     -B        keep the lease alive with the heartbeat thread (without it
+ *               a process on another host sees the holder dead once the
+ *               lease has run out; on its own host by pid)
  *
  * Exits 0 on success, 1 with the library's message on failure.
  */
@@ -25,14 +29,15 @@ int main(int argc, char **argv)
     uint64_t size       = 4096;
     const char *name    = NULL;
     unsigned flags      = 0;
-    int hold = 0, c;
+    unsigned long lease_ms = 0;
+    int hold = 0, beat = 0, c;
     cxlpool_params_t params;
     cxlpool_extent_t ext;
     cxlpool_status_t status;
     cxlpool_t *pool;
     unsigned long i;
 
-    while ((c = getopt(argc, argv, "n:s:N:pH")) != -1) {
+    while ((c = getopt(argc, argv, "n:s:N:pHL:B")) != -1) {
         switch (c) {
         case 'n':
             count = strtoul(optarg, NULL, 0);
@@ -52,9 +57,15 @@ int main(int argc, char **argv)
         case 'H':
             hold = 1;
             break;
+        case 'L':
+            lease_ms = strtoul(optarg, NULL, 0);
+            break;
+        case 'B':
+            beat = 1;
+            break;
         default:
             fprintf(stderr, "usage: cxlpool_holder PATH [-n N] [-s SIZE] "
-                    "[-N NAME] [-p] [-H]\n");
+                    "[-N NAME] [-p] [-H] [-L MS] [-B]\n");
             return 2;
         }
     }
@@ -65,7 +76,8 @@ int main(int argc, char **argv)
 
     cxlpool_params_init(&params);
     params.path  = argv[optind];
-    params.flags = CXLPOOL_NO_HEARTBEAT;
+    params.flags    = beat ? 0 : CXLPOOL_NO_HEARTBEAT;
+    params.lease_ms = (uint32_t)lease_ms;
     status       = cxlpool_open(&params, &pool);
     if (status != CXLPOOL_OK) {
         fprintf(stderr, "cxlpool_holder: %s\n", cxlpool_last_error());
