@@ -143,26 +143,32 @@ static cxl_broker_status_t brk_ep_open(cxl_broker_t *b)
  * arena (the same pages), where such a write faults; without one (the
  * pool cannot be mapped so), into the pool's own mapping.
  */
-static void brk_map_ro(cxl_broker_t *b)
+static void brk_map_ro(cxl_broker_t *b, uint64_t map_align)
 {
-    long page = sysconf(_SC_PAGESIZE);
+    long page       = sysconf(_SC_PAGESIZE);
+    uint64_t align  = (page > 0) ? (uint64_t)page : 4096;
+    uint64_t lo, hi;
     void *p;
     int fd;
 
-    b->arena_ro = b->arena;
-    if ((page <= 0) || (b->arena_pool_off % (uint64_t)page)) {
-        return;
+    /* a device maps only at its own alignment: cover the arena with whole
+     * aligned units and point into them */
+    if ((map_align > align) && !(map_align & (map_align - 1))) {
+        align = map_align;
     }
+    lo = b->arena_pool_off & ~(align - 1);
+    hi = (b->arena_pool_off + b->arena_size + align - 1) & ~(align - 1);
+    b->arena_ro = b->arena;
     fd = open(b->pool_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         return;
     }
-    p = mmap(NULL, b->arena_size, PROT_READ, MAP_SHARED, fd,
-             (off_t)b->arena_pool_off);
+    p = mmap(NULL, hi - lo, PROT_READ, MAP_SHARED, fd, (off_t)lo);
     close(fd);
     if (p != MAP_FAILED) {
         b->ro_map   = p;
-        b->arena_ro = p;
+        b->ro_len   = hi - lo;
+        b->arena_ro = (const uint8_t*)p + (b->arena_pool_off - lo);
     }
 }
 
@@ -192,7 +198,7 @@ static cxl_broker_status_t brk_local_open(cxl_broker_t *b, int want)
         return CXL_BROKER_OK;
     }
     b->arena = (uint8_t*)cxlpool_base(b->pool) + b->arena_pool_off;
-    brk_map_ro(b);
+    brk_map_ro(b, info.map_align);
     return CXL_BROKER_OK;
 }
 
@@ -320,7 +326,7 @@ void cxl_broker_disconnect(cxl_broker_t *b)
         ucp_cleanup(b->ucp);
     }
     if (b->ro_map != NULL) {
-        munmap(b->ro_map, b->arena_size);
+        munmap(b->ro_map, b->ro_len);
     }
     if (b->pool != NULL) {
         cxlpool_close(b->pool);

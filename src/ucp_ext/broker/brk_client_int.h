@@ -47,6 +47,7 @@ struct cxl_broker {
     uint8_t        *arena;      /* own mapping, NULL if remote */
     const uint8_t  *arena_ro;   /* views' mapping: read-only, else arena */
     void           *ro_map;     /* that read-only mapping, if made */
+    uint64_t        ro_len;
     unsigned        pin_cache;  /* chunks a handle keeps pinned */
 };
 
