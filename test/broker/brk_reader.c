@@ -391,8 +391,8 @@ int main(int argc, char **argv)
 out:
     digest = cxlpool_crc32c(0, crcs, n * sizeof(*crcs));
     printf("brk_reader: samples %" PRIu64 " bytes %" PRIu64 " digest %08x "
-           "errors %" PRIu64 " local %d\n", samples, bytes, digest, errors,
-           cxl_broker_is_local(b));
+           "errors %" PRIu64 " local %d views-read-only %d\n", samples, bytes,
+           digest, errors, cxl_broker_is_local(b), b->ro_map != NULL);
     cxl_broker_close(ds);
     cxl_broker_disconnect(b);
     free(order);

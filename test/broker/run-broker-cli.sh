@@ -112,6 +112,11 @@ intact() {
 }
 
 # ---- 2. bad input ----
+# (destroy read the serving broker's pid and address for its refusal from
+# the arena after it had unmapped the pool: a segfault instead)
+err1 "2. destroy while the broker serves" "a broker (pid" "serves this pool at $BRK_ADDR: stop it first" -- \
+    cli destroy --pool "$POOL"
+intact "a refused destroy"
 err1 "2. add of a missing path" "$D/nope" "No such file" -- cli add bad1 "$D/nope"
 intact "a missing path"
 

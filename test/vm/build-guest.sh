@@ -15,6 +15,7 @@
 #            ucx_perftest and ucx_info (ucx-utils)
 #   project  BUILDDIR's cxlpool, libcxlpool.so, libuct_cxl.so,
 #            test/ucp/ucp_cxl_test, test/helpers/cxlpool_holder,
+#            cxl-broker, test/broker/brk_reader,
 #            test/vm/vm_atomics (built with
 #            `make check` or by run-devdax-vm.sh) under /opt/ucx-cxl
 #   libs     every shared library these need, found with ldd
@@ -82,12 +83,14 @@ realbin() {   # the ELF behind a libtool wrapper
         echo "$f"
     fi
 }
-PROJ_BINS=("$(realbin "$B/cxlpool")")
-for t in test/ucp/ucp_cxl_test test/helpers/cxlpool_holder test/vm/vm_atomics; do
+PROJ_BINS=("$(realbin "$B/cxlpool")" "$(realbin "$B/cxl-broker")")
+for t in test/ucp/ucp_cxl_test test/helpers/cxlpool_holder test/vm/vm_atomics \
+         test/broker/brk_reader; do
     [ -x "$B/$t" ] || die "$B/$t is missing (make -C $B $t)"
     PROJ_BINS+=("$(realbin "$B/$t")")
 done
-PROJ_LIBS=("$B/.libs/libcxlpool.so.0" "$B/.libs/libuct_cxl.so")
+PROJ_LIBS=("$B/.libs/libcxlpool.so.0" "$B/.libs/libuct_cxl.so"
+           "$B/.libs/libcxl_broker.so.0")
 SYS_BINS=(/usr/bin/ndctl /usr/bin/daxctl /usr/bin/cxl /usr/bin/ucx_perftest
           /usr/bin/ucx_info)
 for f in /bin/busybox "${SYS_BINS[@]}" "${PROJ_BINS[@]}" "${PROJ_LIBS[@]}"; do
@@ -137,8 +140,7 @@ for f in "${PROJ_BINS[@]}"; do
     n=$(basename "$f"); n=${n#lt-}
     cp -L "$f" "$R/opt/ucx-cxl/bin/$n"
 done
-cp -L "$B/.libs/libcxlpool.so.0" "$R/opt/ucx-cxl/lib/"
-cp -L "$B/.libs/libuct_cxl.so" "$R/opt/ucx-cxl/lib/"
+for l in "${PROJ_LIBS[@]}"; do cp -L "$l" "$R/opt/ucx-cxl/lib/"; done
 for l in "${LIBS[@]}"; do
     mkdir -p "$R$(dirname "$l")"
     cp -L "$l" "$R$l"

@@ -65,9 +65,9 @@ int cxlb_destroy(int argc, char **argv)
     cxlpool_params_t pp;
     cxlpool_extent_t ext;
     cxlpool_t *pool;
-    char dpath[256];
+    char dpath[256], addr[BRK_ADDR_MAX];
     const brk_hdr_t *hdr;
-    int opt;
+    int opt, pid;
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "p:h", opts, NULL)) != -1) {
@@ -97,10 +97,18 @@ int cxlb_destroy(int argc, char **argv)
     hdr = (const brk_hdr_t*)((const uint8_t*)cxlpool_base(pool) + ext.offset);
     if ((hdr->magic == BRK_MAGIC) && hdr->broker_token &&
         cxlpool_owner_alive(pool, hdr->broker_token)) {
+        /* the header is in the mapping cxlpool_close() removes */
+        pid = hdr->broker_pid;
+        snprintf(addr, sizeof(addr), "%.*s", (int)sizeof(hdr->addr) - 1,
+                 hdr->addr);
+        for (opt = 0; addr[opt] != '\0'; ++opt) {  /* pool bytes: one line */
+            if ((addr[opt] < 0x20) || (addr[opt] > 0x7e)) {
+                addr[opt] = '?';
+            }
+        }
         cxlpool_close(pool);
         return cxlb_fail("destroy: a broker (pid %d) serves this pool at "
-                         "%.*s: stop it first", hdr->broker_pid,
-                         (int)sizeof(hdr->addr), hdr->addr);
+                         "%s: stop it first", pid, addr);
     }
     if (cxlpool_free(pool, ext.offset) != CXLPOOL_OK) {
         cxlpool_close(pool);
