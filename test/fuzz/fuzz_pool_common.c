@@ -453,3 +453,20 @@ void fuzz_pool_run(fuzz_pool_image_t *img, unsigned flags, const uint8_t *ops,
     cxlpool_close(pool);
     fuzz_pool_check_writes(img, &geom);
 }
+
+int fuzz_pool_split(const uint8_t **data, size_t *size, uint8_t *ctl,
+                    const uint8_t **ops, size_t *nops)
+{
+    if (*size < 2) {
+        return -1;
+    }
+    *ctl  = (*data)[0];
+    *nops = (*data)[1];
+    if (*nops > *size - 2) {
+        *nops = *size - 2;
+    }
+    *ops   = *data + 2;
+    *data += 2 + *nops;
+    *size -= 2 + *nops;
+    return 0;
+}

@@ -35,6 +35,14 @@ enum {
 
 /* An image of size bytes, zero but for prefix; the caller may edit orig
  * before fuzz_pool_image_write() puts it into the memory file. */
+/*
+ * Split an input into a control byte, an operation program (its length is
+ * the second byte, clipped) and the rest, the image bytes.  0, or -1 for an
+ * input shorter than two bytes.
+ */
+int fuzz_pool_split(const uint8_t **data, size_t *size, uint8_t *ctl,
+                    const uint8_t **ops, size_t *nops);
+
 void fuzz_pool_image_init(fuzz_pool_image_t *img, uint64_t size,
                           const uint8_t *prefix, size_t len);
 /* Write orig[0, len) into the memory file (the rest is zero). */

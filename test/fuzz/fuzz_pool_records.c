@@ -95,17 +95,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t nops, n;
     uint8_t ctl;
 
-    if (size < 2) {
+    if (fuzz_pool_split(&data, &size, &ctl, &ops, &nops) != 0) {
         return 0;
     }
-    ctl  = data[0];
-    nops = data[1];
-    if (nops > size - 2) {
-        nops = size - 2;
-    }
-    ops   = data + 2;
-    data += 2 + nops;
-    size -= 2 + nops;
 
     l  = &layouts[ctl & 3];
     sb = (const cxlpool_sb_t*)l->image;
