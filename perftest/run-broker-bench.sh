@@ -104,9 +104,7 @@ REPS="" QUICK=0 SMOKE=0 OUT="" BUILDDIR="" SIZES="4k,64k,1m" READERS=""
 COLD_READERS="" BATCH=16 SECS="" WARMUP="" MIBS="" DROP="" COLD=1 PROFILE=1
 RUN_TO=120 MEMSRC=1g WAIT_IDLE=0 WAIT_MAX=300
 
-usage() { awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
-die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
-need() { [[ $2 -ge 2 ]] || die "$1 needs a value"; }
+. "$SCRIPT_DIR/bench-common.sh"
 
 while (($#)); do
     case $1 in
@@ -214,7 +212,6 @@ RUNLOG="$OUT/run.log"
 : >"$CMDLOG"
 : >"$RUNLOG"
 T_START=$SECONDS
-msg() { printf '%s: [%4ds] %s\n' "$PROG" "$((SECONDS - T_START))" "$*" | tee -a "$RUNLOG" >&2; }
 
 # broker_bench is a check program: build it (cheap when it is up to date)
 make -C "$BUILDDIR" perftest/broker_bench >"$LOGS/build-broker_bench.log" 2>&1 ||

@@ -96,9 +96,7 @@ REPS="" NP=2 SIZES="" COLLS=all BUDGET="" QUICK=0 SMOKE=0 OUT="" BUILDDIR=""
 COLL_CXL="" CXL=1 SW=1 CXL_ENV_STR="" CXL_MCA_STR="coll_cxl_priority 90"
 MPI_TO="" WAIT_IDLE=0 WAIT_MAX=300
 
-usage() { awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
-die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
-need() { [[ $2 -ge 2 ]] || die "$1 needs a value"; }
+. "$SCRIPT_DIR/bench-common.sh"
 
 while (($#)); do
     case $1 in
@@ -176,7 +174,6 @@ CMDLOG="$LOGS/commands.log"
 RUNLOG="$OUT/run.log"
 : >"$RUNLOG"
 T_START=$SECONDS
-msg() { printf '%s: [%4ds] %s\n' "$PROG" "$((SECONDS - T_START))" "$*" | tee -a "$RUNLOG" >&2; }
 
 # a clean environment: the caller's UCX/OMPI settings would change what is
 # measured; every run sets what it needs

@@ -49,9 +49,7 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 REPS="" QUICK=0 SMOKE=0 SIZES="" BUDGET="" RTT="" OUT="" BUILDDIR="" CXL_ENV_STR=""
 
-usage() { awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
-die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
-need() { [[ $2 -ge 2 ]] || die "$1 needs a value"; }
+. "$SCRIPT_DIR/bench-common.sh"
 
 while (($#)); do
     case $1 in
@@ -93,8 +91,7 @@ mkdir -p "$OUT/bin" || die "cannot create $OUT"
 OUT=$(cd "$OUT" && pwd)
 RUNLOG=$OUT/run.log
 : >"$RUNLOG"
-T0=$SECONDS
-msg() { printf '%s: [%4ds] %s\n' "$PROG" "$((SECONDS - T0))" "$*" | tee -a "$RUNLOG" >&2; }
+T_START=$SECONDS
 
 while read -r v; do unset "$v"; done < <(compgen -e | grep -E '^UCX_' || true)
 unset LD_PRELOAD

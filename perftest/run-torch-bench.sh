@@ -85,9 +85,7 @@ REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 REPS="" QUICK=0 SMOKE=0 OUT="" BUILDDIR="" SMALL="" LARGE="" WORKERS=""
 WARM="" BATCH=64 CUDA=0 CPU=1 PERF=1 KEEP=0 COLDW=""
 
-usage() { awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }
-die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
-need() { [[ $2 -ge 2 ]] || die "$1 needs a value"; }
+. "$SCRIPT_DIR/bench-common.sh"
 
 while (($#)); do
     case $1 in
@@ -158,7 +156,6 @@ CMDLOG="$RAW/commands.log"
 RUNLOG="$OUT/run.log"
 : >"$RUNLOG"
 T_START=$SECONDS
-msg() { printf '%s: [%4ds] %s\n' "$PROG" "$((SECONDS - T_START))" "$*" | tee -a "$RUNLOG" >&2; }
 
 # a clean environment: every process gets what it needs
 while read -r v; do unset "$v"; done < <(compgen -e | grep -E '^(UCX_|CXL_BROKER)' || true)
