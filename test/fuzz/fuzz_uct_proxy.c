@@ -192,6 +192,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 /* ---- seeds: records from interface 0's channel in interface 1's block ---- */
 
+/* A seed as the harness reads its input: the channel index, the record. */
+static void fuzz_proxy_write_seed(const char *dir, const char *kind, unsigned n,
+                                  const uct_cxl_rec_t *rec)
+{
+    uint16_t index = 0;
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s-%u.bin", dir, kind, n);
+    f = fopen(path, "wb");
+    if ((f == NULL) || (fwrite(&index, sizeof(index), 1, f) != 1) ||
+        (fwrite(rec + 1, 1, rec->length, f) != rec->length) || fclose(f)) {
+        perror(path);
+        abort();
+    }
+}
+
 static void fuzz_proxy_dump(const char *dir)
 {
     uct_cxl_iface_t *rx = fuzz_uct.cxl[1];
@@ -200,23 +217,13 @@ static void fuzz_proxy_dump(const char *dir)
     uint8_t *ring = uct_cxl_chan_ring(chan);
     uint64_t pos = 0, size;
     uct_cxl_rec_t *rec;
-    char path[512];
-    uint16_t index = 0;
     unsigned n = 0;
-    FILE *f;
 
     while (pos < tx->head) {
         rec  = (uct_cxl_rec_t*)(ring + (pos & rx->ring_mask));
         size = uct_cxl_rec_ring_size(rec);
         if ((rec->flags & UCT_CXL_REC_OP) && !(rec->flags & UCT_CXL_REC_BULK)) {
-            snprintf(path, sizeof(path), "%s/op-%u.bin", dir, n++);
-            f = fopen(path, "wb");
-            if ((f == NULL) || (fwrite(&index, sizeof(index), 1, f) != 1) ||
-                (fwrite(rec + 1, 1, rec->length, f) != rec->length) ||
-                fclose(f)) {
-                perror(path);
-                abort();
-            }
+            fuzz_proxy_write_seed(dir, "op", n++, rec);
         }
         pos += size;
     }
@@ -244,22 +251,12 @@ static void fuzz_proxy_seeds(const char *dir)
         uint8_t *ring = uct_cxl_chan_ring(chan);
         uint64_t pos = 0;
         uct_cxl_rec_t *rec;
-        char path[512];
-        uint16_t index = 0;
         unsigned n = 0;
-        FILE *f;
 
         rec = (uct_cxl_rec_t*)ring;
         while ((rec->seq == rx->rx[0].seq + n) && (pos <= rx->ring_mask)) {
             if (rec->flags & UCT_CXL_REC_OP) {
-                snprintf(path, sizeof(path), "%s/answer-%u.bin", dir, n);
-                f = fopen(path, "wb");
-                if ((f == NULL) || (fwrite(&index, sizeof(index), 1, f) != 1) ||
-                    (fwrite(rec + 1, 1, rec->length, f) != rec->length) ||
-                    fclose(f)) {
-                    perror(path);
-                    abort();
-                }
+                fuzz_proxy_write_seed(dir, "answer", n, rec);
             }
             pos += uct_cxl_rec_ring_size(rec);
             rec  = (uct_cxl_rec_t*)(ring + pos);
