@@ -101,11 +101,19 @@ notrun() { echo "# not run: $1"; }
 vm_bytes() {
     local f
     for f in "$@"; do
+        # a call that another thread's event interrupts is split by strace
+        # -f into "<unfinished ...>" and "<... resumed> ... = N": its target
+        # is on the first line, its result on the second
         awk -v self="${f##*.}" '
             { l = $0; if (l ~ /^[0-9]+ /) { self = $1; sub(/^[0-9]+ +/, "", l) } }
-            l ~ /^process_vm_(read|write)v\([0-9]+,/ && l ~ / = [0-9]+$/ {
+            l ~ /^process_vm_(read|write)v\([0-9]+,/ {
                 t = l; sub(/^[^(]*\(/, "", t); sub(/,.*/, "", t)
-                if (t != self) { n = split(l, w, " "); b += w[n] }
+                if (l ~ /<unfinished \.\.\.>$/) { pend[self] = t; next }
+                if ((t != self) && (l ~ / = [0-9]+$/)) { n = split(l, w, " "); b += w[n] }
+            }
+            l ~ /^<\.\.\. process_vm_(read|write)v resumed>/ && (self in pend) {
+                if ((pend[self] != self) && (l ~ / = [0-9]+$/)) { n = split(l, w, " "); b += w[n] }
+                delete pend[self]
             } END { print b + 0 }' "$f"
     done | awk '{ s += $1 } END { print s + 0 }'
 }
