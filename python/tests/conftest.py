@@ -47,6 +47,22 @@ def pytest_report_header(config):
     return f"ucx_cxl: build {BUILDDIR}, libraries {LIBDIR}"
 
 
+# the session's broker, for the report of a failed test
+_main_broker: List[BrokerProc] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report ends with the session broker's log: what the
+    broker saw (clients, drops, errors) is what explains a failure that
+    shows up only in CI."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and _main_broker:
+        rep.sections.append(("cxl-broker serve (main): log tail",
+                             _main_broker[0].log()))
+
+
 @pytest.fixture(scope="session")
 def workdir():
     d = tempfile.mkdtemp(prefix="ucx-cxl-pytest.")
@@ -75,6 +91,7 @@ def broker(workdir, pooldir):
     b = BrokerProc(str(BUILDDIR), str(LIBDIR), str(workdir), "main",
                    capacity="128m", pooldir=pooldir)
     b.start(PORT)
+    _main_broker.append(b)
     saved = {k: os.environ.get(k) for k in ("UCX_CXL_POOL", "CXL_BROKER")}
     os.environ["UCX_CXL_POOL"] = b.pool
     os.environ["CXL_BROKER"] = b.addr
@@ -85,6 +102,7 @@ def broker(workdir, pooldir):
         else:
             os.environ[k] = v
     rc = b.stop()
+    _main_broker.clear()
     b.destroy()
     assert rc == 0, f"the broker exited {rc} at SIGTERM: {b.log()}"
 

@@ -93,6 +93,51 @@ static cxl_broker_status_t brk_ucp_open(cxl_broker_t *b)
     return CXL_BROKER_OK;
 }
 
+/*
+ * The endpoint's first flush completes once UCP has wired it up (its lanes
+ * are final).  Nothing is sent before: UCP 1.13 sends a message posted
+ * during wire-up with the protocol of the endpoint's first configuration
+ * (tcp only) on the lanes of the final one, as libcxl_comm found
+ * (comm_ep.c).  A broker that is not there fails the flush.
+ */
+static cxl_broker_status_t brk_ep_wired(cxl_broker_t *b)
+{
+    double deadline = brk_cnow() + b->timeout;
+    ucp_request_param_t prm;
+    ucs_status_ptr_t sp;
+    ucs_status_t st;
+
+    memset(&prm, 0, sizeof(prm));
+    sp = ucp_ep_flush_nbx(b->ep, &prm);
+    if (sp == NULL) {
+        return CXL_BROKER_OK;
+    }
+    if (UCS_PTR_IS_ERR(sp)) {
+        st = UCS_PTR_STATUS(sp);
+    } else {
+        while (((st = ucp_request_check_status(sp)) == UCS_INPROGRESS) &&
+               (brk_cnow() < deadline)) {
+            ucp_worker_progress(b->worker);
+        }
+        /* one still in flight ends with the forced close of the
+         * endpoint (cxl_broker_disconnect) and is released then */
+        ucp_request_free(sp);
+        if (st == UCS_INPROGRESS) {
+            st = UCS_ERR_TIMED_OUT;
+        }
+    }
+    if (st == UCS_OK) {
+        return CXL_BROKER_OK;
+    }
+    b->dead      = 1;
+    b->ep_status = b->ep_status ? b->ep_status : st;
+    return brk_cerr(CXL_BROKER_ERR_CONNECT, "no broker at %s (%s): start one "
+                    "with 'cxl-broker serve', or name it with --broker or %s",
+                    b->addr, (st == UCS_ERR_TIMED_OUT) ?
+                    "no connection in time" : ucs_status_string(b->ep_status),
+                    CXL_BROKER_ENV);
+}
+
 static cxl_broker_status_t brk_ep_open(cxl_broker_t *b)
 {
     struct addrinfo hints, *res;
@@ -133,7 +178,7 @@ static cxl_broker_status_t brk_ep_open(cxl_broker_t *b)
         return brk_cerr(CXL_BROKER_ERR_CONNECT, "broker %s: %s", b->addr,
                         ucs_status_string(st));
     }
-    return CXL_BROKER_OK;
+    return brk_ep_wired(b);
 }
 
 /*
