@@ -61,7 +61,8 @@ static void fuzz_uct_fix_id(unsigned i)
     iface->id              = 0x66757a7a00000001ull + i; /* "fuzz" */
     iface->block->iface_id = iface->id;
     for (ch = 0; ch < n; ++ch) {
-        iface->rx[ch].seq = uct_cxl_chan_first_seq(iface->id, ch);
+        iface->rx[ch].seq   = uct_cxl_chan_first_seq(iface->id, ch);
+        iface->rx[ch].first = iface->rx[ch].seq;
         uct_cxl_block_chan(iface->block, ch)->seq = iface->rx[ch].seq;
     }
     fuzz_uct_hdr[i]                  = *iface->block;
@@ -183,7 +184,8 @@ void fuzz_uct_rx_reset(unsigned i, uint32_t seq)
         memset(chan, 0, iface->block->chan_stride);
         chan->seq = seq;
         memset(&iface->rx[ch], 0, sizeof(iface->rx[ch]));
-        iface->rx[ch].seq = seq;
+        iface->rx[ch].seq   = seq;
+        iface->rx[ch].first = uct_cxl_chan_first_seq(iface->id, ch);
     }
     memset(iface->active, 0, iface->num_hosts * sizeof(*iface->active));
     iface->claim_poll = 1;

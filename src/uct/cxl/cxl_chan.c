@@ -35,7 +35,8 @@ static void uct_cxl_tx_walk(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
     while (walked < size) {
         rec = (uct_cxl_rec_t*)(tx->ring + (tx->head & tx->ring_mask));
         cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
-        if (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != tx->seq) {
+        if ((__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != tx->seq) ||
+            (rec->check != uct_cxl_rec_check(tx->seq, tx->first))) {
             break;
         }
         /* as the receiver steps: a BULK record holds only its descriptor
@@ -120,6 +121,7 @@ static ucs_status_t uct_cxl_tx_claim(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
      * across lines and the ring's end */
     tx->head        = chan->head & ~(uint64_t)(UCT_CXL_LINE - 1);
     tx->seq         = (uint32_t)chan->seq; /* set by the receiver at open */
+    tx->first       = uct_cxl_chan_first_seq(tx->peer_id, host * per_host + i);
     tx->cached_tail = chan->tail;
     if (expected != 0) {
         uct_cxl_tx_walk(iface, tx); /* its owner died: find where it stopped */
@@ -457,8 +459,10 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
             cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
         }
         inval = rx->burst;
-        if (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != rx->seq) {
-            break;
+        if ((__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != rx->seq) ||
+            (__atomic_load_n(&rec->check, __ATOMIC_RELAXED) !=
+             uct_cxl_rec_check(rx->seq, rx->first))) {
+            break; /* not written yet (maybe an earlier lap's payload) */
         }
 
         uct_cxl_rx_snapshot(rec, &r);

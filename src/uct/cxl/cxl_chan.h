@@ -53,6 +53,7 @@ static UCS_F_ALWAYS_INLINE void uct_cxl_tx_publish(uct_cxl_tx_t *tx,
 {
     uint64_t line[UCT_CXL_LINE / sizeof(uint64_t)];
 
+    rec->check = uct_cxl_rec_check(tx->seq, tx->first);
     if ((size == UCT_CXL_LINE) && (coh == CXL_COH_SW) && uct_cxl_line_atomic &&
         ucs_likely(!uct_cxl_test_skip_record_wb)) {
         /* one line: stored again whole with its sequence number, in one
@@ -107,6 +108,8 @@ uct_cxl_tx_stream(uct_cxl_tx_t *tx, cxl_coh_mode_t coh, uct_cxl_rec_t *rec,
 {
     uint64_t size = uct_cxl_rec_ring_size(stage);
 
+    /* right in both writes: the first one's seq is what keeps it out */
+    stage->check = uct_cxl_rec_check(tx->seq, tx->first);
     if ((size == UCT_CXL_LINE) && uct_cxl_line_atomic) {
         /*
          * A record of one line, stored whole with its sequence number in
@@ -149,7 +152,6 @@ uct_cxl_tx_stage(uct_cxl_rec_t *stage, uint8_t id, uint32_t length)
     stage->flags     = 0;
     stage->reserved  = 0;
     stage->length    = length;
-    stage->reserved2 = 0;
     memset(UCS_PTR_BYTE_OFFSET(stage + 1, length), 0,
            uct_cxl_rec_size(length) - UCT_CXL_REC_HDR - length);
 }

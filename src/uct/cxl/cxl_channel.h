@@ -91,7 +91,7 @@ typedef struct {
     uint8_t           flags;
     uint16_t          reserved;
     uint32_t          length;       /* payload bytes */
-    uint32_t          reserved2;
+    uint32_t          check;        /* uct_cxl_rec_check(seq, channel) */
 } uct_cxl_rec_t;
 
 #define UCT_CXL_REC_HDR   sizeof(uct_cxl_rec_t)
@@ -137,6 +137,20 @@ static inline uint32_t uct_cxl_chan_first_seq(uint64_t iface_id,
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     x ^= x >> 31;
     return ((uint32_t)x != 0) ? (uint32_t)x : 1;
+}
+
+/*
+ * The second word that makes a line a record: a position that held the
+ * middle of a long record in one lap is a header position in the next, and
+ * until the sender gets there it holds whatever that payload was, the
+ * expected sequence number included (zeroes when the numbers wrap through
+ * 0).  A record needs both words; 'first' is its channel's first sequence
+ * number (uct_cxl_chan_first_seq), so a copy of a record of another channel
+ * or interface does not pass either.
+ */
+static inline uint32_t uct_cxl_rec_check(uint32_t seq, uint32_t first)
+{
+    return ~seq ^ first;
 }
 
 /* The block at hdr is still interface iface_id's (its header line read

@@ -463,7 +463,8 @@ static UCS_CLASS_INIT_FUNC(uct_cxl_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->chan_stride = stride;
     self->ring_mask   = config->ring_size - 1;
     for (i = 0; i < config->num_channels; ++i) {
-        self->rx[i].seq = uct_cxl_chan_first_seq(self->id, i);
+        self->rx[i].seq   = uct_cxl_chan_first_seq(self->id, i);
+        self->rx[i].first = self->rx[i].seq;
         uct_cxl_block_chan(self->block, i)->seq = self->rx[i].seq;
     }
 

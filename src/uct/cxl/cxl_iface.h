@@ -63,6 +63,7 @@ typedef struct {
     uint64_t published;    /* last value written to the consumer line */
     uint64_t bulk_tail;    /* bulk_end of the last consumed bulk record */
     uint32_t seq;          /* next expected record */
+    uint32_t first;        /* the channel's first number: records' check */
     uint16_t head_fresh;   /* sw: the line at pos was invalidated since it
                             * was last looked at (uct_cxl_iface_progress) */
     uint16_t burst;        /* sw: the last poll found more than one record:
@@ -165,6 +166,7 @@ typedef struct uct_cxl_tx {
     uint64_t             head;
     uint64_t             cached_tail;
     uint32_t             seq;
+    uint32_t             first;      /* the channel's first number (check) */
     uint64_t             chan_head;  /* head last stored in the producer line */
     ucs_time_t           check_interval; /* sw: the peer's peer_check_us */
     ucs_time_t           check_due;  /* sw: re-read the peer's header from then */

@@ -88,6 +88,7 @@ protected:
     /* the bodies of the tests below, also run on the emulator */
     void reused_block();
     void stale_record();
+    void stale_payload();
 
     std::vector<am_msg> m_recv;
     unsigned            m_bad = 0;
@@ -313,6 +314,88 @@ TEST_F(cxl_am, record_from_an_earlier_block_life_is_not_delivered)
 }
 
 /*
+ * A ring position that held the middle of a long record in one lap holds a
+ * record header in the next.  Until the sender gets there, the receiver
+ * finds the old record's payload at that position: any bytes a program
+ * sent, among them the sequence number it expects next (zeroes, once the
+ * numbers wrap through 0).  The sequence number alone let such a line pass
+ * for a record; this one was delivered as message {99, 99}.
+ */
+struct stale_pack_arg {
+    uint8_t data[1000];
+};
+
+static size_t stale_pack(void *dest, void *arg)
+{
+    memcpy(dest, static_cast<stale_pack_arg*>(arg)->data, 1000);
+    return 1000;
+}
+
+void cxl_am::stale_payload()
+{
+    scoped_env channels("UCX_CXL_NUM_CHANNELS", "1");
+    stack r, s;
+    iface_addr addr;
+    uct_ep_h ep;
+
+    open_stack(r);
+    open_stack(s);
+    ASSERT_FALSE(HasFatalFailure());
+    set_handler(r);
+    ASSERT_EQ(UCS_OK, s.connect_to(r, &ep)) << s.error;
+    memcpy(&addr, r.iface_addr.data(), sizeof(addr));
+    pool_map map(m_path);
+    ASSERT_TRUE(map.ok()) << m_path;
+    const uct_cxl_block_hdr_t *hdr =
+            (const uct_cxl_block_hdr_t*)map.at(addr.block_offset);
+    const uint64_t ring = hdr->ring_size;
+    const uint64_t big  = uct_cxl_rec_size(1000);   /* lines 0..15 */
+    ASSERT_EQ(0u, (ring - big) % UCT_CXL_LINE);
+    const uint64_t fill = (ring - big) / UCT_CXL_LINE;
+    const uint32_t first = uct_cxl_chan_first_seq(addr.id, 0);
+
+    /* lap 0: the long record at 0, whose second line looks like the record
+     * the receiver expects at offset 64 in lap 1 (one line, length 16) */
+    stale_pack_arg a;
+    memset(a.data, 0, sizeof(a.data));
+    uct_cxl_rec_t image;
+    memset(&image, 0, sizeof(image));
+    image.seq    = first + (uint32_t)fill + 2;
+    image.am_id  = AM_ID;
+    image.length = sizeof(uint64_t) + sizeof(am_msg);
+    uint8_t *line1 = a.data + UCT_CXL_LINE - UCT_CXL_REC_HDR;
+    memcpy(line1, &image, sizeof(image));
+    uint64_t am_hdr = 0x1234;
+    am_msg phantom  = {99, 99};
+    memcpy(line1 + UCT_CXL_REC_HDR, &am_hdr, sizeof(am_hdr));
+    memcpy(line1 + UCT_CXL_REC_HDR + sizeof(am_hdr), &phantom, sizeof(phantom));
+    ASSERT_EQ(1000, uct_ep_am_bcopy(ep, AM_ID, stale_pack, &a, 0));
+
+    /* the rest of lap 0 and the first record of lap 1: one line each */
+    for (uint32_t n = 0; n < fill + 1; ++n) {
+        send(s, r, ep, 0, n);
+        ASSERT_FALSE(HasFatalFailure());
+    }
+    for (int i = 0; i < 1000; ++i) {
+        uct_worker_progress(r.worker);
+    }
+    EXPECT_EQ(1u, m_bad);           /* the long one */
+    ASSERT_EQ(fill + 1, m_recv.size()) << "a stale payload line was delivered";
+    m_bad = 0;
+    check_order({(uint32_t)fill + 1});
+
+    /* and the record that is really written there next arrives */
+    send(s, r, ep, 0, (uint32_t)fill + 1);
+    drain(r, fill + 2);
+    check_order({(uint32_t)fill + 2});
+}
+
+TEST_F(cxl_am, stale_payload_of_an_earlier_lap_is_not_a_record)
+{
+    stale_payload();
+}
+
+/*
  * Both in software-coherent mode on the non-coherent emulator (one
  * emulated host: the interfaces of one process share its caches), where
  * a sender re-reads the receiver's header only every UCX_CXL_PEER_CHECK
@@ -338,4 +421,9 @@ TEST_F(cxl_am_emu, sender_never_writes_into_a_reused_block)
 TEST_F(cxl_am_emu, record_from_an_earlier_block_life_is_not_delivered)
 {
     stale_record();
+}
+
+TEST_F(cxl_am_emu, stale_payload_of_an_earlier_lap_is_not_a_record)
+{
+    stale_payload();
 }

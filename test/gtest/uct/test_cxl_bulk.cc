@@ -295,6 +295,8 @@ TEST_F(cxl_bulk, record_pointing_outside_the_heap_is_refused)
     desc->bulk_end = 4096;
     {
         hide_errors hide;
+        rec->check = uct_cxl_rec_check((uint32_t)chan->seq,
+                                       uct_cxl_chan_first_seq(addr.id, 0));
         __atomic_store_n(&rec->seq, (uint32_t)chan->seq, __ATOMIC_RELEASE);
         for (int i = 0; i < 100; ++i) {
             uct_worker_progress(r.worker);
@@ -439,6 +441,8 @@ TEST_F(cxl_bulk, record_length_rewritten_under_the_receiver)
     sa.sa_sigaction = trap_step;
     ASSERT_EQ(0, sigaction(SIGTRAP, &sa, &g_trap.old_trap));
 
+    rec->check = uct_cxl_rec_check((uint32_t)chan->seq,
+                                   uct_cxl_chan_first_seq(addr.id, 0));
     __atomic_store_n(&rec->seq, (uint32_t)chan->seq, __ATOMIC_RELEASE);
     ASSERT_EQ(0, mprotect(g_trap.page, 4096, PROT_NONE));
     uct_worker_progress(r.worker);
