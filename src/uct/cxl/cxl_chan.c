@@ -429,6 +429,28 @@ uct_cxl_rx_fetch_body(uct_cxl_iface_t *iface, uct_cxl_rec_t *rec, uint64_t size)
     }
 }
 
+/*
+ * sw mode, one-line records streaming: the lines from pos on (UCT_CXL_RX_WINDOW, up
+ * to the ring's end) invalidated together and their loads started, so the
+ * misses of the records that follow overlap instead of costing a memory
+ * round trip each.  Returns the ring position up to which lines are fresh.
+ */
+static uint64_t uct_cxl_rx_fetch_window(uct_cxl_iface_t *iface, uint8_t *ring,
+                                        uint64_t pos)
+{
+    uint64_t left = (iface->ring_mask + 1 - (pos & iface->ring_mask)) /
+                    UCT_CXL_LINE;
+    unsigned n    = (unsigned)ucs_min(left, UCT_CXL_RX_WINDOW);
+    const void *lines[UCT_CXL_RX_WINDOW];
+    unsigned i;
+
+    for (i = 0; i < n; ++i) {
+        lines[i] = ring + (pos & iface->ring_mask) + (uint64_t)i * UCT_CXL_LINE;
+    }
+    cxl_coh_invalidate_lines(iface->coh, lines, n);
+    return pos + (uint64_t)n * UCT_CXL_LINE;
+}
+
 /* Deliver the records of one channel; returns how many were delivered. */
 static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
                                         unsigned budget)
@@ -441,7 +463,8 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
     uct_cxl_rx_rec_t r;
     uct_cxl_rec_t *rec;
     int inval                = !rx->head_fresh;
-    uint64_t size;
+    uint64_t fresh_end       = rx->pos; /* lines before it: fresh */
+    uint64_t size            = 0;
     void *data;
 
     rx->head_fresh = 0;
@@ -455,8 +478,15 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
          * after the sender's write-back.  This keeps a memory round trip
          * off the path between a delivery and the reply it triggers.
          */
-        if (inval) {
-            cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
+        if (inval && (rx->pos >= fresh_end)) {
+            /* a window only behind one-line records: lines of a longer
+             * one are invalidated again once its seq was seen */
+            if (rx->burst && (size == UCT_CXL_LINE) &&
+                (iface->coh == CXL_COH_SW)) {
+                fresh_end = uct_cxl_rx_fetch_window(iface, ring, rx->pos);
+            } else {
+                cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
+            }
         }
         inval = rx->burst;
         if ((__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != rx->seq) ||

@@ -84,6 +84,10 @@ typedef struct {
 #define UCT_CXL_REC_BULK 0x4  /* an active message whose payload lies in the
                                * sender's bulk ring (uct_cxl_rec_bulk_t) */
 
+/* sw mode: ring lines a receiver fetches at once while one-line records
+ * stream (cxl_chan.c, uct_cxl_rx_fetch_window) */
+#define UCT_CXL_RX_WINDOW 8
+
 /* Record header, at a line-aligned ring offset, followed by the payload. */
 typedef struct {
     volatile uint32_t seq;          /* stored last: validates the record */
