@@ -86,7 +86,7 @@ typedef struct {
 
 /* sw mode: ring lines a receiver fetches at once while one-line records
  * stream (cxl_chan.c, uct_cxl_rx_fetch_window) */
-#define UCT_CXL_RX_WINDOW 8
+#define UCT_CXL_RX_WINDOW 16
 
 /* Record header, at a line-aligned ring offset, followed by the payload. */
 typedef struct {
