@@ -273,6 +273,13 @@ int uct_cxl_tx_peer_open(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
     return uct_cxl_block_is_open(iface->coh, tx->peer, tx->peer_id);
 }
 
+/* The same as the data path checks it before a record (no round trip to
+ * memory but every peer_check_us in sw mode): for the owner's answers. */
+int uct_cxl_tx_peer_usable(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
+{
+    return uct_cxl_tx_peer_current(iface, tx);
+}
+
 /* ... and its process is alive (pid check or lease: a system call, so
  * only for keepalive, error paths and teardown). */
 int uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
@@ -331,8 +338,15 @@ int uct_cxl_tx_room(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
     return (tx->bulk == NULL) || uct_cxl_bulk_has_room(iface, tx, max_length);
 }
 
-/* Where to write an operation record's payload of length bytes (room
- * checked), then uct_cxl_tx_commit_op(). */
+/*
+ * Where to write an operation record's payload of length bytes (room
+ * checked), then uct_cxl_tx_commit_op().  sw mode: an inline record is
+ * staged (iface->tx_bounce) and streamed into the ring like an active
+ * message's (uct_cxl_tx_stream): written in place, its first store read
+ * the ring line for ownership from memory, a round trip on the path of
+ * every operation and answer (perf: 18% of an owner answering fetching
+ * atomics, on one load).
+ */
 void *uct_cxl_tx_reserve_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
                             uint32_t length)
 {
@@ -343,14 +357,24 @@ void *uct_cxl_tx_reserve_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
         return tx->bulk + (tx->op_start & tx->bulk_mask);
     }
     tx->op_rec = uct_cxl_tx_reserve(tx, iface->coh, length);
+    if ((iface->tx_bounce != NULL) && (length <= iface->seg_size)) {
+        return iface->tx_bounce + 1;
+    }
     return tx->op_rec + 1;
 }
 
 void uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
                           void *payload, uint32_t length)
 {
-    uct_cxl_rec_t *rec = tx->op_rec;
+    uct_cxl_rec_t *stage = iface->tx_bounce;
+    uct_cxl_rec_t *rec   = tx->op_rec;
 
+    if ((rec != NULL) && (stage != NULL) && (payload == stage + 1)) {
+        uct_cxl_tx_stage(stage, 0, length);
+        stage->flags = UCT_CXL_REC_OP;
+        uct_cxl_tx_stream(tx, iface->coh, rec, stage);
+        return;
+    }
     if (rec != NULL) {
         rec->am_id  = 0;
         rec->flags  = UCT_CXL_REC_OP;
@@ -360,8 +384,22 @@ void uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
     }
 
     rec = uct_cxl_tx_reserve(tx, iface->coh, sizeof(uct_cxl_rec_bulk_t));
-    uct_cxl_tx_publish_bulk(tx, iface->coh, rec, tx->op_start, payload, length,
-                            0, UCT_CXL_REC_OP);
+    if (stage == NULL) {
+        uct_cxl_tx_publish_bulk(tx, iface->coh, rec, tx->op_start, payload,
+                                length, 0, UCT_CXL_REC_OP);
+        return;
+    }
+    /* the descriptor staged too; the payload's write-back is ordered
+     * before the record by the stream's fence */
+    if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
+        cxl_coh_writeback(iface->coh, payload, length);
+    }
+    uct_cxl_bulk_describe(tx, tx->op_start, length,
+                          (uct_cxl_rec_bulk_t*)(stage + 1));
+    uct_cxl_tx_stage(stage, 0, sizeof(uct_cxl_rec_bulk_t));
+    stage->flags  = UCT_CXL_REC_OP | UCT_CXL_REC_BULK;
+    stage->length = length;
+    uct_cxl_tx_stream(tx, iface->coh, rec, stage);
 }
 
 /*

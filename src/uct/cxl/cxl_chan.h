@@ -36,6 +36,24 @@ static UCS_F_ALWAYS_INLINE void uct_cxl_tx_peer_refresh(uct_cxl_iface_t *iface,
     }
 }
 
+/*
+ * The receiver's block is still the interface connected to: a new one may
+ * already live in a block its owner gave up, so the id counts, not just
+ * the magic.  In sw mode the receiver's close is invisible to a cached
+ * copy, so the header line is re-read from memory at least every
+ * peer_check_us; the receiver frees its block only twice that long after
+ * its close.  A sender checks this before every record it writes.
+ */
+static UCS_F_ALWAYS_INLINE int uct_cxl_tx_peer_current(uct_cxl_iface_t *iface,
+                                                       uct_cxl_tx_t *tx)
+{
+    if (iface->coh == CXL_COH_SW) {
+        uct_cxl_tx_peer_refresh(iface, tx);
+    }
+    return (tx->peer->magic == UCT_CXL_BLOCK_MAGIC) &&
+           (tx->peer->iface_id == tx->peer_id);
+}
+
 /* Room for a record of up to max_length payload bytes, plus the filler. */
 static UCS_F_ALWAYS_INLINE uint64_t uct_cxl_tx_need(uct_cxl_tx_t *tx,
                                                     uint32_t max_length)
@@ -196,18 +214,8 @@ uct_cxl_chan_check(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
                                                uct_cxl_tx_need(tx, max_length)))) {
         return UCS_ERR_NO_RESOURCE;
     }
-    /*
-     * Never write into a block its owner gave up: it may already belong to
-     * a new interface, so the id counts, not just the magic.  In sw mode
-     * the receiver's close is invisible to a cached copy, so the header
-     * line is re-read from memory at least every peer_check_us; the
-     * receiver frees its block only twice that long after its close.
-     */
-    if (iface->coh == CXL_COH_SW) {
-        uct_cxl_tx_peer_refresh(iface, tx);
-    }
-    if (ucs_unlikely((tx->peer->magic != UCT_CXL_BLOCK_MAGIC) ||
-                     (tx->peer->iface_id != tx->peer_id))) {
+    /* never write into a block its owner gave up */
+    if (ucs_unlikely(!uct_cxl_tx_peer_current(iface, tx))) {
         tx->failed = 1;
         uct_cxl_ep_set_failed(ep);
         return UCS_ERR_CONNECTION_RESET;
