@@ -86,6 +86,8 @@ void brk_touch_flush(cxl_broker_ds_t *ds);
 /* errors: set the thread's last error and return the status */
 cxl_broker_status_t brk_cerr(cxl_broker_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+cxl_broker_status_t brk_req_failed(cxl_broker_t *b, ucs_status_t us,
+                                   const char *what);
 double brk_cnow(void);
 
 /* requests: post one (slot index >= 0, or a status < 0 negated), wait */

@@ -611,8 +611,8 @@ static cxl_broker_status_t brk_batch_once(cxl_broker_ds_t *ds,
                               ds->b->arena_va + ds->pin_off[s->chunk] + s->off,
                               ds->b->rkey, &prm);
         if (UCS_PTR_IS_ERR(reqs[k])) {
-            iov[k].status = brk_cerr(CXL_BROKER_ERR_UCX, "ucp_get: %s",
-                                     ucs_status_string(UCS_PTR_STATUS(reqs[k])));
+            iov[k].status = brk_req_failed(ds->b, UCS_PTR_STATUS(reqs[k]),
+                                           "ucp_get");
             reqs[k] = NULL;
         }
     }
@@ -625,9 +625,7 @@ static cxl_broker_status_t brk_batch_once(cxl_broker_ds_t *ds,
         }
         ucp_request_free(reqs[k]);
         if (us != UCS_OK) {
-            iov[k].status = brk_cerr(ds->b->dead ? CXL_BROKER_ERR_DISCONNECTED
-                                     : CXL_BROKER_ERR_UCX, "ucp_get: %s",
-                                     ucs_status_string(us));
+            iov[k].status = brk_req_failed(ds->b, us, "ucp_get");
         }
     }
     /* the seqlock check, once per chunk */
