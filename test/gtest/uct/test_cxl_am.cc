@@ -85,6 +85,17 @@ protected:
         }
     }
 
+    /* s's endpoint to r (its handler set) and r's interface address */
+    void connect_single(stack &r, stack &s, uct_ep_h *ep, iface_addr *addr)
+    {
+        open_stack(r);
+        open_stack(s);
+        ASSERT_FALSE(HasFatalFailure());
+        set_handler(r);
+        ASSERT_EQ(UCS_OK, s.connect_to(r, ep)) << s.error;
+        memcpy(addr, r.iface_addr.data(), sizeof(*addr));
+    }
+
     /* the bodies of the tests below, also run on the emulator */
     void reused_block();
     void stale_record();
@@ -272,12 +283,8 @@ void cxl_am::stale_record()
     iface_addr addr;
     uct_ep_h ep;
 
-    open_stack(r);
-    open_stack(s);
+    connect_single(r, s, &ep, &addr);
     ASSERT_FALSE(HasFatalFailure());
-    set_handler(r);
-    ASSERT_EQ(UCS_OK, s.connect_to(r, &ep)) << s.error;
-    memcpy(&addr, r.iface_addr.data(), sizeof(addr));
 
     /* what a late sender of an earlier life of this block would write */
     pool_map map(m_path);
@@ -338,12 +345,8 @@ void cxl_am::stale_payload()
     iface_addr addr;
     uct_ep_h ep;
 
-    open_stack(r);
-    open_stack(s);
+    connect_single(r, s, &ep, &addr);
     ASSERT_FALSE(HasFatalFailure());
-    set_handler(r);
-    ASSERT_EQ(UCS_OK, s.connect_to(r, &ep)) << s.error;
-    memcpy(&addr, r.iface_addr.data(), sizeof(addr));
     pool_map map(m_path);
     ASSERT_TRUE(map.ok()) << m_path;
     const uct_cxl_block_hdr_t *hdr =

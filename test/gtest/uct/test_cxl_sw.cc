@@ -950,7 +950,7 @@ TEST_F(cxl_sw_cost, short_message)
  * Records that stream (the receiver's previous look found more than one):
  * the lines ahead are invalidated UCT_CXL_RX_WINDOW at a time, so their
  * misses overlap; before, each record was one invalidate and one memory
- * round trip of its own (sw am_bw 8 B 3.6 M/s, now 12.5 M/s on the VM).
+ * round trip of its own (sw am_bw 8 B 3.7 M/s, now 14.5 M/s on the VM).
  */
 TEST_F(cxl_sw_cost, streamed_records_are_fetched_in_windows)
 {
