@@ -5,6 +5,8 @@
 ``EpochSampler``        seeded, resumable, rank-split epoch order that the
                         broker's ``plan`` policy also gets
 ``to_device``           batches to a CUDA device through pinned staging
+``handover``            how DataLoader workers hand batches to the main
+                        process (a memfd arena per worker, mapped once)
 """
 
 from .dataset import CXLDataset  # noqa: F401

@@ -21,7 +21,9 @@ import torch
 from torch.utils.data import Dataset, get_worker_info
 
 from ..broker import Broker, BrokerDataset
-from . import decode
+from . import decode, handover
+
+handover.register_collate()
 
 OUTPUTS = ("tensor", "numpy", "bytes")
 
@@ -61,6 +63,10 @@ class CXLDataset(Dataset):
     {extension: bytes}; other formats are uint8 arrays.
     ``device``: "cuda" returns samples on the GPU through
     ``ucx_cxl.data.to_device``.
+
+    In a DataLoader worker, tensors are read into the worker's hand-over
+    arena and reach the main process by where they lie
+    (``ucx_cxl.data.handover``; ``CXL_HANDOVER=0`` turns it off).
     """
 
     def __init__(self, name: str, version: Optional[int] = None,
@@ -135,12 +141,26 @@ class CXLDataset(Dataset):
 
     def raw(self, i: int) -> np.ndarray:
         """Sample i's bytes as a uint8 array (a view when copy=False)."""
+        return self._raw(i)[1]
+
+    def _raw(self, i: int):
+        """(hand-over handle or None, sample i's bytes as a uint8 array)."""
         ds = self.handle
         if not self.copy:
-            return ds.view(i)
-        buf = np.empty(ds.sample_len(i), dtype=np.uint8)
+            return None, ds.view(i)
+        n = ds.sample_len(i)
+        h = None
+        if self._handing():
+            h, buf = handover.buffer(n)
+        if h is None:
+            buf = np.empty(n, dtype=np.uint8)
         ds.read_into(i, buf)
-        return buf
+        return h, buf
+
+    def _handing(self) -> bool:
+        """Tensors of this process go to the main one by hand-over."""
+        return (self.output == "tensor" and self.device is None and
+                get_worker_info() is not None and handover.enabled())
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, (list, tuple, np.ndarray, torch.Tensor)) and \
@@ -148,7 +168,7 @@ class CXLDataset(Dataset):
             return self.get_batch(i)
         if i < 0:
             i += self._len
-        buf = self.raw(int(i))
+        h, buf = self._raw(int(i))
         if self.output == "bytes":
             return buf.tobytes()
         if self.decode and self.format == "tar":
@@ -167,6 +187,8 @@ class CXLDataset(Dataset):
                 t = torch.from_numpy(buf)
         else:
             t = torch.from_numpy(buf)
+        if h is not None:
+            return handover.handed(t, h)
         if self.device is not None:
             from .device import to_device
             t = to_device(t, self.device)
@@ -184,13 +206,17 @@ class CXLDataset(Dataset):
         idx = self._indices(indices)
         if not self._batchable():
             return [self[int(i)] for i in idx]
-        # the fetcher collates these (a copy into its own buffer, shared
+        # in a worker the batch is read into the hand-over arena, and the
+        # fetcher's collate gives it back whole (handover.rows); else the
+        # fetcher collates the rows (a copy into its own buffer, shared
         # memory in a worker): an ordinary buffer here
-        flat_t, flat, offs, shape, dtype = self._read_flat(idx, shared=False)
+        h, flat_t, flat, offs, shape, dtype = self._read_flat(idx, shared=False)
         if shape is None or dtype is None:
             return self._samples_from(idx, flat_t, flat, offs)
         batch = self._finish(flat_t, flat, 0, int(offs[-1]), dtype,
                              (len(idx),) + shape)
+        if h is not None:
+            return handover.rows(handover.handed(batch, h))
         # the rows as views, made in C (unbind) rather than a slice each
         return list(batch) if self.output == "numpy" else list(batch.unbind(0))
 
@@ -214,11 +240,12 @@ class CXLDataset(Dataset):
         idx = self._indices(indices)
         if not self._batchable():
             return [self[int(i)] for i in idx]
-        flat_t, flat, offs, shape, dtype = self._read_flat(idx, shared=True)
+        h, flat_t, flat, offs, shape, dtype = self._read_flat(idx, shared=True)
         if shape is None or dtype is None:      # lengths or rows differ
             return self._samples_from(idx, flat_t, flat, offs)
-        return self._finish(flat_t, flat, 0, int(offs[-1]), dtype,
-                            (len(idx),) + shape)
+        batch = self._finish(flat_t, flat, 0, int(offs[-1]), dtype,
+                             (len(idx),) + shape)
+        return handover.handed(batch, h) if h is not None else batch
 
     def _samples_from(self, idx: np.ndarray, flat_t, flat, offs) -> List[Any]:
         """Each sample of a batch read into one buffer, decoded on its own."""
@@ -253,22 +280,32 @@ class CXLDataset(Dataset):
         return idx
 
     def _read_flat(self, idx: np.ndarray, shared: bool):
-        """Read idx into one buffer: (shared tensor or None, uint8 array,
-        offsets, sample shape, dtype); shape and dtype None when the
-        samples differ in length or (.npy) in dtype and shape."""
+        """Read idx into one buffer: (hand-over handle or None, shared
+        tensor or None, uint8 array, offsets, sample shape, dtype); shape
+        and dtype None when the samples differ in length or (.npy) in
+        dtype and shape.  The handle only when the samples make one batch
+        (one shape), which then is the whole buffer."""
         ds = self.handle
         lens = ds.lens[idx]                 # idx checked by _indices
-        flat_t, flat = _batch_buffer(int(lens.sum()), shared)
+        nbytes = int(lens.sum())
+        h = None
+        if idx.size and self._handing() and bool((lens == lens[0]).all()):
+            h, flat = handover.buffer(nbytes)
+            flat_t = None
+        if h is None:
+            flat_t, flat = _batch_buffer(nbytes, shared)
         offs = ds._read_many(idx, lens, flat)
         if not idx.size or not bool((lens == lens[0]).all()):
-            return flat_t, flat, offs, None, None
+            return None, flat_t, flat, offs, None, None
         if self.decode and self.format == "npy":
             infos = {ds.sample_info(int(i)) for i in idx}
             if len(infos) != 1:
-                return flat_t, flat, offs, None, None    # rows of other files
+                # rows of other files: samples of their own, from the arena
+                # or not (a worker's array, freed by it if never sent)
+                return None, flat_t, flat, offs, None, None
             dtype, shape = decode.npy_row(infos.pop())
-            return flat_t, flat, offs, shape, dtype
-        return flat_t, flat, offs, (int(lens[0]),), np.dtype(np.uint8)
+            return h, flat_t, flat, offs, shape, dtype
+        return h, flat_t, flat, offs, (int(lens[0]),), np.dtype(np.uint8)
 
     def _finish(self, flat_t, flat: np.ndarray, a: int, b: int,
                 dtype: np.dtype, shape) -> Any:
