@@ -119,18 +119,21 @@ def test_full_arena_takes_torchs_path(datasets, monkeypatch):
         assert np.array_equal(b.numpy(), _expected(spec, k)), f"batch {k}"
 
 
-def test_samples_and_batch_sampler(datasets):
-    """batch_size=None: single samples (npy rows keep dtype and shape) and
-    ds[list] batches from a BatchSampler are handed over too."""
+def test_samples_and_batch_sampler(datasets, monkeypatch):
+    """batch_size=None: single samples (npy rows keep dtype and shape) are
+    handed over from MIN_SAMPLE bytes on, and ds[list] batches from a
+    BatchSampler are too."""
     spec = datasets["npy"]
     ds = CXLDataset(spec.name)
-    before = handover.stats()["received"]
-    loader = DataLoader(ds, batch_size=None, num_workers=2,
-                        multiprocessing_context="fork")
-    got = list(loader)
-    assert len(got) == spec.n
-    assert all(same(x, spec.expected(i)) for i, x in enumerate(got))
-    assert handover.stats()["received"] - before == spec.n
+    for min_sample, handed in ((handover.MIN_SAMPLE, 0), (0, spec.n)):
+        monkeypatch.setattr(handover, "MIN_SAMPLE", min_sample)
+        before = handover.stats()["received"]
+        loader = DataLoader(ds, batch_size=None, num_workers=2,
+                            multiprocessing_context="fork")
+        got = list(loader)
+        assert len(got) == spec.n
+        assert all(same(x, spec.expected(i)) for i, x in enumerate(got))
+        assert handover.stats()["received"] - before == handed, min_sample
 
     raw = datasets["raw"]
     before = handover.stats()["received"]

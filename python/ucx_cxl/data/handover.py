@@ -45,6 +45,7 @@ HDR = 4096
 ALIGN = 64
 STEP = 8 << 20                  # /dev/shm space reserved as the ring grows
 SIZE = int(os.environ.get("CXL_HANDOVER_MB", "256")) << 20
+MIN_SAMPLE = 64 << 10           # single samples below: torch's path
 
 _stats = {"handed": 0, "fallback": 0, "received": 0}
 
