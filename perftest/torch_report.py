@@ -317,8 +317,11 @@ def main() -> int:
                          f"main process (collate, the loop) on top")
         L.append("* " + "; ".join(parts) + ": the loader's processes share "
                  f"{ncpu} cores, so workers cannot add throughput here, and every "
-                 "worker's batch crosses to the main process (shared memory, a pipe, "
-                 "unpickling), which costs more than reading a 4 KiB sample.")
+                 "worker's batch crosses to the main process: the baselines' in a new "
+                 "shared-memory segment whose descriptor goes over a unix socket "
+                 "(torch's way, which costs more than reading a 4 KiB sample), "
+                 "CXLDataset's through its workers' hand-over arenas "
+                 "(doc/design/handover.md; CXL_HANDOVER=0 gives torch's way).")
     L.append(f"* load average (1, 5, 15 min) at the start {meta.get('load_start', '?')}, at the "
              f"end {meta.get('load_end', '?')}; the machine is shared with other sessions, so "
              f"the numbers are noisy (spreads in brackets).  Run time {meta.get('duration_s', '?')} s.")
