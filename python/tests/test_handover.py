@@ -170,3 +170,28 @@ def test_custom_collate_gets_plain_rows(datasets):
         assert np.array_equal(b.numpy(), _expected(spec, k)), f"batch {k}"
         if k == 3:
             break
+
+
+def test_default_collate_takes_the_batch_whole(datasets):
+    """In any process: __getitems__'s rows are views of one batch, and the
+    default collate returns that batch (no stacking copy) unless the list
+    was changed, then it stacks what the list holds."""
+    from torch.utils.data import default_collate
+    spec = datasets["raw"]
+    ds = CXLDataset(spec.name)
+    rows = ds.__getitems__(list(range(BATCH)))
+    b = default_collate(rows)
+    assert type(b) is torch.Tensor
+    assert b.data_ptr() == rows[0].data_ptr(), "the rows were stacked"
+    assert np.array_equal(b.numpy(), _expected(spec, 0))
+
+    rows = ds.__getitems__(list(range(BATCH)))
+    rows[1] = rows[0]               # a collate of the user's own changed it
+    b = default_collate(rows)
+    assert b.data_ptr() != rows[0].data_ptr()
+    want = _expected(spec, 0)
+    want[1] = want[0]
+    assert np.array_equal(b.numpy(), want)
+    # a tensor batch of another origin: torch's collate as before
+    t = [torch.arange(3), torch.arange(3)]
+    assert default_collate(t).tolist() == [[0, 1, 2], [0, 1, 2]]

@@ -209,19 +209,20 @@ class CXLDataset(Dataset):
         idx = self._indices(indices)
         if not self._batchable():
             return [self[int(i)] for i in idx]
-        # in a worker the batch is read into the hand-over arena, and the
-        # fetcher's collate gives it back whole (handover.rows); else the
-        # fetcher collates the rows (a copy into its own buffer, shared
-        # memory in a worker): an ordinary buffer here
+        # in a worker the batch is read into the hand-over arena; either
+        # way the fetcher's collate gives it back whole (a user's collate
+        # gets the rows)
         h, flat_t, flat, offs, shape, dtype = self._read_flat(idx, shared=False)
         if shape is None or dtype is None:
             return self._samples_from(idx, flat_t, flat, offs)
         batch = self._finish(flat_t, flat, 0, int(offs[-1]), dtype,
                              (len(idx),) + shape)
-        if h is not None:
-            return handover.rows(handover.handed(batch, h))
-        # the rows as views, made in C (unbind) rather than a slice each
-        return list(batch) if self.output == "numpy" else list(batch.unbind(0))
+        if self.output == "numpy":
+            return list(batch)
+        # the rows as views, made in C (unbind); the default collate gives
+        # the batch back instead of stacking them (handover.BatchRows)
+        return handover.BatchRows(handover.handed(batch, h) if h is not None
+                                  else batch)
 
     def get_batch(self, indices: Any) -> Any:
         """The samples ``indices`` as one batch, read with one call.

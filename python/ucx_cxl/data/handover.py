@@ -214,36 +214,52 @@ def handed(t: "torch.Tensor", h: _Handle) -> HandedTensor:
     return out
 
 
-def rows(t: HandedTensor) -> list:
-    """The rows of batch t, for the fetcher to collate: the collate
-    registered below gives back t itself for exactly these rows, in this
-    order (no copy into a new shared segment)."""
-    out = list(t.unbind(0))
-    for k, r in enumerate(out):
-        r._cxl_whole = t
-        r._cxl_row = k
-    return out
+class BatchRows(list):
+    """The rows of one batch, as ``CXLDataset.__getitems__`` returns them
+    to the fetcher: its default collate gives back the batch they are views
+    of, instead of stacking them into a copy (in a worker, into a new
+    shared segment).  Any change to the list drops that."""
+
+    __slots__ = ("whole",)
+
+    def __init__(self, whole: "torch.Tensor") -> None:
+        super().__init__(whole.as_subclass(torch.Tensor).unbind(0))
+        self.whole: Optional["torch.Tensor"] = whole
 
 
-def _collate_rows(batch, *, collate_fn_map=None):
-    w = getattr(batch[0], "_cxl_whole", None)
-    if w is not None and len(batch) == w.shape[0] and all(
-            getattr(r, "_cxl_whole", None) is w and r._cxl_row == k
-            for k, r in enumerate(batch)):
-        return w
-    from torch.utils.data._utils.collate import collate_tensor_fn
-    return collate_tensor_fn([r.as_subclass(torch.Tensor) for r in batch],
-                             collate_fn_map=collate_fn_map)
+def _changes(name: str):
+    base = getattr(list, name)
+
+    def changed(self, *args, **kw):
+        self.whole = None
+        return base(self, *args, **kw)
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append",
+              "extend", "insert", "pop", "remove", "sort", "reverse", "clear"):
+    setattr(BatchRows, _name, _changes(_name))
 
 
 def register_collate() -> None:
-    """default_collate (torch >= 1.13: its documented registry) collates
-    rows of a handed-over batch by giving the batch back."""
+    """default_collate (torch >= 1.13: its documented registry of collate
+    functions by element type) gives back the batch of a BatchRows list;
+    every other batch of tensors goes to the function registered before."""
     try:
         from torch.utils.data._utils.collate import default_collate_fn_map
     except ImportError:
         return                      # an older torch: rows get stacked
-    default_collate_fn_map.setdefault(HandedTensor, _collate_rows)
+    prev = default_collate_fn_map.get(torch.Tensor)
+    if prev is None or getattr(prev, "_cxl_rows", False):
+        return
+
+    def collate_tensors(batch, *, collate_fn_map=None):
+        if type(batch) is BatchRows and batch.whole is not None:
+            return batch.whole
+        return prev(batch, collate_fn_map=collate_fn_map)
+    collate_tensors._cxl_rows = True
+    default_collate_fn_map[torch.Tensor] = collate_tensors
 
 
 # ---- the main process ----
