@@ -9,7 +9,7 @@ import time
 
 from torch.utils.data import DataLoader
 
-from ucx_cxl.data import CXLDataset, EpochSampler
+from ucx_cxl.data import CXLDataset, EpochSampler, handover
 
 
 def main() -> int:
@@ -31,6 +31,9 @@ def main() -> int:
         dt = time.perf_counter() - t0
         print(f"  epoch {epoch}: {n} samples, {nbytes / dt / 1e6:.0f} MB/s "
               f"with 2 workers")
+    got = handover.stats()["received"]
+    print(f"  {got} batches came from the workers through their hand-over "
+          f"arenas (no shared segment per batch; doc/design/handover.md)")
     # resume epoch 1 after 3 batches, as a restarted job would
     state = sampler.state_dict(samples_seen=3 * 32)
     again = EpochSampler(ds, seed=7)
