@@ -417,7 +417,7 @@ TEST(pool_crc32c, instruction_matches_table)
 TEST(pool_crc32c, three_streams_match_table)
 {
     const unsigned round = 3 * 8192;
-    std::vector<uint8_t> buf(4 * round + 64);
+    std::vector<uint8_t> buf(4 * round + 64 + 8);   /* lengths + offsets */
     unsigned i, off;
 
     for (i = 0; i < buf.size(); ++i) {
