@@ -118,7 +118,6 @@ uct_cxl_ep_am_bcopy_bulk_sw(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
 {
     uct_cxl_rec_t *stage = iface->tx_bounce;
     uct_cxl_tx_t *tx     = ep->tx;
-    uct_cxl_rec_bulk_t *desc;
     uct_cxl_rec_t *rec;
     size_t length;
 
@@ -138,12 +137,8 @@ uct_cxl_ep_am_bcopy_bulk_sw(uct_cxl_ep_t *ep, uct_cxl_iface_t *iface,
     } else {
         memcpy(payload, stage + 1, length);
     }
-    desc = (uct_cxl_rec_bulk_t*)(stage + 1);
-    uct_cxl_bulk_describe(tx, start, length, desc);
-    uct_cxl_tx_stage(stage, id, sizeof(*desc));
-    stage->flags  = UCT_CXL_REC_BULK;
-    stage->length = (uint32_t)length;
-    uct_cxl_tx_stream(tx, iface->coh, rec, stage);
+    uct_cxl_tx_stream_bulk(tx, iface->coh, rec, stage, start, (uint32_t)length,
+                           id, 0);
     return length;
 }
 

@@ -35,8 +35,7 @@ static void uct_cxl_tx_walk(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
     while (walked < size) {
         rec = (uct_cxl_rec_t*)(tx->ring + (tx->head & tx->ring_mask));
         cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
-        if ((__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != tx->seq) ||
-            (rec->check != uct_cxl_rec_check(tx->seq, tx->first))) {
+        if (!uct_cxl_rec_valid(rec, tx->seq, tx->first)) {
             break;
         }
         /* as the receiver steps: a BULK record holds only its descriptor
@@ -273,13 +272,6 @@ int uct_cxl_tx_peer_open(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
     return uct_cxl_block_is_open(iface->coh, tx->peer, tx->peer_id);
 }
 
-/* The same as the data path checks it before a record (no round trip to
- * memory but every peer_check_us in sw mode): for the owner's answers. */
-int uct_cxl_tx_peer_usable(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
-{
-    return uct_cxl_tx_peer_current(iface, tx);
-}
-
 /* ... and its process is alive (pid check or lease: a system call, so
  * only for keepalive, error paths and teardown). */
 int uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx)
@@ -389,17 +381,12 @@ void uct_cxl_tx_commit_op(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,
                                 length, 0, UCT_CXL_REC_OP);
         return;
     }
-    /* the descriptor staged too; the payload's write-back is ordered
-     * before the record by the stream's fence */
+    /* the descriptor staged too */
     if (ucs_likely(!uct_cxl_test_skip_record_wb)) {
         cxl_coh_writeback(iface->coh, payload, length);
     }
-    uct_cxl_bulk_describe(tx, tx->op_start, length,
-                          (uct_cxl_rec_bulk_t*)(stage + 1));
-    uct_cxl_tx_stage(stage, 0, sizeof(uct_cxl_rec_bulk_t));
-    stage->flags  = UCT_CXL_REC_OP | UCT_CXL_REC_BULK;
-    stage->length = length;
-    uct_cxl_tx_stream(tx, iface->coh, rec, stage);
+    uct_cxl_tx_stream_bulk(tx, iface->coh, rec, stage, tx->op_start, length, 0,
+                           UCT_CXL_REC_OP);
 }
 
 /*
@@ -527,9 +514,7 @@ static unsigned uct_cxl_iface_poll_chan(uct_cxl_iface_t *iface, unsigned index,
             }
         }
         inval = rx->burst;
-        if ((__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) != rx->seq) ||
-            (__atomic_load_n(&rec->check, __ATOMIC_RELAXED) !=
-             uct_cxl_rec_check(rx->seq, rx->first))) {
+        if (!uct_cxl_rec_valid(rec, rx->seq, rx->first)) {
             break; /* not written yet (maybe an earlier lap's payload) */
         }
 

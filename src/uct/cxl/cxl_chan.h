@@ -257,4 +257,21 @@ uct_cxl_tx_publish_bulk(uct_cxl_tx_t *tx, cxl_coh_mode_t coh, uct_cxl_rec_t *rec
     uct_cxl_tx_publish(tx, coh, rec, uct_cxl_rec_size(sizeof(uct_cxl_rec_bulk_t)));
 }
 
+/*
+ * sw mode: the same record staged (its descriptor in stage, whose payload
+ * the caller wrote and wrote back, or copied with non-temporal stores) and
+ * streamed into the ring at rec, whose fence orders the payload first.
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_cxl_tx_stream_bulk(uct_cxl_tx_t *tx, cxl_coh_mode_t coh, uct_cxl_rec_t *rec,
+                       uct_cxl_rec_t *stage, uint64_t start, uint32_t length,
+                       uint8_t am_id, uint8_t flags)
+{
+    uct_cxl_bulk_describe(tx, start, length, (uct_cxl_rec_bulk_t*)(stage + 1));
+    uct_cxl_tx_stage(stage, am_id, sizeof(uct_cxl_rec_bulk_t));
+    stage->flags  = flags | UCT_CXL_REC_BULK;
+    stage->length = length;
+    uct_cxl_tx_stream(tx, coh, rec, stage);
+}
+
 #endif

@@ -157,6 +157,16 @@ static inline uint32_t uct_cxl_rec_check(uint32_t seq, uint32_t first)
     return ~seq ^ first;
 }
 
+/* rec is the record numbered seq of the channel that starts at first
+ * (the line loaded after whatever invalidate the caller needs) */
+static inline int uct_cxl_rec_valid(const uct_cxl_rec_t *rec, uint32_t seq,
+                                    uint32_t first)
+{
+    return (__atomic_load_n(&rec->seq, __ATOMIC_ACQUIRE) == seq) &&
+           (__atomic_load_n(&rec->check, __ATOMIC_RELAXED) ==
+            uct_cxl_rec_check(seq, first));
+}
+
 /* The block at hdr is still interface iface_id's (its header line read
  * from memory). */
 static inline int uct_cxl_block_is_open(cxl_coh_mode_t coh,

@@ -216,9 +216,8 @@ static int uct_cxl_iface_has_rx(uct_cxl_iface_t *iface)
             rec  = (uct_cxl_rec_t*)(uct_cxl_chan_ring(chan) +
                                     (iface->rx[idx].pos & mask));
             cxl_coh_invalidate(iface->coh, rec, UCT_CXL_LINE);
-            if ((rec->seq == iface->rx[idx].seq) &&
-                (rec->check == uct_cxl_rec_check(iface->rx[idx].seq,
-                                                 iface->rx[idx].first))) {
+            if (uct_cxl_rec_valid(rec, iface->rx[idx].seq,
+                                  iface->rx[idx].first)) {
                 return 1;
             }
         }

@@ -277,7 +277,6 @@ int            uct_cxl_tx_has_resources(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx
                                         uint64_t need);
 int            uct_cxl_tx_can_send(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
 int            uct_cxl_tx_peer_open(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
-int            uct_cxl_tx_peer_usable(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
 int            uct_cxl_tx_peer_alive(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx);
 ucs_status_t   uct_cxl_ep_send_check(uct_cxl_ep_t *ep, uint32_t max_length);
 int            uct_cxl_tx_room(uct_cxl_iface_t *iface, uct_cxl_tx_t *tx,

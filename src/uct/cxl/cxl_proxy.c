@@ -45,7 +45,7 @@
 #  include "config.h"
 #endif
 
-#include "cxl_iface.h"
+#include "cxl_chan.h"
 
 #include <uct/base/uct_iov.inl>
 #include <ucs/debug/log.h>
@@ -891,7 +891,7 @@ static unsigned uct_cxl_proxy_due_progress(uct_cxl_ep_t *ep)
     int gone;
 
     if (!ep->failed && !ep->tx->failed &&
-        !uct_cxl_tx_peer_usable(iface, ep->tx)) {
+        !uct_cxl_tx_peer_current(iface, ep->tx)) {
         ep->tx->failed = 1; /* never write into a block given up */
         uct_cxl_ep_set_failed(ep);
     }
@@ -1090,7 +1090,7 @@ static int uct_cxl_proxy_reply_push(uct_cxl_iface_t *iface,
     hdr.value  = reply->value;
     /* at least one record: an answer without data carries status or value */
     do {
-        if (reply->tx->failed || !uct_cxl_tx_peer_usable(iface, reply->tx)) {
+        if (reply->tx->failed || !uct_cxl_tx_peer_current(iface, reply->tx)) {
             return 1; /* the requester is gone: nobody to answer */
         }
         chunk = ucs_min(reply->length - reply->done, chunk_max);
