@@ -93,6 +93,14 @@ static cxl_broker_status_t brk_ucp_open(cxl_broker_t *b)
     return CXL_BROKER_OK;
 }
 
+/* Connecting failed: nobody answered at b->addr, for the reason why. */
+static cxl_broker_status_t brk_no_broker(const cxl_broker_t *b, const char *why)
+{
+    return brk_cerr(CXL_BROKER_ERR_CONNECT, "no broker at %s (%s): start one "
+                    "with 'cxl-broker serve', or name it with --broker or %s",
+                    b->addr, why, CXL_BROKER_ENV);
+}
+
 /*
  * The endpoint's first flush completes once UCP has wired it up (its lanes
  * are final).  Nothing is sent before: UCP 1.13 sends a message posted
@@ -131,11 +139,8 @@ static cxl_broker_status_t brk_ep_wired(cxl_broker_t *b)
     }
     b->dead      = 1;
     b->ep_status = b->ep_status ? b->ep_status : st;
-    return brk_cerr(CXL_BROKER_ERR_CONNECT, "no broker at %s (%s): start one "
-                    "with 'cxl-broker serve', or name it with --broker or %s",
-                    b->addr, (st == UCS_ERR_TIMED_OUT) ?
-                    "no connection in time" : ucs_status_string(b->ep_status),
-                    CXL_BROKER_ENV);
+    return brk_no_broker(b, (st == UCS_ERR_TIMED_OUT) ? "no connection in time"
+                            : ucs_status_string(b->ep_status));
 }
 
 static cxl_broker_status_t brk_ep_open(cxl_broker_t *b)
@@ -301,11 +306,8 @@ cxl_broker_status_t cxl_broker_connect(const cxl_broker_params_t *params,
     st = brk_call(b, BRK_REQ_HELLO, &req, sizeof(req), &data, &len);
     if (st != CXL_BROKER_OK) {
         if ((st == CXL_BROKER_ERR_DISCONNECTED) || (st == CXL_BROKER_ERR_TIMEOUT)) {
-            st = brk_cerr(CXL_BROKER_ERR_CONNECT, "no broker at %s (%s): start "
-                          "one with 'cxl-broker serve', or name it with "
-                          "--broker or %s", b->addr,
-                          b->dead ? ucs_status_string(b->ep_status) : "no answer",
-                          CXL_BROKER_ENV);
+            st = brk_no_broker(b, b->dead ? ucs_status_string(b->ep_status)
+                                          : "no answer");
         }
         cxl_broker_disconnect(b);
         return st;
