@@ -292,14 +292,15 @@ class CXLDataset(Dataset):
         ds = self.handle
         lens = ds.lens[idx]                 # idx checked by _indices
         nbytes = int(lens.sum())
+        one_len = bool(idx.size) and bool((lens == lens[0]).all())
         h = None
-        if idx.size and self._handing() and bool((lens == lens[0]).all()):
+        if one_len and self._handing():
             h, flat = handover.buffer(nbytes)
             flat_t = None
         if h is None:
             flat_t, flat = _batch_buffer(nbytes, shared)
         offs = ds._read_many(idx, lens, flat)
-        if not idx.size or not bool((lens == lens[0]).all()):
+        if not one_len:
             return None, flat_t, flat, offs, None, None
         if self.decode and self.format == "npy":
             infos = {ds.sample_info(int(i)) for i in idx}

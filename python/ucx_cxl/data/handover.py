@@ -66,7 +66,7 @@ def enabled() -> bool:
 class _Handle:
     """One batch in a worker's arena."""
 
-    __slots__ = ("arena", "entry", "off", "nbytes", "sent", "__weakref__")
+    __slots__ = ("arena", "entry", "off", "nbytes", "sent")
 
     def __init__(self, arena: "_Arena", entry: int, off: int, nbytes: int):
         self.arena, self.entry, self.off, self.nbytes = arena, entry, off, nbytes
@@ -97,6 +97,7 @@ class _Arena:
             raise
         self.fd = fd
         self.state = np.frombuffer(self.mm, dtype=np.uint8, count=ENTRIES)
+        self.base = self.state.ctypes.data  # the mapping's address
         self.size = size
         self.limit = 0              # where the ring wraps
         self.reserved = 0           # bytes backed by /dev/shm space
@@ -191,7 +192,7 @@ class HandedTensor(torch.Tensor):
         plain = self.as_subclass(torch.Tensor)
         if h is None or not plain.is_contiguous() or \
                 plain.numel() * plain.element_size() != h.nbytes or \
-                plain.data_ptr() != _arena_address(h):
+                plain.data_ptr() != h.arena.base + h.off:
             return plain.__reduce_ex__(proto)   # not the whole batch
         h.sent = True
         _stats["handed"] += 1
@@ -200,11 +201,6 @@ class HandedTensor(torch.Tensor):
         return (_rebuild, (h.arena.key, df, h.entry, h.off, h.nbytes,
                            str(plain.dtype).split(".")[-1],
                            tuple(plain.shape)))
-
-
-def _arena_address(h: _Handle) -> int:
-    return np.frombuffer(h.arena.mm, dtype=np.uint8, count=1,
-                         offset=h.off).ctypes.data
 
 
 def handed(t: "torch.Tensor", h: _Handle) -> HandedTensor:
