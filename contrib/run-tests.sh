@@ -125,6 +125,11 @@ for variant in "${variants[@]}"; do
     if [ $rc -ne 0 ]; then
         echo "run-tests.sh: make check failed in $dir (rc $rc); logs under $dir/test"
         for log in $(grep -l -E '^:test-result: (FAIL|ERROR)' $(find "$dir/test" -name '*.trs') 2>/dev/null); do
+            # the failures themselves first: the tail alone often holds
+            # only a summary that names the failed test
+            echo "--- ${log%.trs}.log (failures)"
+            grep -E -A8 ': Failure$|^not ok|^FAIL|ERROR: AddressSanitizer|runtime error:|^E +' \
+                "${log%.trs}.log" | head -80
             echo "--- ${log%.trs}.log (last 40 lines)"
             tail -40 "${log%.trs}.log"
         done

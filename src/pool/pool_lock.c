@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,11 +43,32 @@ static uint64_t cxlpool_lock_timeout_ns(void)
     return env ? strtoull(env, NULL, 10) * 1000000ull : CXLPOOL_LOCK_TIMEOUT_NS;
 }
 
+/*
+ * One look at the lock line: the holder's fields first, the token last.
+ * Fields and token may belong to different acquisitions (the line changed
+ * hands between the loads), so one look proves nothing about its holder.
+ */
+typedef struct {
+    uint64_t start_time;
+    uint64_t acquire_ns;
+    uint64_t token;
+} cxlpool_lock_look_t;
+
+static void cxlpool_lock_look(cxlpool_t *pool, cxlpool_lock_look_t *look)
+{
+    cxl_coh_invalidate(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));
+    look->start_time = __atomic_load_n(&pool->lock->start_time, __ATOMIC_ACQUIRE);
+    look->acquire_ns = __atomic_load_n(&pool->lock->acquire_ns, __ATOMIC_ACQUIRE);
+    look->token      = __atomic_load_n(&pool->lock->token, __ATOMIC_ACQUIRE);
+}
+
 int cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token)
 {
     static __thread uint64_t seen_token, seen_since;
+    static __thread cxlpool_lock_look_t reused;
     uint32_t host_tag = (uint32_t)(pool->host_id ^ (pool->host_id >> 32)) | 1;
     int pid           = (int)(token >> 32);
+    cxlpool_lock_look_t look;
     uint64_t start, now;
 
     if (((uint32_t)token == host_tag) && (token != pool->lock_token)) {
@@ -55,12 +77,26 @@ int cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token)
             return 1;
         }
         /* start_time is cleared before release, so a value here is current */
-        cxl_coh_invalidate(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));
-        if (pool->lock->start_time == start) {
+        cxlpool_lock_look(pool, &look);
+        if (look.start_time == start) {
+            reused.token = 0;
             return 0; /* that process holds it */
         }
-        if ((pool->lock->token == token) && (pool->lock->start_time != 0)) {
-            return 1; /* the pid was reused: its holder is gone */
+        if ((look.token == token) && (look.start_time != 0) &&
+            (look.acquire_ns != 0)) {
+            /*
+             * Another process's start time under this pid's token: the pid
+             * was reused, or the line changed hands while we looked.  A
+             * holder's fields stay put until it releases, and the token is
+             * its own all that time; acquire_ns differs per acquisition.
+             * So the same fields under the same token on two looks (a spin
+             * interval apart) are a dead holder's.
+             */
+            if (!memcmp(&look, &reused, sizeof(look))) {
+                return 1;
+            }
+            reused = look;
+            return 0;
         }
         /* no start time yet (a holder between its CAS and the fill), or
          * a line someone else wrote: judged by the timeout below, never
@@ -81,7 +117,9 @@ int cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token)
 static void cxlpool_lock_fill(cxlpool_t *pool)
 {
     pool->lock->acquire_ns = cxlpool_now_ns();
-    pool->lock->start_time = cxlpool_proc_start_time(getpid());
+    /* after acquire_ns: a judge that sees start_time sees this acquire_ns */
+    __atomic_store_n(&pool->lock->start_time, cxlpool_proc_start_time(getpid()),
+                     __ATOMIC_RELEASE);
     pool->lock->host_id    = pool->host_id;
     cxl_coh_publish(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));
 }

@@ -1,0 +1,146 @@
+/*
+ * Judging the metadata lock's holder: a live holder is never judged dead,
+ * however the line changes hands while a waiter looks; a holder whose pid
+ * was reused is.
+ */
+#include "pool_test_util.h"
+
+extern "C" {
+#include "pool_layout.h"
+#include "pool_int.h"
+}
+
+#include <atomic>
+#include <chrono>
+#include <signal.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace cxltest;
+
+class pool_lock_judge : public pool_test {
+protected:
+    void SetUp() override
+    {
+        pool_test::SetUp();
+        create(32ull << 20);
+        ASSERT_EQ(CXLPOOL_OK, open(&m_pool)) << cxlpool_last_error();
+        for (int i = 0; i < 2; ++i) {
+            m_child[i] = fork_child([]() { pause(); return 0; });
+            ASSERT_GT(m_child[i], 0);
+            m_start[i] = cxlpool_proc_start_time(m_child[i]);
+            ASSERT_NE(0u, m_start[i]);
+        }
+    }
+
+    void TearDown() override
+    {
+        for (int i = 0; i < 2; ++i) {
+            if (m_child[i] > 0) {
+                kill(m_child[i], SIGKILL);
+                wait_child(m_child[i]);
+            }
+        }
+        if (m_pool != NULL) {
+            m_pool->lock->token = 0;
+            cxlpool_close(m_pool);
+        }
+        pool_test::TearDown();
+    }
+
+    /* the token process pid of this host would take the lock with */
+    uint64_t token_of(pid_t pid) const
+    {
+        return ((uint64_t)pid << 32) | (uint32_t)m_pool->lock_token;
+    }
+
+    /* what a holder's cxlpool_lock() and cxlpool_unlock() store, in order */
+    void take(uint64_t token, uint64_t acquire_ns, uint64_t start_time)
+    {
+        m_pool->lock->token = token;
+        m_pool->lock->acquire_ns = acquire_ns;
+        m_pool->lock->start_time = start_time;
+    }
+
+    void release()
+    {
+        m_pool->lock->start_time = 0;
+        m_pool->lock->acquire_ns = 0;
+        m_pool->lock->token = 0;
+    }
+
+    cxlpool_t *m_pool  = NULL;
+    pid_t m_child[2]   = {0, 0};
+    uint64_t m_start[2] = {0, 0};
+};
+
+/*
+ * Two live processes take turns with the lock while a waiter judges each
+ * token it sees.  A look that mixes one holder's fields with the other's
+ * token must not read as "pid reused": breaking a live holder's lock lets
+ * two processes allocate the same bytes (seen as pool_multiproc.
+ * concurrent_alloc_free_patterns failing under ASan).
+ */
+TEST_F(pool_lock_judge, a_line_changing_hands_is_no_dead_holder)
+{
+    std::atomic<bool> stop(false);
+    uint64_t tok[2] = {token_of(m_child[0]), token_of(m_child[1])};
+    long judged = 0, dead = 0;
+
+    std::thread holders([&]() {
+        uint64_t n = 1;
+        while (!stop.load(std::memory_order_relaxed)) {
+            for (int i = 0; i < 2; ++i) {
+                take(tok[i], n++, m_start[i]);
+                release();
+            }
+        }
+    });
+
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (std::chrono::steady_clock::now() < until) {
+        uint64_t cur = m_pool->lock->token;
+        if (cur == 0) {
+            continue;
+        }
+        ++judged;
+        dead += cxlpool_lock_holder_dead(m_pool, cur);
+    }
+    stop = true;
+    holders.join();
+
+    EXPECT_GT(judged, 0);
+    EXPECT_EQ(0, dead) << "live holders judged dead in " << judged << " looks";
+}
+
+/* The same look twice (a dead holder's line under a reused pid): dead. */
+TEST_F(pool_lock_judge, reused_pid_is_dead_on_the_second_same_look)
+{
+    uint64_t tok = token_of(m_child[0]);
+
+    take(tok, 1234567, m_start[0] + 1);
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, tok)) << "first look";
+    EXPECT_EQ(1, cxlpool_lock_holder_dead(m_pool, tok)) << "second look";
+
+    /* and a waiter breaks the lock, then holds it itself */
+    cxlpool_lock(m_pool);
+    EXPECT_EQ(1u, m_pool->lock_broken);
+    EXPECT_EQ(m_pool->lock_token, m_pool->lock->token);
+    cxlpool_unlock(m_pool);
+}
+
+/* A new acquisition between two looks (acquire_ns moved): not dead. */
+TEST_F(pool_lock_judge, a_new_acquisition_between_looks_is_not_dead)
+{
+    uint64_t tok = token_of(m_child[1]);
+
+    take(tok, 1000, m_start[0]);
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, tok));
+    release();
+    take(tok, 2000, m_start[0]);
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, tok));
+    /* its own start time: alive on any look */
+    take(tok, 3000, m_start[1]);
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, tok));
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, tok));
+}
