@@ -350,7 +350,9 @@ PO=$(pool opts)
 t "create --max-extents/--max-attach/--coherence sw/--hosts" 0 "$CXL" create "$PO" --size=16MiB --max-extents 2000 --max-attach 4 --coherence sw --hosts 2
 out_hasF ", 2 host partitions"
 t "info of a pool made with options" 0 "$CXL" info --json "$PO"
-jq_ok "options recorded" '.size == 16777216 and .extents_max == 2000 and .attach_max == 4 and .nr_hosts == 2'
+jq_ok "options recorded" '.size == 16777216 and .extents_max == 2000 and .attach_max == 4 and .nr_hosts == 2 and .coherence == "sw"'
+t "info of a sw pool says so" 0 "$CXL" info "$PO"
+out_has "^coherence +sw$"
 
 PE=$(pool env)
 t "create without --size uses UCX_CXL_POOL_SIZE" 0 env UCX_CXL_POOL_SIZE=8M "$CXL" create "$PE"
@@ -407,6 +409,7 @@ out_has "^uuid +$UUID1$"
 out_has "^size +67108864 bytes$"
 out_has "^layout +1\.1$"
 out_has "^hosts +1 host partition\(s\)$"
+out_has "^coherence +hw$"
 out_has "^attachments +0 of 256$"
 out_has "^  \(none\)$"
 

@@ -411,6 +411,11 @@ static int cmd_info(int argc, char **argv)
     cxlpool_params_init(&params);
     params.path  = path_arg(argc, argv, defpath, sizeof(defpath));
     params.flags = CXLPOOL_READONLY;
+    /* read a sw pool as a sw reader (invalidate before each line), and
+     * report the mode it was made with, not the handle's default */
+    if (cxlpool_probe(params.path, &info) == CXLPOOL_OK) {
+        params.coherence = info.coherence;
+    }
     status       = cxlpool_open(&params, &pool);
     if (status != CXLPOOL_OK) {
         return fail(status);
@@ -436,12 +441,13 @@ static int cmd_info(int argc, char **argv)
                ",\"largest_free\":%" PRIu64 ",\"free_ranges\":%u"
                ",\"fragmentation\":%.4f,\"extents_used\":%u,\"extents_max\":%u"
                ",\"attach_used\":%u,\"attach_max\":%u,\"nr_hosts\":%u"
-               ",\"attachments\":[",
+               ",\"coherence\":\"%s\",\"attachments\":[",
                backend_name(info.backend), uuid, info.size, info.version_major,
                info.version_minor, info.create_ns, info.heap_offset,
                st.heap_size, st.used_bytes, st.free_bytes, st.largest_free,
                st.free_ranges, st.fragmentation, st.extents_used,
-               st.extents_max, st.attach_used, st.attach_max, info.nr_hosts);
+               st.extents_max, st.attach_used, st.attach_max, info.nr_hosts,
+               cxl_coh_mode_name(info.coherence));
         cxlpool_foreach_attach(pool, info_attach_cb, &ctx);
         printf("],\"named\":[");
         ctx.count = 0;
@@ -458,6 +464,7 @@ static int cmd_info(int argc, char **argv)
         printf("size          %" PRIu64 " bytes\n", info.size);
         printf("layout        %u.%u\n", info.version_major, info.version_minor);
         printf("hosts         %u host partition(s)\n", info.nr_hosts);
+        printf("coherence     %s\n", cxl_coh_mode_name(info.coherence));
         printf("created       %s\n", tbuf);
         printf("heap          %" PRIu64 " bytes at offset 0x%" PRIx64 "\n",
                st.heap_size, info.heap_offset);
