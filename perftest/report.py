@@ -302,6 +302,34 @@ def f3(v):
     return "—" if v is None else num(v)
 
 
+def load_why(path):
+    """perftest/why.md -> [(heading, text)]: '## heading' then paragraphs"""
+    entries, head, lines = [], None, []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("## "):
+                    if head is not None:
+                        entries.append((head, " ".join(lines).strip()))
+                    head, lines = line[3:].strip(), []
+                elif head is not None:
+                    lines.append(line.strip())
+    except OSError:
+        return []
+    if head is not None:
+        entries.append((head, " ".join(lines).strip()))
+    return entries
+
+
+def why_for(entries, name):
+    """The analysis of the target called name: the longest heading it starts with"""
+    best = None
+    for head, text in entries:
+        if name.startswith(head) and (best is None or len(head) > len(best[0])):
+            best = (head, text)
+    return best[1] if best else None
+
+
 def add_target(name, cxl, base, required, met, detail, why=None):
     targets.append({"name": name, "cxl": cxl, "base": base,
                     "required": required, "met": met, "detail": detail,
@@ -635,7 +663,8 @@ def sw_floor(fig, unit, hw, tl, var):
     for the paths that pay software coherence: on the owner's host (cxl-sw)
     RMA, atomics and pool-resident rendezvous are plain loads and stores."""
     size = fig_size(fig)
-    if tl == "cxl-sw" and var == "pool" and ("ucp_" in fig or "tag_bw" in fig):
+    if tl == "cxl-sw" and var == "pool" and ("ucp_" in fig or "tag_bw" in fig or
+                                             "rma_bench" in fig):
         return " (on the owner's host: plain loads and stores, no sw copy)"
     if unit == "us(p50)" and sw_oneway_ns and oneway_ns and hw and size and size <= 64:
         # an atomic through the owner is a request and an answer: two line
@@ -651,12 +680,12 @@ def sw_floor(fig, unit, hw, tl, var):
                                 f3(best)))
     if unit == "MB/s" and size in swcopy and hw:
         cin, cout, inv = swcopy[size]
-        if "ucp_put" in fig and inv:
+        if ("ucp_put" in fig or "rma_bench put" in fig) and inv:
             # through the owner: it cleans the lines before (write-back and
             # invalidate) and invalidates them after, two passes on its core
             lim = min(cin, inv / 2)
             how = "copy-in %s, owner's two invalidate passes %s" % (f3(cin), f3(inv / 2))
-        elif "ucp_get" in fig and inv:
+        elif ("ucp_get" in fig or "rma_bench get" in fig) and inv:
             # the owner cleans the lines, the reader invalidates and copies
             lim = min(cout, inv)
             how = "owner's clean %s, copy-out %s" % (f3(inv), f3(cout))
@@ -715,7 +744,10 @@ sw_target("Software coherence across hosts (cxl-xh, through the owner): UCP ucp_
           "and ucp_get 1 MiB, pool-resident buffers, at least 0.3x hw mode "
           "[MB/s, higher is better]",
           [("ucp", "ucp_put_bw 1MiB", "pool", "MB/s"),
-           ("ucp", "ucp_get 1MiB", "pool", "MB/s")], 1 / 0.3, tl="cxl-xh")
+           ("ucp", "ucp_get 1MiB", "pool", "MB/s"),
+           ("ucp", "ucp_get 1MiB 8 in flight", "pool", "MB/s"),
+           ("ucp", "rma_bench put 1MiB", "pool", "MB/s"),
+           ("ucp", "rma_bench get 1MiB", "pool", "MB/s")], 1 / 0.3, tl="cxl-xh")
 sw_target("Software coherence across hosts (cxl-xh, through the owner): UCP ucp_fadd 8 B, "
           "pool-resident buffers, at most 10x hw mode latency [us, p50, lower is better]",
           [("ucp", "ucp_fadd 8B", "pool", "us(p50)")], 10.0, tl="cxl-xh")
@@ -1000,12 +1032,19 @@ for t in targets:
 md.append("")
 missed = [t for t in targets if t["met"] is not True]
 if missed:
+    analyses = load_why(os.path.join(os.path.dirname(os.path.abspath(__file__)), "why.md"))
     md.append("### Why (missed targets)")
+    md.append("")
+    md.append("The analyses are kept in `perftest/why.md` (profiles, traces and A/B runs "
+              "of the session that made them); the hints are from this run.")
     md.append("")
     for t in missed:
         md.append("* **%s** — %s" % (t["name"], t["detail"]))
-        md.append("  * **Why:** TODO(fill in)%s" %
-                  ((" — hint from this run: " + t["why"]) if t["why"] else ""))
+        text = why_for(analyses, t["name"])
+        md.append("  * **Why:** %s" % (text if text else
+                                        "not analysed (no entry in perftest/why.md)"))
+        if t["why"]:
+            md.append("  * **Hint from this run:** %s" % t["why"])
     md.append("")
 
 md.append("## Machine limits")

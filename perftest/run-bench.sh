@@ -209,6 +209,8 @@ gcc -O2 -Wall -pthread -I"$SCRIPT_DIR/../include" -o "$BIN/limits" "$SCRIPT_DIR/
     die "building limits.c failed (see $LOGS/build-limits.log)"
 mpicc -O2 -Wall -o "$BIN/mpi_bench" "$SCRIPT_DIR/mpi_bench.c" >"$LOGS/build-mpi_bench.log" 2>&1 ||
     die "building mpi_bench.c failed (see $LOGS/build-mpi_bench.log)"
+gcc -O2 -Wall -o "$BIN/rma_bench" "$SCRIPT_DIR/rma_bench.c" -lucp -lucs >"$LOGS/build-rma_bench.log" 2>&1 ||
+    die "building rma_bench.c failed (see $LOGS/build-rma_bench.log)"
 
 # ---------------------------------------------------------------------------
 # Private pool
@@ -816,6 +818,16 @@ ucp_family() {   # ucp_family FAMILY [RMA_DIV]
     esac
 }
 
+# Gets of pool buffers with 8 in flight, cxl and cxl-xh: across sw hosts
+# a get waits for one progress call of the owner, and ucx_perftest's
+# responder progresses about once per millisecond (in its socket
+# barrier's 1 ms polls), which one get at a time measures instead of the
+# transport.
+deep_gets() {   # deep_gets LABEL VAR FAMILY
+    [[ ($1 == cxl || $1 == cxl-xh) && $2 == pool && ($3 == rma || $3 == all) ]] || return 0
+    echo "ucp_get_o8_1048576|ucp_get 1MiB 8 in flight|bw|-t ucp_get -s 1048576 -O 8 $(iters bw 1048576 1)"
+}
+
 # cxl-emu: a few figures of a family, small iteration counts (the
 # emulator copies every written-back / invalidated line through a file;
 # its numbers are the emulator's, not hardware's)
@@ -918,7 +930,8 @@ for fam in "${UCP_FAMILIES[@]}"; do
                 echo "$name|$fig|$kind|$(awk '{for (i = 1; i < NF; ++i) if ($i == "-s") print $(i + 1)}' <<<"$args")" >>"$sf"
             done < <(if [[ $label == cxl-emu ]]; then emu_family "$fam";
                      elif [[ $label == cxl-xh ]]; then ucp_family rma "$rdiv";
-                     else ucp_family "$fam" "$rdiv"; fi)
+                     else ucp_family "$fam" "$rdiv"; fi
+                     deep_gets "$label" "$var" "$fam")
             FAM_BATCH[$label]=$bf
             FAM_SPEC[$label]=$sf
         done
@@ -936,6 +949,46 @@ for fam in "${UCP_FAMILIES[@]}"; do
     done
 done
 rm -f "$RAW"/*.tmp
+
+# ---------------------------------------------------------------------------
+# UCP put/get with a target that keeps progressing (perftest/rma_bench.c):
+# ucx_perftest's responders stop progressing early (ucp_put_bw) or
+# progress once per millisecond (ucp_get), which is what one-sided
+# operations through the memory's owner (cxl-xh) would measure.  cxl (hw)
+# and cxl-xh alternately, pool-resident buffers, one operation in flight.
+# ---------------------------------------------------------------------------
+if ((XH)); then
+    msg "UCP rma_bench (a progressing target): put/get 1 MiB, cxl and cxl-xh x $REPS reps (alternating)"
+    RMA_ITERS=$((QUICK ? 128 : 512))
+    for ((rep = 1; rep <= REPS; ++rep)); do
+        for label in cxl cxl-xh; do
+            for op in put get; do
+                SEQ=$((SEQ + 1))
+                base=$(printf '%s/%04d-rma-%s-%s-r%d' "$RAW" "$SEQ" "$label" "$op" "$rep")
+                fig="rma_bench $op 1MiB"
+                ((rep == 1)) && [[ $label == cxl ]] && echo "ucp|$fig" >>"$RAW/figures.txt"
+                read -r -a lenv <<<"$(label_env "$label")"
+                cmd=(env "${BASE_ENV[@]}" UCX_TLS=cxl UCX_ALLOC_PRIO=md:cxl,thp,mmap,heap
+                     "${CXL_ENV[@]}" "${lenv[@]}" "$BIN/rma_bench" --op "$op" --sizes 1M
+                     --iters "$RMA_ITERS")
+                [[ $label == cxl-xh ]] && cmd+=(--target-env "$(side_env cxl-xh srv)"
+                                                --initiator-env "$(side_env cxl-xh cli)")
+                printf '[%s] rma %s %s r%d: %s\n' "$(date +%T)" "$label" "$op" "$rep" "${cmd[*]}" >>"$CMDLOG"
+                timeout -k 5 120 "${cmd[@]}" >"$base.out" 2>"$base.err"
+                rc=$?
+                line=$(grep -E "^$op,1048576," "$base.out" | tail -n1)
+                if ((rc == 0)) && [[ -n $line ]]; then
+                    IFS=, read -r _ _ val _ _ <<<"$line"
+                    record "$fig" ucp "$label" pool "MB/s" higher "$rep" "$val" ok ""
+                else
+                    why="rc=$rc: $(head -n1 "$base.err" | cut -c1-160)"
+                    msg "  FAILED rma $label $op r$rep ($why); raw: ${base#"$OUT"/}.{out,err}"
+                    record "$fig" ucp "$label" pool "MB/s" higher "$rep" "" failed "$why"
+                fi
+            done
+        done
+    done
+fi
 
 # ---------------------------------------------------------------------------
 # MPI
