@@ -303,21 +303,31 @@ def f3(v):
 
 
 def load_why(path):
-    """perftest/why.md -> [(heading, text)]: '## heading' then paragraphs"""
-    entries, head, lines = [], None, []
+    """perftest/why.md -> [(heading, [paragraph or '- item', ...])]"""
+    entries, head, parts = [], None, []
+
+    def close():
+        if head is not None:
+            entries.append((head, [p for p in parts if p]))
+
     try:
         with open(path, encoding="utf-8") as f:
             for line in f:
+                text = line.strip()
                 if line.startswith("## "):
-                    if head is not None:
-                        entries.append((head, " ".join(lines).strip()))
-                    head, lines = line[3:].strip(), []
-                elif head is not None:
-                    lines.append(line.strip())
+                    close()
+                    head, parts = line[3:].strip(), [""]
+                elif head is None:
+                    continue
+                elif not text:
+                    parts.append("")
+                elif text.startswith("- "):
+                    parts.append(text)
+                else:
+                    parts[-1] = (parts[-1] + " " + text).strip()
     except OSError:
         return []
-    if head is not None:
-        entries.append((head, " ".join(lines).strip()))
+    close()
     return entries
 
 
@@ -745,7 +755,7 @@ sw_target("Software coherence across hosts (cxl-xh, through the owner): UCP ucp_
           "[MB/s, higher is better]",
           [("ucp", "ucp_put_bw 1MiB", "pool", "MB/s"),
            ("ucp", "ucp_get 1MiB", "pool", "MB/s"),
-           ("ucp", "ucp_get 1MiB 8 in flight", "pool", "MB/s"),
+           ("ucp", "ucp_get_x8 1MiB", "pool", "MB/s"),
            ("ucp", "rma_bench put 1MiB", "pool", "MB/s"),
            ("ucp", "rma_bench get 1MiB", "pool", "MB/s")], 1 / 0.3, tl="cxl-xh")
 sw_target("Software coherence across hosts (cxl-xh, through the owner): UCP ucp_fadd 8 B, "
@@ -1041,8 +1051,12 @@ if missed:
     for t in missed:
         md.append("* **%s** — %s" % (t["name"], t["detail"]))
         text = why_for(analyses, t["name"])
-        md.append("  * **Why:** %s" % (text if text else
-                                        "not analysed (no entry in perftest/why.md)"))
+        if not text:
+            md.append("  * **Why:** not analysed (no entry in perftest/why.md)")
+        else:
+            md.append("  * **Why:** %s" % text[0])
+            for part in text[1:]:
+                md.append("    * %s" % (part[2:] if part.startswith("- ") else part))
         if t["why"]:
             md.append("  * **Hint from this run:** %s" % t["why"])
     md.append("")

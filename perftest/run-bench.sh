@@ -825,7 +825,7 @@ ucp_family() {   # ucp_family FAMILY [RMA_DIV]
 # transport.
 deep_gets() {   # deep_gets LABEL VAR FAMILY
     [[ ($1 == cxl || $1 == cxl-xh) && $2 == pool && ($3 == rma || $3 == all) ]] || return 0
-    echo "ucp_get_o8_1048576|ucp_get 1MiB 8 in flight|bw|-t ucp_get -s 1048576 -O 8 $(iters bw 1048576 1)"
+    echo "ucp_get_x8_1048576|ucp_get_x8 1MiB|bw|-t ucp_get -s 1048576 -O 8 $(iters bw 1048576 1)"
 }
 
 # cxl-emu: a few figures of a family, small iteration counts (the
