@@ -41,7 +41,9 @@
 #     the owner, is "cxl-xh": a third pool file with two host partitions,
 #     the server on host 0 and the client on host 1 (UCX_CXL_HOST_INDEX);
 #     it runs the UCP RMA family of pool buffers (ucp_put_bw, ucp_get,
-#     ucp_fadd).  The ratio cxl-sw/cxl is the cost of software coherence
+#     ucp_fadd; and rma_bench.c's put/get, whose target keeps progressing,
+#     since ucx_perftest's responders do not).  The ratio cxl-sw/cxl is
+#     the cost of software coherence
 #     on this CPU; cxl-xh/cxl that of sw RMA and atomics across hosts.
 #   * "cxl-emu" (UCX_CXL_POOL=emulate-nc:POOL, every process its own
 #     emulated host) runs a few UCP figures with small iteration counts; its
@@ -86,7 +88,8 @@ results.csv, report.md and PNG plots into the output folder; prints the
 report.  cxl runs twice: hardware-coherent ("cxl") and software-coherent
 ("cxl-sw", UCX_CXL_COHERENCE=sw on a real pool file; sw/hw ratios in
 sw_hw.csv and the report), the UCP RMA of pool buffers across two sw
-host partitions ("cxl-xh": through the memory's owner), plus a few UCP figures on the emulate-nc
+host partitions ("cxl-xh": through the memory's owner; also with rma_bench,
+whose target keeps progressing), plus a few UCP figures on the emulate-nc
 emulator ("cxl-emu", a separate table: the emulator's speed, not hardware).
 MPI (hw only) runs UCX_TLS=cxl against UCX_TLS=posix, and the README's
 single-host line ("cxl+cma": UCX_TLS=cxl,cma) against UCX_TLS=sm.
