@@ -20,7 +20,7 @@
  *
  * Prints one CSV line per figure on stdout (the format of mpi_bench.c):
  *
- *   <op>,<size in bytes>,<MB/s>,MB/s,higher
+ *   <op>,<size in bytes>,<MB/s (%.6g)>,MB/s,higher
  *
  * MB/s is 2^20 bytes/s, as ucx_perftest prints.  It measures; it never
  * judges the numbers.
@@ -374,7 +374,7 @@ static int run_initiator(int fd, const char *op, const size_t *sizes,
         n = (n < 20) ? 20 : n;
         run_ops(&s, ep, rkey, vaddr, is_put, sizes[i], n / 10 + 2, window);
         t = run_ops(&s, ep, rkey, vaddr, is_put, sizes[i], n, window);
-        printf("%s,%zu,%.2f,MB/s,higher\n", op, sizes[i],
+        printf("%s,%zu,%.6g,MB/s,higher\n", op, sizes[i],
                (double)sizes[i] * n / t / MBYTE);
         fflush(stdout);
     }

@@ -45,7 +45,7 @@ expect 2 "bad env word" "$RB" --target-env NOEQUALS
 lines() {
     local op=$1 sizes=$2 s
     for s in $sizes; do
-        if grep -Eq "^$op,$s,[0-9]+\.[0-9]+,MB/s,higher$" "$out/o" &&
+        if grep -Eq "^$op,$s,[0-9][0-9.e+-]*,MB/s,higher$" "$out/o" &&
            awk -F, -v o="$op" -v s="$s" '$1 == o && $2 == s && $3 > 0 { f = 1 } END { exit !f }' "$out/o"; then
             ok "$op $s: one well-formed line"
         else
