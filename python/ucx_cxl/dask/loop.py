@@ -72,9 +72,40 @@ def engine() -> "Engine":
     e = _engines.get(key)
     if e is None or e.loop is not loop:
         _reap()
+        _hook_exit()
         e = Engine(loop)
         _engines[key] = e
     return e
+
+
+# A worker freed at exit takes its pool attachment and interface blocks
+# with it; one that is not stays on the pool as a dead owner's until the
+# next attach recovers it.  Dask's worker processes are multiprocessing
+# children: they end with os._exit() and run no atexit handler, only
+# multiprocessing's finalizers, so every process that makes a worker
+# registers one (a child's registry starts empty).  It runs after the
+# loop stopped, so nothing posts on the workers any more.
+_exit_hook_pid: Optional[int] = None
+
+
+def _destroy_at_exit() -> None:
+    pid = os.getpid()
+    for key, e in list(_engines.items()):
+        if key[0] == pid:
+            del _engines[key]
+            try:
+                e.destroy()
+            except Exception:   # exiting: nothing to report to
+                pass
+
+
+def _hook_exit() -> None:
+    global _exit_hook_pid
+    if _exit_hook_pid == os.getpid():
+        return
+    import multiprocessing.util as mpu   # registers its atexit handler
+    mpu.Finalize(None, _destroy_at_exit, exitpriority=100)
+    _exit_hook_pid = os.getpid()
 
 
 def _reap() -> None:
