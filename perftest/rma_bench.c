@@ -332,12 +332,14 @@ static double run_ops(rb_side_t *s, ucp_ep_h ep, ucp_rkey_h rkey,
     return now_s() - t0;
 }
 
+/* the buffer holds max bytes, the largest of sizes */
 static int run_initiator(int fd, const char *op, const size_t *sizes,
-                         int nsizes, long iters, int window, const char *env)
+                         int nsizes, size_t max, long iters, int window,
+                         const char *env)
 {
     ucp_ep_params_t eparams = {0};
     void *addr, *rkey_buf;
-    size_t addr_len, rkey_len, max = 0;
+    size_t addr_len, rkey_len;
     ucp_request_param_t param = {0};
     ucs_status_t status;
     uint64_t vaddr;
@@ -349,9 +351,6 @@ static int run_initiator(int fd, const char *op, const size_t *sizes,
     double t;
     char c = 'x';
 
-    for (i = 0; i < nsizes; ++i) {
-        max = (sizes[i] > max) ? sizes[i] : max;
-    }
     put_env(env);
     side_init(&s, max);
     addr     = recv_blob(fd, &addr_len);
@@ -476,7 +475,7 @@ int main(int argc, char **argv)
         _exit(run_target(sv[1], max, tenv) ? 1 : 0);
     }
     close(sv[1]);
-    rc = run_initiator(sv[0], op, sizes, nsizes, iters, window, ienv);
+    rc = run_initiator(sv[0], op, sizes, nsizes, max, iters, window, ienv);
     if ((waitpid(pid, &st, 0) != pid) || !WIFEXITED(st) || WEXITSTATUS(st)) {
         fprintf(stderr, "rma_bench: the target process failed\n");
         return 1;

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _lib
+from . import _exit, _lib
 
 # cxl_broker_status_t
 OK, ERR_INVAL, ERR_NOT_FOUND, ERR_CONNECT, ERR_DISCONNECTED, ERR_TIMEOUT, \
@@ -90,14 +90,12 @@ os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent)
 
 
 # A process that ends without disconnecting leaves the broker to find out
-# by an endpoint timeout.  DataLoader workers (multiprocessing children)
-# end with os._exit() and run no atexit handler, only multiprocessing's
-# finalizers, so every process that connects registers one (a child's
-# registry starts empty) that closes its connections at exit.  Workers
-# still alive when the main process ends (persistent_workers) are ended
-# with SIGTERM by multiprocessing: a multiprocessing child whose SIGTERM
-# is the default closes its connections first, then dies of the signal.
-_exit_hook_pid: Optional[int] = None
+# by an endpoint timeout, so every process that connects closes its
+# connections at exit (_exit.at_exit: DataLoader workers end with
+# os._exit()).  Workers still alive when the main process ends
+# (persistent_workers) are ended with SIGTERM by multiprocessing: a
+# multiprocessing child whose SIGTERM is the default closes its
+# connections first, then dies of the signal.
 
 
 def _on_sigterm(signum, frame) -> None:
@@ -116,12 +114,8 @@ def _close_at_exit() -> None:
 
 
 def _hook_exit() -> None:
-    global _exit_hook_pid
-    if _exit_hook_pid == os.getpid():
+    if not _exit.at_exit(_close_at_exit):
         return
-    import multiprocessing.util as mpu   # registers its atexit handler
-    mpu.Finalize(None, _close_at_exit, exitpriority=100)
-    _exit_hook_pid = os.getpid()
     import multiprocessing
     if (multiprocessing.parent_process() is not None and
             threading.current_thread() is threading.main_thread() and

@@ -33,6 +33,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _ucp
+from .. import _exit
 
 
 def _cxl_events() -> bool:
@@ -72,7 +73,7 @@ def engine() -> "Engine":
     e = _engines.get(key)
     if e is None or e.loop is not loop:
         _reap()
-        _hook_exit()
+        _exit.at_exit(_destroy_at_exit)
         e = Engine(loop)
         _engines[key] = e
     return e
@@ -80,14 +81,9 @@ def engine() -> "Engine":
 
 # A worker freed at exit takes its pool attachment and interface blocks
 # with it; one that is not stays on the pool as a dead owner's until the
-# next attach recovers it.  Dask's worker processes are multiprocessing
-# children: they end with os._exit() and run no atexit handler, only
-# multiprocessing's finalizers, so every process that makes a worker
-# registers one (a child's registry starts empty).  It runs after the
-# loop stopped, so nothing posts on the workers any more.
-_exit_hook_pid: Optional[int] = None
-
-
+# next attach recovers it (Dask's worker processes end with os._exit(),
+# hence _exit.at_exit).  It runs after the loop stopped, so nothing posts
+# on the workers any more.
 def _destroy_at_exit() -> None:
     pid = os.getpid()
     for key, e in list(_engines.items()):
@@ -97,15 +93,6 @@ def _destroy_at_exit() -> None:
                 e.destroy()
             except Exception:   # exiting: nothing to report to
                 pass
-
-
-def _hook_exit() -> None:
-    global _exit_hook_pid
-    if _exit_hook_pid == os.getpid():
-        return
-    import multiprocessing.util as mpu   # registers its atexit handler
-    mpu.Finalize(None, _destroy_at_exit, exitpriority=100)
-    _exit_hook_pid = os.getpid()
 
 
 def _reap() -> None:

@@ -385,6 +385,18 @@ static void info_extent_cb(const cxlpool_extent_t *e, void *arg)
     ctx->count++;
 }
 
+/* Open params->path with the coherence mode recorded in its superblock
+ * (the handle's default is hw); a pool that does not probe keeps the
+ * default, and cxlpool_open() reports what is wrong with it. */
+static void coherence_as_made(cxlpool_params_t *params)
+{
+    cxlpool_info_t info;
+
+    if (cxlpool_probe(params->path, &info) == CXLPOOL_OK) {
+        params->coherence = info.coherence;
+    }
+}
+
 static int cmd_info(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -413,9 +425,7 @@ static int cmd_info(int argc, char **argv)
     params.flags = CXLPOOL_READONLY;
     /* read a sw pool as a sw reader (invalidate before each line), and
      * report the mode it was made with, not the handle's default */
-    if (cxlpool_probe(params.path, &info) == CXLPOOL_OK) {
-        params.coherence = info.coherence;
-    }
+    coherence_as_made(&params);
     status       = cxlpool_open(&params, &pool);
     if (status != CXLPOOL_OK) {
         return fail(status);
@@ -505,7 +515,6 @@ static int cmd_check(int argc, char **argv)
     cxlpool_check_report_t rep;
     cxlpool_params_t params;
     cxlpool_status_t status;
-    cxlpool_info_t info;
     char defpath[64];
     cxlpool_t *pool;
     int c, repair = 0, host_index = -1;
@@ -525,9 +534,9 @@ static int cmd_check(int argc, char **argv)
     params.path       = path_arg(argc, argv, defpath, sizeof(defpath));
     params.flags      = repair ? CXLPOOL_NO_ATTACH : CXLPOOL_READONLY;
     params.host_index = host_index;
-    if (repair && (cxlpool_probe(params.path, &info) == CXLPOOL_OK)) {
+    if (repair) {
         /* repair writes: with the write-backs the pool was made for */
-        params.coherence = info.coherence;
+        coherence_as_made(&params);
     }
     status = cxlpool_open(&params, &pool);
     if (status != CXLPOOL_OK) {
