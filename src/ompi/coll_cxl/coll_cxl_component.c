@@ -51,7 +51,7 @@ mca_coll_cxl_component_t mca_coll_cxl_component = {
     .collectives       = NULL,
     .pool              = NULL,
     .region_size       = 0,
-    .progress_interval = 32,
+    .progress_interval = 256,
     .spin_count        = 1000,
 };
 
@@ -161,7 +161,9 @@ static int coll_cxl_register(void)
     coll_cxl_var("progress_interval",
                  "While waiting for a collective: polls of the library between "
                  "two calls of Open MPI's progress engine (which keeps "
-                 "outstanding point-to-point requests moving); at least 1",
+                 "outstanding point-to-point requests moving); at least 1. "
+                 "A call costs about as much as a short collective, so a "
+                 "wait that ends within the interval makes none",
                  MCA_BASE_VAR_TYPE_INT, &c->progress_interval);
     coll_cxl_var("spin_count",
                  "While waiting for a collective: polls before every further "

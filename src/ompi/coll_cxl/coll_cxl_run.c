@@ -51,22 +51,25 @@ const char *mca_coll_cxl_error_text(cxl_coll_status_t status)
 static cxl_coll_status_t coll_cxl_wait(cxl_coll_req_t *req)
 {
     const mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
+    int until_progress = c->progress_interval;
+    int spins          = c->spin_count;
     cxl_coll_status_t status;
-    unsigned long polls = 0;
 
+    /* counters, not a modulo: a 64-bit division costs more than a poll */
     for (;;) {
         status = cxl_coll_test(req);
         if (status != CXL_COLL_INPROGRESS) {
             return status;
         }
-        ++polls;
-        if ((polls % (unsigned long)c->progress_interval) == 0) {
+        if (--until_progress == 0) {
             opal_progress();
+            until_progress = c->progress_interval;
         }
-        if (polls >= (unsigned long)c->spin_count) {
-            sched_yield();
-        } else {
+        if (spins > 0) {
+            --spins;
             _mm_pause();
+        } else {
+            sched_yield();
         }
     }
 }

@@ -18,7 +18,7 @@ static cxl_coll_status_t cxl_coll_barrier_progress(cxl_coll_req_t *req)
         return CXL_COLL_OK;
     }
     if (req->phase == 0) {
-        status = cxl_coll_slot_acquire(team, step);
+        status = cxl_coll_slot_acquire(team, step, 0);
         if (status != CXL_COLL_OK) {
             return status;
         }
@@ -26,7 +26,7 @@ static cxl_coll_status_t cxl_coll_barrier_progress(cxl_coll_req_t *req)
         req->phase = 1;
     }
     for (i = 1; i < team->size; ++i) {
-        w = (team->rank + i) % team->size;
+        w = cxl_coll_peer_at(team, team->rank, i);
         if (req->got[w]) {
             continue;
         }

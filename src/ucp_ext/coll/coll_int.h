@@ -50,6 +50,7 @@ typedef struct {
     uint8_t  *part;       /* the peer's partition in this mapping */
     uint64_t  token;      /* its pool attachment */
     uint32_t  host;
+    uint64_t  done_lb;    /* lower bound of its done line (coll_step.c) */
 } cxl_coll_peer_t;
 
 /* What this rank published in a slot, for reading its own data back. */
@@ -80,11 +81,12 @@ struct cxl_coll_team {
     uint64_t            part_off;    /* own partition */
     uint8_t            *part;
     cxl_coll_peer_t    *peers;
-    cxl_coll_mypub_t    mypub[CXL_COLL_NSLOTS];
+    cxl_coll_mypub_t    mypub[CXL_COLL_NSIG];
+    uint64_t            data_step[CXL_COLL_NSLOTS]; /* last step that wrote
+                                        data slot k (0: none yet) */
     struct cxl_coll_pub *pubs;       /* scratch: one per rank */
 
     uint64_t            next_step;   /* first step of the next posted request */
-    uint64_t            done_min;    /* lower bound of every peer's done */
     cxl_coll_status_t   failed;      /* a collective failed: team unusable */
 
     cxl_coll_req_t     *reqs;        /* max_reqs requests */
@@ -104,6 +106,15 @@ struct cxl_coll_team {
 /* Free what cxl_coll_mem_alloc() handed out and was not freed. */
 void cxl_coll_mem_cleanup(cxl_coll_team_t *team);
 
+/* (rank + i) % size for 0 < i < size, without a division in the poll */
+static inline int cxl_coll_peer_at(const cxl_coll_team_t *team, int rank,
+                                   int i)
+{
+    int w = rank + i;
+
+    return (w >= team->size) ? w - team->size : w;
+}
+
 /* ---- requests (coll_req.c) ---- */
 typedef cxl_coll_status_t (*cxl_coll_progress_t)(cxl_coll_req_t *req);
 
@@ -115,7 +126,8 @@ struct cxl_coll_req {
     int                 in_use;
     int                 queued;
     int                 freed;
-    uint64_t            post_ns;
+    uint64_t            post_ns;     /* 0 until the first clock read */
+    unsigned            polls;       /* of the request while in progress */
 
     uint64_t            step0;       /* first step */
     uint64_t            nsteps;
@@ -165,8 +177,10 @@ cxl_coll_status_t cxl_coll_pool_get(const char *key, cxlpool_params_t *params,
 void              cxl_coll_pool_put(cxlpool_t *pool);
 
 /* ---- pool steps (coll_step.c) ---- */
-/* The slot of step is free: every peer's done >= step - NSLOTS. */
-cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team, uint64_t step);
+/* Step may publish: every peer's done >= step - NSIG (its signal line),
+ * and with data_slot also >= the last step that wrote its data slot. */
+cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team, uint64_t step,
+                                        int data_slot);
 /* Every peer's done >= step (readers finished with what it published). */
 cxl_coll_status_t cxl_coll_peers_done(cxl_coll_team_t *team, uint64_t step);
 uint8_t *cxl_coll_my_slot(cxl_coll_team_t *team, uint64_t step);

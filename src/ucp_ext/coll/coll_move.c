@@ -60,12 +60,15 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
     uint8_t *slot;
     uint64_t x, n, pos;
     unsigned j;
+    int inl_step;
 
-    status = cxl_coll_slot_acquire(team, step);
+    inl_step = (req->nblocks * len <= CXL_COLL_INLINE_MAX);
+    status   = cxl_coll_slot_acquire(team, step,
+                                     !inl_step && !req->src_in_pool);
     if (status != CXL_COLL_OK) {
         return status;
     }
-    if (req->nblocks * len <= CXL_COLL_INLINE_MAX) {
+    if (inl_step) {
         for (j = 0; j < req->nblocks; ++j) {
             memcpy(inl + j * len, req->src + j * req->src_stride + off, len);
         }
@@ -121,7 +124,7 @@ static cxl_coll_status_t cxl_coll_move_read(cxl_coll_req_t *req,
     const uint8_t *p;
 
     for (i = 1; i < team->size; ++i) {
-        w = (me + i) % team->size;
+        w = cxl_coll_peer_at(team, me, i);
         if (!cxl_coll_move_reads(req, me, w) || (req->got[w] == len)) {
             continue;
         }

@@ -168,7 +168,7 @@ static cxl_coll_status_t cxl_coll_red_gather(cxl_coll_req_t *req,
     const uint8_t *p;
 
     for (i = 1; i < team->size; ++i) { /* the own slice is there already */
-        w = (me + i) % team->size;
+        w = cxl_coll_peer_at(team, me, i);
         cxl_coll_red_slice(req, len, w, &lo, &hi);
         if (req->got[w] == hi - lo) {
             continue;
@@ -237,7 +237,7 @@ static cxl_coll_status_t cxl_coll_red_progress(cxl_coll_req_t *req)
             /* fall through */
         case CXL_COLL_RED_OPEN_B:
             if (twoshot) {
-                status = cxl_coll_slot_acquire(team, step_b);
+                status = cxl_coll_slot_acquire(team, step_b, in_slot);
                 if (status != CXL_COLL_OK) {
                     return status;
                 }

@@ -6,11 +6,16 @@
  *   0                 header line (written once at team creation)
  *   128               done line: the last step this rank fully consumed
  *   256               abort line: nonzero once this rank gave up
- *   384 + 128*k       signal line of slot k (k < CXL_COLL_NSLOTS)
- *   4096 + k*slot     data of slot k (slot bytes, a multiple of 4 KiB)
+ *   384 + 128*k       signal line k (k < CXL_COLL_NSIG)
+ *   4096 + k*slot     data of slot k (k < CXL_COLL_NSLOTS; slot bytes, a
+ *                     multiple of 4 KiB)
  *
- * Step s (the team's monotonic 64-bit step counter, 1 upward) uses slot
- * s % CXL_COLL_NSLOTS, so nobody needs to say which slot carries it.
+ * Step s (the team's monotonic 64-bit step counter, 1 upward) uses signal
+ * line s % CXL_COLL_NSIG and, when its data does not fit the line, data
+ * slot s % CXL_COLL_NSLOTS, so nobody needs to say which carries it.  More
+ * signal lines than data slots: a small step reuses its line only after
+ * NSIG steps, by when the peers' done lines are known without reading
+ * them (coll_step.c).
  */
 #ifndef CXL_COLL_REGION_H
 #define CXL_COLL_REGION_H
@@ -21,6 +26,7 @@
 
 #define CXL_COLL_MAGIC         0x6c6c6f636c7863ull   /* "cxlcoll" */
 #define CXL_COLL_NSLOTS        2
+#define CXL_COLL_NSIG          8
 /* Lines are 128 B apart: the adjacent-line prefetcher pairs 64 B lines. */
 #define CXL_COLL_LINE_STRIDE   128
 #define CXL_COLL_OFF_HDR       0
@@ -72,8 +78,9 @@ typedef struct {
 
 _Static_assert(sizeof(cxl_coll_sig_t) == CXL_CACHE_LINE, "signal is one line");
 _Static_assert(sizeof(cxl_coll_word_line_t) == CXL_CACHE_LINE, "one line");
-_Static_assert(CXL_COLL_OFF_SIG + CXL_COLL_NSLOTS * CXL_COLL_LINE_STRIDE <=
+_Static_assert(CXL_COLL_OFF_SIG + CXL_COLL_NSIG * CXL_COLL_LINE_STRIDE <=
                CXL_COLL_OFF_DATA, "control area fits");
+_Static_assert(CXL_COLL_NSIG % CXL_COLL_NSLOTS == 0, "a line keeps its slot");
 
 /*
  * The ready word names its step, so a reader never takes a byte count of
@@ -115,10 +122,15 @@ static inline unsigned cxl_coll_slot_of(uint64_t step)
     return (unsigned)(step % CXL_COLL_NSLOTS);
 }
 
+static inline unsigned cxl_coll_sig_of(uint64_t step)
+{
+    return (unsigned)(step % CXL_COLL_NSIG);
+}
+
 static inline cxl_coll_sig_t *cxl_coll_sig(uint8_t *part, uint64_t step)
 {
     return (cxl_coll_sig_t*)(part + CXL_COLL_OFF_SIG +
-                             cxl_coll_slot_of(step) * CXL_COLL_LINE_STRIDE);
+                             cxl_coll_sig_of(step) * CXL_COLL_LINE_STRIDE);
 }
 
 /* Slot bytes of a partition of region bytes. */

@@ -156,7 +156,8 @@ cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
     req->own_src     = 0;
     req->skip_lo     = 0;
     req->skip_hi     = 0;
-    req->post_ns     = cxl_coll_now_ns();
+    req->post_ns     = 0;
+    req->polls       = 0;
     switch (args->type) {
     case CXL_COLL_BARRIER:
         status = cxl_coll_barrier_post(req);

@@ -9,42 +9,67 @@
 #include <string.h>
 #include <immintrin.h>
 
-/* Refresh the lower bound of the peers' done lines up to need. */
+/*
+ * Every peer's done line >= need.  A peer's lines are read only when the
+ * bound known of it is too low: the bound comes from its done line's last
+ * value, and from its publications (cxl_coll_seen).
+ */
 static cxl_coll_status_t cxl_coll_done_at_least(cxl_coll_team_t *team,
                                                 uint64_t need)
 {
-    uint64_t low = UINT64_MAX, v;
     cxl_coll_word_line_t *line;
+    cxl_coll_peer_t *peer;
+    uint64_t v;
     int i;
 
-    if (team->done_min >= need) {
-        return CXL_COLL_OK;
-    }
     for (i = 0; i < team->size; ++i) {
-        if (i == team->rank) {
+        peer = &team->peers[i];
+        if ((peer->done_lb >= need) || (i == team->rank)) {
             continue;
         }
-        line = cxl_coll_done_line(team->peers[i].part);
+        line = cxl_coll_done_line(peer->part);
         cxl_coh_invalidate(team->coh, line, CXL_CACHE_LINE);
         v = cxl_coll_load(&line->value);
+        if (v > peer->done_lb) {
+            peer->done_lb = v;
+        }
         if (v < need) {
             team->blocked_peer = i;
-            return CXL_COLL_INPROGRESS; /* keep the old bound */
-        }
-        if (v < low) {
-            low = v;
+            return CXL_COLL_INPROGRESS;
         }
     }
-    team->done_min = low;
     return CXL_COLL_OK;
 }
 
-cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team, uint64_t step)
+/*
+ * Peer published step: it has finished every step before step - 1 (a rank
+ * works through its steps in order, and opens at most the next one, the
+ * second step of a two-shot reduction, before it finished the current
+ * one), so its done line is >= step - 2 without reading it.
+ */
+static void cxl_coll_seen(cxl_coll_team_t *team, int peer, uint64_t step)
 {
-    if (step <= CXL_COLL_NSLOTS) {
+    cxl_coll_peer_t *p = &team->peers[peer];
+
+    if ((step > 2) && (p->done_lb < step - 2)) {
+        p->done_lb = step - 2;
+    }
+}
+
+cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team, uint64_t step,
+                                        int data_slot)
+{
+    uint64_t need = (step > CXL_COLL_NSIG) ? step - CXL_COLL_NSIG : 0;
+    uint64_t last;
+
+    if (data_slot) {
+        last = team->data_step[cxl_coll_slot_of(step)];
+        need = (last > need) ? last : need;
+    }
+    if (need == 0) {
         return CXL_COLL_OK;
     }
-    return cxl_coll_done_at_least(team, step - CXL_COLL_NSLOTS);
+    return cxl_coll_done_at_least(team, need);
 }
 
 cxl_coll_status_t cxl_coll_peers_done(cxl_coll_team_t *team, uint64_t step)
@@ -84,7 +109,7 @@ void cxl_coll_publish(cxl_coll_team_t *team, uint64_t step, const void *inl,
                       uint64_t ready)
 {
     cxl_coll_sig_t *sig       = cxl_coll_sig(team->part, step);
-    cxl_coll_mypub_t *mypub   = &team->mypub[cxl_coll_slot_of(step)];
+    cxl_coll_mypub_t *mypub   = &team->mypub[cxl_coll_sig_of(step)];
 
     if (inl != NULL) {
         memcpy(sig->u.inl, inl, inl_len);
@@ -100,6 +125,7 @@ void cxl_coll_publish(cxl_coll_team_t *team, uint64_t step, const void *inl,
         sig->u.ext.stride  = stride;
         mypub->base        = cxl_coll_my_slot(team, step);
         mypub->stride      = stride;
+        team->data_step[cxl_coll_slot_of(step)] = step;
     }
     /* data written back before the signal (sw); stores in order (hw) */
     cxl_coh_fence(team->coh);
@@ -146,8 +172,8 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
 
     if (peer == team->rank) {
         /* own data: published before this rank reads anything of step */
-        pub->base   = team->mypub[cxl_coll_slot_of(step)].base;
-        pub->stride = team->mypub[cxl_coll_slot_of(step)].stride;
+        pub->base   = team->mypub[cxl_coll_sig_of(step)].base;
+        pub->stride = team->mypub[cxl_coll_sig_of(step)].stride;
         pub->ready  = UINT64_MAX;
         pub->inl    = 1; /* nothing to invalidate */
         return CXL_COLL_OK;
@@ -164,6 +190,7 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
         team->blocked_peer = peer;
         return CXL_COLL_INPROGRESS;
     }
+    cxl_coll_seen(team, peer, step);
 
     if (total <= CXL_COLL_INLINE_MAX) {
         pub->base   = (const uint8_t*)sig->u.inl;
