@@ -203,6 +203,55 @@ def fallback_note(coll, nbytes, cfg):
     return " **(fallback: %d of %d calls)**" % (c[1], c[0] + c[1])
 
 
+# ---- limits ------------------------------------------------------------------
+memcpy = OrderedDict()
+swcopy = {"swcopy_in": OrderedDict(), "swcopy_out": OrderedDict()}
+cl = {}
+xread, xwrite, xchg = {}, {}, {}
+try:
+    with open(os.path.join(OUT, "raw", "limits.csv")) as f:
+        for row in csv.reader(f):
+            if len(row) >= 3:
+                if row[0] == "memcpy":
+                    memcpy[int(row[1])] = float(row[2])
+                elif row[0] == "xread":
+                    xread[int(row[1])] = float(row[2]) / 1000.0    # us
+                elif row[0] == "xwrite":
+                    xwrite[int(row[1])] = float(row[2]) / 1000.0
+                elif row[0] == "xchg":
+                    xchg[int(row[1])] = float(row[2]) / 1000.0
+                elif row[0] in swcopy:
+                    swcopy[row[0]][int(row[1])] = float(row[2])
+                elif row[0] in ("cacheline_rt", "cacheline_oneway", "swline_rt",
+                                "swline_oneway"):
+                    cl[row[0]] = float(row[2])
+except (OSError, ValueError):
+    pass
+
+
+
+# Floors at np = 2 (perftest/limits.c, xread: the median time one core
+# needs to copy SIZE bytes that the other core has just written, whatever
+# the protocol).  Every rank that must receive SIZE bytes from the other
+# spends at least that; a rank that only gives need not, so a rooted
+# collective's average over the two ranks is at least half of it.
+FLOOR_RECEIVERS = {"barrier": None, "bcast": 0.5, "allreduce": 1.0,
+                   "allgather": 1.0, "reduce_scatter_block": 1.0,
+                   "alltoall": 1.0}
+
+
+def floor_of(coll, nbytes):
+    """lower bound (us) of the average latency of coll at np 2, or None"""
+    if meta.get("np") != "2" or coll not in FLOOR_RECEIVERS:
+        return None
+    if coll == "barrier":
+        ow = cl.get("cacheline_oneway")
+        return ow / 1000.0 if ow else None
+    if nbytes not in xread:
+        return None
+    return FLOOR_RECEIVERS[coll] * xread[nbytes]
+
+
 # ---- targets ---------------------------------------------------------------
 targets = []   # dicts: coll, bytes, kind, bound, value, met, close, best
 for coll in COLLS:
@@ -214,7 +263,7 @@ for coll in COLLS:
         sc = stats(coll, nbytes, "cxl")
         entry = {"coll": coll, "bytes": nbytes, "kind": t[0], "bound": t[1],
                  "best": bb[0] if bb else None, "value": None, "met": None,
-                 "close": False}
+                 "close": False, "floor": None}
         if bb and sc:
             r = sc["median"] / bb[1]["median"]
             if t[0] == "lat":
@@ -224,6 +273,11 @@ for coll in COLLS:
                 entry["value"] = 1.0 / r
                 entry["met"] = (1.0 / r) >= t[1]
             entry["close"] = overlap(sc, bb[1])
+            fl = floor_of(coll, nbytes)
+            if fl is not None:
+                # the best ratio any protocol could reach: floor / best
+                r_fl = fl / bb[1]["median"]
+                entry["floor"] = r_fl if t[0] == "lat" else 1.0 / r_fl
         targets.append(entry)
 
 
@@ -236,6 +290,8 @@ def target_text(e):
         txt = "lat %.2f× (≤ %.1f×)" % (e["value"], e["bound"])
     else:
         txt = "bw %.2f× (≥ %.1f×)" % (e["value"], e["bound"])
+    if not e["met"] and e["floor"] is not None:
+        txt += "; floor %.2f×" % e["floor"]
     return ("✓ met: " if e["met"] else "✗ missed: ") + txt
 
 
@@ -261,24 +317,6 @@ with open(os.path.join(OUT, "results.csv"), "w", newline="") as f:
                               for i in range(1, REPS + 1)]
                            + ["%.3f" % s["median"], "%.3f" % s["min"], "%.3f" % s["max"],
                               s["n"], "; ".join(note)])
-
-# ---- limits ------------------------------------------------------------------
-memcpy = OrderedDict()
-swcopy = {"swcopy_in": OrderedDict(), "swcopy_out": OrderedDict()}
-cl = {}
-try:
-    with open(os.path.join(OUT, "raw", "limits.csv")) as f:
-        for row in csv.reader(f):
-            if len(row) >= 3:
-                if row[0] == "memcpy":
-                    memcpy[int(row[1])] = float(row[2])
-                elif row[0] in swcopy:
-                    swcopy[row[0]][int(row[1])] = float(row[2])
-                elif row[0] in ("cacheline_rt", "cacheline_oneway", "swline_rt",
-                                "swline_oneway"):
-                    cl[row[0]] = float(row[2])
-except (OSError, ValueError):
-    pass
 
 # ---- report.md ---------------------------------------------------------------
 L = []
@@ -415,8 +453,16 @@ for coll in COLLS:
     L.append("")
     cols = [c for c in CONFIGS if c in measured and c != "cxl-sw"]
     hdr = ["size"] + cols + ["best baseline"]
+    floors = [floor_of(coll, n) for n in szs]
+    has_floor = any(f is not None for f in floors)
     if have_cxl:
         hdr += ["cxl / best", "target"]
+    sym = coll in ("allreduce", "allgather", "reduce_scatter_block", "alltoall")
+    has_xchg = sym and meta.get("np") == "2" and any(n in xchg for n in szs)
+    if has_floor:
+        hdr += ["floor", "cxl / floor", "best / floor"]
+    if has_xchg:
+        hdr += ["exchange", "cxl / exchange"]
     if have_sw:
         hdr += ["cxl-sw", "sw / hw"]
     L.append("| " + " | ".join(hdr) + " |")
@@ -439,6 +485,17 @@ for coll in COLLS:
             else:
                 row.append("-")
             row.append(target_text(tmap.get((coll, nbytes))))
+        if has_floor:
+            fl = floor_of(coll, nbytes)
+            sc = stats(coll, nbytes, "cxl")
+            row.append(fmt(fl) if fl is not None else "-")
+            row.append("%.1f×" % (sc["median"] / fl) if fl and sc else "-")
+            row.append("%.1f×" % (bb[1]["median"] / fl) if fl and bb else "-")
+        if has_xchg:
+            xc = xchg.get(nbytes)
+            sc = stats(coll, nbytes, "cxl")
+            row.append(fmt(xc) if xc else "-")
+            row.append("%.2f×" % (sc["median"] / xc) if xc and sc else "-")
         if have_sw:
             ss = stats(coll, nbytes, "cxl-sw")
             sh = stats(coll, nbytes, "cxl")
@@ -479,6 +536,25 @@ L.append("- coll/cxl's MPI_T counters (coll_cxl_calls, coll_cxl_fallbacks) are r
          "every cell; a cell where coll/cxl handed calls back to the module it replaced says "
          "`fallback: F of N calls` (the untimed barriers between iterations are counted too): "
          "such a cell measures, in part, the replaced module.")
+if xread:
+    L.append("- **floor** (np = 2): the least average latency any protocol can reach on this "
+             "machine with these buffers. A rank that must receive S bytes from the other rank "
+             "spends at least xread(S), the median time one core takes to copy S bytes the "
+             "other core has just written (perftest/limits.c --xread: %s); bcast's root "
+             "receives nothing, so its average over the two ranks is at least xread(S)/2; "
+             "barrier: the one-way cache-line latency. `floor` in a missed target: the ratio "
+             "the floor itself would give against the best baseline, the best any "
+             "implementation could show. Writing the data for the other rank (xwrite: %s) "
+             "is left out, so the floors are low bounds, not estimates. **exchange** "
+             "(allreduce, allgather, reduce_scatter_block, alltoall): one round of a hand-written "
+             "two-thread exchange of S bytes (limits.c xchg: both write S bytes into shared "
+             "memory and raise a flag, both copy the other's S bytes out; %s), what the "
+             "simplest code gets without MPI: a practical reference from 16 KiB up, where "
+             "taking back lines the other core read dominates; below that its own loop and "
+             "timing (about 0.1-0.2 µs) dominate and it is no bound."
+             % (", ".join("%s %s µs" % (size_label(k), fmt(v)) for k, v in sorted(xread.items())),
+                ", ".join("%s %s µs" % (size_label(k), fmt(v)) for k, v in sorted(xwrite.items())),
+                ", ".join("%s %s µs" % (size_label(k), fmt(v)) for k, v in sorted(xchg.items()))))
 L.append("- Nothing asserts timings. On a busy machine the numbers are noisy: see the load "
          "average above; raw output of every run is in raw/, commands in logs/commands.log.")
 L.append("- Files: results.csv (per cell and configuration: every repetition, median, min, max), "

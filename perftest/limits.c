@@ -12,6 +12,9 @@
  *   swcopy_in,<size>,<MB/s>,<GB/s>          sw-mode copy into shared memory
  *   swcopy_out,<size>,<MB/s>,<GB/s>         sw-mode copy out of it
  *   swinval,<size>,<MB/s>,<GB/s>            sw-mode invalidate of clean lines
+ *   xread,<size>,<ns>,<GB/s>                cross-core read, per --xread entry
+ *   xwrite,<size>,<ns>,<GB/s>               cross-core overwrite, the same
+ *   xchg,<size>,<ns>,<GB/s>                 two-core exchange, the same (and 0)
  *
  * memcpy: one thread pinned to --cpu-a copies a SIZE buffer into another
  * SIZE buffer repeatedly for about --ms milliseconds (after one untimed
@@ -43,10 +46,31 @@
  * swinval is cxl_coh_invalidate() alone of SIZE bytes of lines held clean:
  * what the owner of memory pays per byte another host puts into it.
  *
+ * xread (--xread LIST): a thread on --cpu-b writes SIZE bytes into a
+ * shared buffer and raises a flag; the thread on --cpu-a, spinning on the
+ * flag, times memcpy() of the SIZE bytes into its own buffer (xread),
+ * then acknowledges; the writer times its memcpy() of the next round's
+ * values from its own cached buffer into the shared one, whose lines the
+ * reader holds (xwrite).  Medians.  xread is the least a rank can spend
+ * receiving SIZE bytes another core just produced, xwrite the least it
+ * spends handing SIZE bytes of its own to a core that read the last ones,
+ * with any protocol: the floors of the collectives in
+ * perftest/coll_report.py.
+ *
+ * xchg (with --xread, its sizes and 0): both threads at once write SIZE
+ * new bytes into their own shared buffer (two, alternating) and store
+ * their flag, wait for the other's flag and copy the other's SIZE bytes
+ * out; the median time of one such round on --cpu-a.  The least a round
+ * of any 2-rank collective in which each rank needs the other's SIZE
+ * bytes can take on this machine (SIZE 0: a barrier): unlike xread it
+ * includes taking back lines the other core has read, which a store
+ * waits for.
+ *
  * This program measures and prints; it never judges the numbers.
  *
  * Usage: limits [--sizes 8192,65536,...] [--ms N] [--trials N]
  *               [--chunk N] [--chunks N] [--cpu-a N] [--cpu-b N]
+ *               [--xread LIST]
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -350,11 +374,217 @@ static int run_swcopy(size_t size, double ms, int trials, double *vals)
     return 0;
 }
 
+/* ---- cross-core read (--xread) ---- */
+struct xr_shared {
+    _Alignas(LINE) volatile uint64_t flag;  /* written by the writer */
+    _Alignas(LINE) volatile uint64_t ack;   /* written by the reader */
+};
+
+static struct xr_shared xr;
+static uint8_t *xr_buf;   /* shared */
+static uint8_t *xr_src;   /* the writer's own data */
+static uint64_t *xr_dtw;  /* the writer's copy times */
+static size_t   xr_size;
+static long     xr_rounds;
+static int      xr_cpu;
+static int      xr_pin_err;
+
+/* the TSC once every earlier instruction executed (its loads are done) */
+static inline uint64_t xr_ticks(void)
+{
+#if defined(__x86_64__)
+    unsigned aux;
+
+    return __builtin_ia32_rdtscp(&aux);
+#else
+    return ticks();
+#endif
+}
+
+static void *xr_writer(void *arg)
+{
+    uint64_t a;
+
+    (void)arg;
+    if (pin_to(xr_cpu) != 0) {
+        xr_pin_err = 1;
+    }
+    for (long i = 1; i <= xr_rounds; ++i) {
+        while (__atomic_load_n(&xr.ack, __ATOMIC_ACQUIRE) != (uint64_t)i - 1) {
+            cpu_relax();
+        }
+        memset(xr_src, (int)(i & 0xff), xr_size); /* new values, cached */
+        a = xr_ticks();
+        memcpy(xr_buf, xr_src, xr_size);
+        xr_dtw[i - 1] = xr_ticks() - a;
+        __atomic_store_n(&xr.flag, (uint64_t)i, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static int run_xread(size_t size, int cpu_b)
+{
+    uint8_t *dst;
+    uint64_t *dt, tk0, tk1;
+    double t0, t1, ns_per_tick, ns;
+    pthread_t th;
+    long i;
+
+    /* about 0.1 s of copying at 10 GB/s, between 200 and 20000 rounds */
+    xr_rounds = (long)(1e9 / (double)(size + 4096));
+    xr_rounds = (xr_rounds < 200) ? 200 : (xr_rounds > 20000) ? 20000 :
+                xr_rounds;
+    xr_size = size;
+    xr_cpu  = cpu_b;
+    xr.flag = 0;
+    xr.ack  = 0;
+    if (posix_memalign((void**)&xr_buf, 2u << 20, size) ||
+        posix_memalign((void**)&xr_src, 2u << 20, size) ||
+        posix_memalign((void**)&dst, 2u << 20, size) ||
+        ((dt = malloc(sizeof(*dt) * xr_rounds)) == NULL) ||
+        ((xr_dtw = malloc(sizeof(*xr_dtw) * xr_rounds)) == NULL)) {
+        fprintf(stderr, "limits: out of memory for %zu bytes\n", size);
+        return 1;
+    }
+    memset(dst, 0, size);
+    if (pthread_create(&th, NULL, xr_writer, NULL) != 0) {
+        fprintf(stderr, "limits: pthread_create: %s\n", strerror(errno));
+        return 1;
+    }
+    t0  = now_sec();
+    tk0 = ticks();
+    for (i = 1; i <= xr_rounds; ++i) {
+        uint64_t a;
+
+        while (__atomic_load_n(&xr.flag, __ATOMIC_ACQUIRE) != (uint64_t)i) {
+            cpu_relax();
+        }
+        a = xr_ticks();
+        memcpy(dst, xr_buf, size);
+        dt[i - 1] = xr_ticks() - a;
+        sink ^= dst[size - 1];
+        __atomic_store_n(&xr.ack, (uint64_t)i, __ATOMIC_RELEASE);
+    }
+    tk1 = ticks();
+    t1  = now_sec();
+    pthread_join(th, NULL);
+    if (xr_pin_err) {
+        fprintf(stderr, "limits: cannot pin the writer to cpu %d\n", cpu_b);
+        return 1;
+    }
+    ns_per_tick = (t1 - t0) * 1e9 / (double)(tk1 - tk0);
+    qsort(dt, (size_t)xr_rounds, sizeof(*dt), cmp_u64);
+    ns = dt[xr_rounds / 2] * ns_per_tick;
+    printf("xread,%zu,%.1f,%.3f\n", size, ns, (double)size / ns);
+    qsort(xr_dtw, (size_t)xr_rounds, sizeof(*xr_dtw), cmp_u64);
+    ns = xr_dtw[xr_rounds / 2] * ns_per_tick;
+    printf("xwrite,%zu,%.1f,%.3f\n", size, ns, (double)size / ns);
+    fflush(stdout);
+    free(xr_dtw);
+    free(dt);
+    free(dst);
+    free(xr_src);
+    free(xr_buf);
+    return 0;
+}
+
+/* ---- two-core exchange (xchg) ---- */
+struct xc_side {
+    _Alignas(LINE) volatile uint64_t flag;
+    uint8_t *buf[2];  /* shared, alternating by round */
+    uint8_t *src;     /* own data */
+    uint8_t *dst;     /* the other's data lands here */
+    uint64_t *dt;
+    int cpu;
+};
+
+static struct xc_side xc[2];
+static size_t xc_size;
+static long   xc_rounds;
+
+static void *xc_run(void *arg)
+{
+    int me = (int)(intptr_t)arg;
+    struct xc_side *m = &xc[me], *o = &xc[1 - me];
+    uint64_t a;
+
+    if (pin_to(m->cpu) != 0) {
+        xr_pin_err = 1;
+    }
+    for (long i = 1; i <= xc_rounds; ++i) {
+        memset(m->src, (int)((i + me) & 0xff), xc_size); /* untimed */
+        a = xr_ticks();
+        memcpy(m->buf[i & 1], m->src, xc_size);
+        __atomic_store_n(&m->flag, (uint64_t)i, __ATOMIC_RELEASE);
+        while (__atomic_load_n(&o->flag, __ATOMIC_ACQUIRE) < (uint64_t)i) {
+            cpu_relax();
+        }
+        memcpy(m->dst, o->buf[i & 1], xc_size);
+        m->dt[i - 1] = xr_ticks() - a;
+    }
+    return NULL;
+}
+
+static int run_xchg(size_t size, int cpu_a, int cpu_b)
+{
+    size_t alloc = size ? size : LINE;
+    double t0, t1, ns_per_tick, ns;
+    uint64_t tk0, tk1;
+    pthread_t th;
+    int k;
+
+    xc_rounds = (long)(1e9 / (double)(size + 4096));
+    xc_rounds = (xc_rounds < 200) ? 200 : (xc_rounds > 20000) ? 20000 :
+                xc_rounds;
+    xc_size = size;
+    for (k = 0; k < 2; ++k) {
+        xc[k].flag = 0;
+        xc[k].cpu  = k ? cpu_b : cpu_a;
+        if (posix_memalign((void**)&xc[k].buf[0], 2u << 20, alloc) ||
+            posix_memalign((void**)&xc[k].buf[1], 2u << 20, alloc) ||
+            posix_memalign((void**)&xc[k].src, 2u << 20, alloc) ||
+            posix_memalign((void**)&xc[k].dst, 2u << 20, alloc) ||
+            ((xc[k].dt = malloc(sizeof(uint64_t) * xc_rounds)) == NULL)) {
+            fprintf(stderr, "limits: out of memory for %zu bytes\n", size);
+            return 1;
+        }
+        memset(xc[k].dst, 0, alloc);
+    }
+    xr_pin_err = 0;
+    t0  = now_sec();
+    tk0 = ticks();
+    if (pthread_create(&th, NULL, xc_run, (void*)(intptr_t)1) != 0) {
+        fprintf(stderr, "limits: pthread_create: %s\n", strerror(errno));
+        return 1;
+    }
+    xc_run((void*)(intptr_t)0);
+    pthread_join(th, NULL);
+    tk1 = ticks();
+    t1  = now_sec();
+    if (xr_pin_err) {
+        fprintf(stderr, "limits: cannot pin the exchange threads\n");
+        return 1;
+    }
+    ns_per_tick = (t1 - t0) * 1e9 / (double)(tk1 - tk0);
+    qsort(xc[0].dt, (size_t)xc_rounds, sizeof(uint64_t), cmp_u64);
+    ns = xc[0].dt[xc_rounds / 2] * ns_per_tick;
+    printf("xchg,%zu,%.1f,%.3f\n", size, ns, size ? (double)size / ns : 0.0);
+    fflush(stdout);
+    for (k = 0; k < 2; ++k) {
+        free(xc[k].buf[0]);
+        free(xc[k].buf[1]);
+        free(xc[k].src);
+        free(xc[k].dst);
+        free(xc[k].dt);
+    }
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr,
             "usage: limits [--sizes LIST] [--ms N] [--trials N] [--chunk N]\n"
-            "              [--chunks N] [--cpu-a N] [--cpu-b N]\n"
+            "              [--chunks N] [--cpu-a N] [--cpu-b N] [--xread LIST]\n"
             "  --sizes   memcpy sizes, comma-separated, K/M/G suffixes\n"
             "            (default 8K,64K,1M,4M,64M)\n"
             "  --ms      milliseconds per memcpy trial (default 10; at least\n"
@@ -362,13 +592,16 @@ static void usage(void)
             "  --trials  memcpy trials per size; median printed (default 15)\n"
             "  --chunk   round trips per ping-pong chunk (default 2000)\n"
             "  --chunks  timed ping-pong chunks; median printed (default 101)\n"
-            "  --cpu-a, --cpu-b  the two cores (default 0 and 1)\n");
+            "  --cpu-a, --cpu-b  the two cores (default 0 and 1)\n"
+            "  --xread   also the cross-core read and overwrite of these\n"
+            "            sizes (the reader on --cpu-a, the writer on --cpu-b)\n"
+            "            and the two-core exchange of them and of 0 bytes\n");
 }
 
 int main(int argc, char **argv)
 {
-    size_t sizes[MAX_SIZES];
-    int nsizes = parse_sizes("8K,64K,1M,4M,64M", sizes);
+    size_t sizes[MAX_SIZES], xsizes[MAX_SIZES];
+    int nsizes = parse_sizes("8K,64K,1M,4M,64M", sizes), nx = 0;
     static double vals[MAX_TRIALS];
     double ms = 10;
     long iters = 2000;
@@ -398,6 +631,12 @@ int main(int argc, char **argv)
             cpu_a = atoi(v);
         } else if (!strcmp(a, "--cpu-b")) {
             cpu_b = atoi(v);
+        } else if (!strcmp(a, "--xread")) {
+            nx = parse_sizes(v, xsizes);
+            if (nx <= 0) {
+                usage();
+                return 2;
+            }
         } else {
             usage();
             return 2;
@@ -440,6 +679,16 @@ int main(int argc, char **argv)
 
     if (run_pingpong(CXL_COH_HW, "cacheline", iters, chunks, cpu_b) != 0) {
         return 1;
+    }
+    for (int s = 0; s < nx; ++s) {
+        if (run_xread(xsizes[s], cpu_b) != 0) {
+            return 1;
+        }
+    }
+    for (int s = -1; (nx > 0) && (s < nx); ++s) {
+        if (run_xchg((s < 0) ? 0 : xsizes[s], cpu_a, cpu_b) != 0) {
+            return 1;
+        }
     }
 
     /* software coherence: the same ping-pong, then the bulk copies */

@@ -521,9 +521,12 @@ done
 [[ -n $EXPECTED_ROWS ]] && printf 'expected_rows=%s\n' "$EXPECTED_ROWS" >>"$OUT/meta.env"
 
 # ---------------------------------------------------------------------------
-# Machine limits: memcpy bandwidth, cache-line round trip
+# Machine limits: memcpy bandwidth, cache-line round trip, cross-core copies
 # ---------------------------------------------------------------------------
 LIMIT_ARGS=(--sizes 8192,65536,1048576,4194304,67108864 --cpu-a 0 --cpu-b "$((NCPU > 1 ? 1 : 0))")
+# the floors of the report: cross-core copies of the sizes measured (a
+# MIN:MAX range is coll_bench's own syntax; limits gets the list only)
+[[ $SIZES == *:* ]] || LIMIT_ARGS+=(--xread "$SIZES")
 ((SMOKE)) && LIMIT_ARGS+=(--ms 20 --trials 3 --chunks 5)
 msg "limits: memcpy and cache-line round trip"
 timeout -k 5 120 "$BIN/limits" "${LIMIT_ARGS[@]}" >"$RAW/limits.csv" 2>"$RAW/limits.err" ||

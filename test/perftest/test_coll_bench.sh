@@ -106,6 +106,21 @@ else
     bad "report.md has no per-collective tables"
 fi
 
+# the floors: limits measured the cross-core copies of the sizes run, and
+# the report shows them (np 2)
+L=$out/run/raw/limits.csv
+if awk -F, '$1 == "xread" && $2 == 4096 && $3 > 0 { r = 1 } $1 == "xchg" && $2 == 0 && $3 > 0 { x = 1 }
+        END { exit !(r && x) }' "$L" 2>/dev/null; then
+    ok "limits: xread and xchg measured (4 KiB read $(awk -F, '$1 == "xread" && $2 == 4096 { print $3 }' "$L") ns)"
+else
+    bad "limits: no xread/xchg lines in raw/limits.csv"
+fi
+if grep -q '| floor | cxl / floor | best / floor |' "$R" 2>/dev/null && grep -q '\*\*floor\*\* (np = 2)' "$R"; then
+    ok "report.md shows the floors and says what they are"
+else
+    bad "report.md has no floor columns"
+fi
+
 # negative control: the check sees corrupted results
 "$out/run/bin/coll_bench" --help >/dev/null 2>&1 || true
 timeout -k 10 120 mpirun -np 2 --allow-run-as-root --bind-to none --mca pml ob1 \
