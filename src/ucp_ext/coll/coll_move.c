@@ -40,12 +40,16 @@ static int cxl_coll_move_reads(const cxl_coll_req_t *req, int r, int w)
 
 void cxl_coll_plan_rounds(cxl_coll_req_t *req, unsigned nblocks)
 {
-    uint64_t cap = (req->team->slot_bytes / nblocks) & ~63ull;
+    /* no division for the common case (one block, one round): a 64-bit
+     * division costs as much as a short collective's publication */
+    uint64_t cap = ((nblocks == 1) ? req->team->slot_bytes :
+                    req->team->slot_bytes / nblocks) & ~63ull;
 
     req->nblocks     = nblocks;
     req->round       = (req->bytes < cap) ? req->bytes : cap;
     req->slot_stride = (req->round + 63) & ~63ull;
     req->nrounds     = (req->bytes == 0) ? 0 :
+                       (req->bytes <= req->round) ? 1 :
                        (req->bytes + req->round - 1) / req->round;
 }
 

@@ -200,14 +200,13 @@ static cxl_coll_status_t cxl_coll_red_progress(cxl_coll_req_t *req)
     cxl_coll_team_t *team = req->team;
     int twoshot = cxl_coll_red_twoshot(req), me = team->rank;
     uint8_t tmp[CXL_COLL_INLINE_MAX];
-    uint64_t per = twoshot ? 2 : 1;
     uint64_t step, step_b, r, off, len, lo, hi;
     cxl_coll_status_t status;
     int in_slot, result = cxl_coll_red_result(req);
     uint8_t *out;
 
     while (req->k < req->nsteps) {
-        r      = req->k / per;
+        r      = twoshot ? req->k >> 1 : req->k;
         step   = req->step0 + req->k;
         step_b = step + 1;
         off    = r * req->round;

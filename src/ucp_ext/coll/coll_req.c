@@ -17,7 +17,7 @@ static cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
     const char *name = cxl_coll_type_name(a->type);
     int p = team->size, me = team->rank, root_ok, is_root;
     int need_s = 0, need_r = 0;
-    size_t es;
+    size_t es, bytes;
 
     if ((unsigned)a->type >= CXL_COLL_TYPE_LAST) {
         return cxl_coll_error(CXL_COLL_ERR_INVAL, "collective type %d",
@@ -47,8 +47,9 @@ static cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
     }
     /* count * es, times p where a buffer holds a block per rank, in size_t
      * and in the pool's offsets */
-    if ((a->count > SIZE_MAX / es / (size_t)p) ||
-        (a->count * es * (size_t)p > (1ull << 62))) {
+    if (__builtin_mul_overflow(a->count, es, &bytes) ||
+        __builtin_mul_overflow(bytes, (size_t)p, &bytes) ||
+        (bytes > (1ull << 62))) {
         return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: count %zu of %s (%zu "
                               "bytes each) times %d ranks does not fit", name,
                               a->count, cxl_coll_dtype_name(a->dtype), es, p);
@@ -176,7 +177,8 @@ cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
         return status;
     }
     team->next_step += req->nsteps;
-    team->queue[(team->q_head + team->q_count) % n] = req;
+    i = team->q_head + team->q_count; /* < 2n: no division in the call */
+    team->queue[(i >= n) ? i - n : i] = req;
     team->q_count++;
     *req_p = req;
     return CXL_COLL_OK;
@@ -188,7 +190,8 @@ static void cxl_coll_dequeue(cxl_coll_team_t *team, cxl_coll_status_t status)
 
     head->status = status;
     head->queued = 0;
-    team->q_head = (team->q_head + 1) % (unsigned)team->cfg.max_reqs;
+    team->q_head = (team->q_head + 1 == (unsigned)team->cfg.max_reqs) ? 0 :
+                   team->q_head + 1;
     team->q_count--;
     if (head->freed) {
         cxl_coll_req_release(head);
