@@ -457,7 +457,7 @@ for coll in COLLS:
     has_floor = any(f is not None for f in floors)
     if have_cxl:
         hdr += ["cxl / best", "target"]
-    sym = coll in ("allreduce", "allgather", "reduce_scatter_block", "alltoall")
+    sym = coll in ("barrier", "allreduce", "allgather", "reduce_scatter_block", "alltoall")
     has_xchg = sym and meta.get("np") == "2" and any(n in xchg for n in szs)
     if has_floor:
         hdr += ["floor", "cxl / floor", "best / floor"]
@@ -546,12 +546,15 @@ if xread:
              "the floor itself would give against the best baseline, the best any "
              "implementation could show. Writing the data for the other rank (xwrite: %s) "
              "is left out, so the floors are low bounds, not estimates. **exchange** "
-             "(allreduce, allgather, reduce_scatter_block, alltoall): one round of a hand-written "
-             "two-thread exchange of S bytes (limits.c xchg: both write S bytes into shared "
-             "memory and raise a flag, both copy the other's S bytes out; %s), what the "
-             "simplest code gets without MPI: a practical reference from 16 KiB up, where "
-             "taking back lines the other core read dominates; below that its own loop and "
-             "timing (about 0.1-0.2 µs) dominate and it is no bound."
+             "(barrier, allreduce, allgather, reduce_scatter_block, alltoall): one round of a "
+             "hand-written two-thread exchange of S bytes (limits.c xchg: both write S bytes "
+             "into shared memory and raise a flag, both copy the other's S bytes out; 0 B: "
+             "both raise a flag and wait for the other's, a million rounds timed as a whole; "
+             "%s), what the simplest code gets without MPI, timer or library: a practical "
+             "reference, not a proof. For the barrier it is the round a flag per rank costs on "
+             "this machine (a store must first take back the line the other core read, then "
+             "the other core's load fetches it). Between 8 B and 4 KiB its own per-round "
+             "timing (RDTSCP, about 0.1 µs) inflates it."
              % (", ".join("%s %s µs" % (size_label(k), fmt(v)) for k, v in sorted(xread.items())),
                 ", ".join("%s %s µs" % (size_label(k), fmt(v)) for k, v in sorted(xwrite.items())),
                 ", ".join("%s %s µs" % (size_label(k), fmt(v)) for k, v in sorted(xchg.items()))))

@@ -62,9 +62,10 @@
  * their flag, wait for the other's flag and copy the other's SIZE bytes
  * out; the median time of one such round on --cpu-a.  The least a round
  * of any 2-rank collective in which each rank needs the other's SIZE
- * bytes can take on this machine (SIZE 0: a barrier): unlike xread it
- * includes taking back lines the other core has read, which a store
- * waits for.
+ * bytes can take on this machine: unlike xread it includes taking back
+ * lines the other core has read, which a store waits for.  SIZE 0: a
+ * barrier, each thread storing its flag and waiting for the other's, a
+ * million rounds timed as a whole (the average round).
  *
  * This program measures and prints; it never judges the numbers.
  *
@@ -511,6 +512,17 @@ static void *xc_run(void *arg)
     if (pin_to(m->cpu) != 0) {
         xr_pin_err = 1;
     }
+    if (xc_size == 0) {
+        /* a barrier: flags only, timed as a whole (run_xchg), since a
+         * per-round TSC read would cost a quarter of a round */
+        for (long i = 1; i <= xc_rounds; ++i) {
+            __atomic_store_n(&m->flag, (uint64_t)i, __ATOMIC_RELEASE);
+            while (__atomic_load_n(&o->flag, __ATOMIC_ACQUIRE) < (uint64_t)i) {
+                cpu_relax();
+            }
+        }
+        return NULL;
+    }
     for (long i = 1; i <= xc_rounds; ++i) {
         memset(m->src, (int)((i + me) & 0xff), xc_size); /* untimed */
         a = xr_ticks();
@@ -536,6 +548,9 @@ static int run_xchg(size_t size, int cpu_a, int cpu_b)
     xc_rounds = (long)(1e9 / (double)(size + 4096));
     xc_rounds = (xc_rounds < 200) ? 200 : (xc_rounds > 20000) ? 20000 :
                 xc_rounds;
+    if (size == 0) {
+        xc_rounds = 1000000;
+    }
     xc_size = size;
     for (k = 0; k < 2; ++k) {
         xc[k].flag = 0;
@@ -566,8 +581,12 @@ static int run_xchg(size_t size, int cpu_a, int cpu_b)
         return 1;
     }
     ns_per_tick = (t1 - t0) * 1e9 / (double)(tk1 - tk0);
-    qsort(xc[0].dt, (size_t)xc_rounds, sizeof(uint64_t), cmp_u64);
-    ns = xc[0].dt[xc_rounds / 2] * ns_per_tick;
+    if (size == 0) {
+        ns = (t1 - t0) * 1e9 / (double)xc_rounds; /* the loop's average */
+    } else {
+        qsort(xc[0].dt, (size_t)xc_rounds, sizeof(uint64_t), cmp_u64);
+        ns = xc[0].dt[xc_rounds / 2] * ns_per_tick;
+    }
     printf("xchg,%zu,%.1f,%.3f\n", size, ns, size ? (double)size / ns : 0.0);
     fflush(stdout);
     for (k = 0; k < 2; ++k) {
