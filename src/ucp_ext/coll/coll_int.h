@@ -53,6 +53,26 @@ typedef struct {
     uint64_t  done_lb;    /* lower bound of its done line (coll_step.c) */
 } cxl_coll_peer_t;
 
+/* What each rank tells the others at creation (coll_team.c). */
+#define CXL_COLL_OOB_VERSION 1
+typedef struct {
+    uint64_t magic;
+    uint32_t version;
+    int32_t  status;        /* this rank's pool open / allocation */
+    int32_t  rank;
+    int32_t  size;
+    uint8_t  uuid[CXLPOOL_UUID_LEN];
+    uint64_t part_off;
+    uint64_t part_len;
+    uint32_t ext_index;
+    uint32_t ext_gen;
+    uint64_t token;
+    uint32_t host;
+    uint32_t coh;
+    uint64_t region;
+    uint64_t oneshot_max;   /* the algorithm choice must agree */
+} cxl_coll_oob_rec_t;
+
 /* What this rank published in a slot, for reading its own data back. */
 typedef struct {
     const uint8_t *base;

@@ -17,6 +17,7 @@
 #include "coll_reduce.h"
 
 #if defined(__x86_64__)
+#  include <cpuid.h>
 #  include <immintrin.h>
 #endif
 
@@ -37,22 +38,33 @@ typedef void (*cxl_coll_red_fn_t)(void *dst, const void *a, const void *b,
         _stmt; \
     }
 
-/* Kernel _name over element type _t computing _OP(x, y) per element. */
+/*
+ * Kernel _name over element type _t computing _OP(x, y) per element.  The
+ * elements are accessed through a typedef of alignment 1: a peer may
+ * publish a buffer at any pool offset and a caller may pass any address,
+ * and a typed access to a misaligned element is undefined (found by
+ * fuzz_coll_sig); on x86 the compiler emits the same unaligned vector
+ * loads as before.
+ */
 #define CXL_COLL_RED_KERNEL(_name, _t, _OP) \
-    static void _name##_dab(_t *restrict d, const _t *restrict a, \
-                            const _t *restrict b, size_t n) \
+    typedef _t _name##_ut __attribute__((aligned(1))); \
+    static void _name##_dab(_name##_ut *restrict d, \
+                            const _name##_ut *restrict a, \
+                            const _name##_ut *restrict b, size_t n) \
     { \
         CXL_COLL_RED_LOOP(d[_i] = _OP(a[_i], b[_i])) \
     } \
-    static void _name##_db(_t *restrict d, const _t *restrict b, size_t n) \
+    static void _name##_db(_name##_ut *restrict d, \
+                           const _name##_ut *restrict b, size_t n) \
     { \
         CXL_COLL_RED_LOOP(d[_i] = _OP(d[_i], b[_i])) \
     } \
-    static void _name##_ad(_t *restrict d, const _t *restrict a, size_t n) \
+    static void _name##_ad(_name##_ut *restrict d, \
+                           const _name##_ut *restrict a, size_t n) \
     { \
         CXL_COLL_RED_LOOP(d[_i] = _OP(a[_i], d[_i])) \
     } \
-    static void _name##_dd(_t *restrict d, size_t n) \
+    static void _name##_dd(_name##_ut *restrict d, size_t n) \
     { \
         CXL_COLL_RED_LOOP(d[_i] = _OP(d[_i], d[_i])) \
     } \
@@ -258,7 +270,12 @@ static int cxl_coll_red_have_f16c(void)
     static int have = -1;   /* the same answer in every thread: no race */
 
     if (have < 0) {
-        have = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+        /* F16C from CPUID.1:ECX (clang 14 does not know "f16c" for
+         * __builtin_cpu_supports); "avx" also says the OS saves the state */
+        unsigned eax, ebx, ecx = 0, edx;
+
+        have = __builtin_cpu_supports("avx") &&
+               __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
     }
     return have;
 }

@@ -12,27 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CXL_COLL_OOB_VERSION 1
-
-/* What each rank tells the others at creation. */
-typedef struct {
-    uint64_t magic;
-    uint32_t version;
-    int32_t  status;        /* this rank's pool open / allocation */
-    int32_t  rank;
-    int32_t  size;
-    uint8_t  uuid[CXLPOOL_UUID_LEN];
-    uint64_t part_off;
-    uint64_t part_len;
-    uint32_t ext_index;
-    uint32_t ext_gen;
-    uint64_t token;
-    uint32_t host;
-    uint32_t coh;
-    uint64_t region;
-    uint64_t oneshot_max;   /* the algorithm choice must agree */
-} cxl_coll_oob_rec_t;
-
 void cxl_coll_team_params_init(cxl_coll_team_params_t *params)
 {
     memset(params, 0, sizeof(*params));
