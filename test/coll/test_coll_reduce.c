@@ -499,7 +499,7 @@ static void test_bench(size_t bytes)
  * caller may pass any address.  Every kernel on inputs and output 1, 3 and
  * 5 bytes off alignment gives the bytes the aligned run gives (under the
  * sanitizers a typed access to a misaligned element aborts: it did before
- * the kernels read through an alignment-1 type).
+ * such buffers went through aligned bounce buffers).
  */
 static void test_misaligned(void)
 {

@@ -16,6 +16,9 @@
  */
 #include "coll_reduce.h"
 
+#include <stdint.h>
+#include <string.h>
+
 #if defined(__x86_64__)
 #  include <cpuid.h>
 #  include <immintrin.h>
@@ -38,33 +41,22 @@ typedef void (*cxl_coll_red_fn_t)(void *dst, const void *a, const void *b,
         _stmt; \
     }
 
-/*
- * Kernel _name over element type _t computing _OP(x, y) per element.  The
- * elements are accessed through a typedef of alignment 1: a peer may
- * publish a buffer at any pool offset and a caller may pass any address,
- * and a typed access to a misaligned element is undefined (found by
- * fuzz_coll_sig); on x86 the compiler emits the same unaligned vector
- * loads as before.
- */
+/* Kernel _name over element type _t computing _OP(x, y) per element. */
 #define CXL_COLL_RED_KERNEL(_name, _t, _OP) \
-    typedef _t _name##_ut __attribute__((aligned(1))); \
-    static void _name##_dab(_name##_ut *restrict d, \
-                            const _name##_ut *restrict a, \
-                            const _name##_ut *restrict b, size_t n) \
+    static void _name##_dab(_t *restrict d, const _t *restrict a, \
+                            const _t *restrict b, size_t n) \
     { \
         CXL_COLL_RED_LOOP(d[_i] = _OP(a[_i], b[_i])) \
     } \
-    static void _name##_db(_name##_ut *restrict d, \
-                           const _name##_ut *restrict b, size_t n) \
+    static void _name##_db(_t *restrict d, const _t *restrict b, size_t n) \
     { \
         CXL_COLL_RED_LOOP(d[_i] = _OP(d[_i], b[_i])) \
     } \
-    static void _name##_ad(_name##_ut *restrict d, \
-                           const _name##_ut *restrict a, size_t n) \
+    static void _name##_ad(_t *restrict d, const _t *restrict a, size_t n) \
     { \
         CXL_COLL_RED_LOOP(d[_i] = _OP(a[_i], d[_i])) \
     } \
-    static void _name##_dd(_name##_ut *restrict d, size_t n) \
+    static void _name##_dd(_t *restrict d, size_t n) \
     { \
         CXL_COLL_RED_LOOP(d[_i] = _OP(d[_i], d[_i])) \
     } \
@@ -281,6 +273,34 @@ static int cxl_coll_red_have_f16c(void)
 }
 #endif
 
+/*
+ * A buffer off its element alignment: a peer may publish a pool buffer at
+ * any offset and a caller may pass any address, and the typed kernels'
+ * access to a misaligned element is undefined (found by fuzz_coll_sig).
+ * Such inputs go through aligned bounce buffers, a block at a time; each
+ * block reads both inputs before it writes the output, so dst == a or
+ * dst == b still work.  Aligned buffers, the normal case, keep the
+ * kernels' own loops.
+ */
+#define CXL_COLL_RED_BOUNCE 512
+
+static void cxl_coll_red_misaligned(cxl_coll_red_fn_t fn, size_t es,
+                                    void *dst, const void *a, const void *b,
+                                    size_t count)
+{
+    _Alignas(64) uint8_t ta[CXL_COLL_RED_BOUNCE], tb[CXL_COLL_RED_BOUNCE];
+    _Alignas(64) uint8_t td[CXL_COLL_RED_BOUNCE];
+    size_t per = CXL_COLL_RED_BOUNCE / es, n, i;
+
+    for (i = 0; i < count; i += n) {
+        n = (count - i < per) ? count - i : per;
+        memcpy(ta, (const uint8_t*)a + i * es, n * es);
+        memcpy(tb, (const uint8_t*)b + i * es, n * es);
+        fn(td, ta, tb, n);
+        memcpy((uint8_t*)dst + i * es, td, n * es);
+    }
+}
+
 void cxl_coll_reduce_apply_generic(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
                                    void *dst, const void *a, const void *b,
                                    size_t count)
@@ -292,9 +312,16 @@ void cxl_coll_reduce_apply_generic(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
         return;
     }
     fn = cxl_coll_red_table[dtype][op];
-    if (fn != NULL) {
-        fn(dst, a, b, count);
+    if (fn == NULL) {
+        return;
     }
+    if ((((uintptr_t)dst | (uintptr_t)a | (uintptr_t)b) &
+         (cxl_coll_dtype_size(dtype) - 1)) != 0) {
+        cxl_coll_red_misaligned(fn, cxl_coll_dtype_size(dtype), dst, a, b,
+                                count);
+        return;
+    }
+    fn(dst, a, b, count);
 }
 
 void cxl_coll_reduce_apply(cxl_coll_dtype_t dtype, cxl_coll_op_t op, void *dst,
