@@ -353,6 +353,9 @@ t "info of a pool made with options" 0 "$CXL" info --json "$PO"
 jq_ok "options recorded" '.size == 16777216 and .extents_max == 2000 and .attach_max == 4 and .nr_hosts == 2 and .coherence == "sw"'
 t "info of a sw pool says so" 0 "$CXL" info "$PO"
 out_has "^coherence +sw$"
+# a read-only check read sw pools as hw (no invalidate before a load)
+t "check of a sw pool reads it as sw" 0 "$CXL" check "$PO"
+out_has "^checking $PO \\(sw coherence\\)$"
 
 PE=$(pool env)
 t "create without --size uses UCX_CXL_POOL_SIZE" 0 env UCX_CXL_POOL_SIZE=8M "$CXL" create "$PE"
@@ -563,7 +566,7 @@ fi
 PC=$(pool check)
 t "check: create" 0 "$CXL" create "$PC" --size 16M
 t "check on a clean pool" 0 "$CXL" check "$PC"
-out_has "^checking $PC$"
+out_has "^checking $PC \\(hw coherence\\)$"
 out_hasF "$PC: clean"
 out_hasF "0 bad record(s), 0 overlap(s), 0 out of bounds, 0 dead attachment(s), 0 extent(s) (0 bytes)"
 t "check --repair on a clean pool" 0 "$CXL" check --repair "$PC"

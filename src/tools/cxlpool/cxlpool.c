@@ -534,16 +534,17 @@ static int cmd_check(int argc, char **argv)
     params.path       = path_arg(argc, argv, defpath, sizeof(defpath));
     params.flags      = repair ? CXLPOOL_NO_ATTACH : CXLPOOL_READONLY;
     params.host_index = host_index;
-    if (repair) {
-        /* repair writes: with the write-backs the pool was made for */
-        coherence_as_made(&params);
-    }
+    /* with the coherence the pool was made for: a sw pool's lines are
+     * invalidated before they are read (another host may have written
+     * them), and a repair's writes are written back */
+    coherence_as_made(&params);
     status = cxlpool_open(&params, &pool);
     if (status != CXLPOOL_OK) {
         return fail(status);
     }
 
-    printf("checking %s\n", params.path);
+    printf("checking %s (%s coherence)\n", params.path,
+           cxl_coh_mode_name(params.coherence));
     status = cxlpool_check(pool, repair, &rep, check_msg_cb, NULL);
     cxlpool_close(pool);
     printf("superblock ok; %u bad record(s), %u overlap(s), %u out of bounds, "
