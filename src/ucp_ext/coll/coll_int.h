@@ -171,6 +171,9 @@ struct cxl_coll_req {
     uint64_t            dst_stride;  /*   at dst + w * dst_stride */
     int                 src_in_pool; /* peers read src in place */
     int                 local_left;  /* the own block's local copy is due */
+    uint8_t            *fuse_dst;    /* write_round also copies each chunk of
+                                        the own block here, while it is in
+                                        the cache (allgather) */
     int                 oneshot;     /* reductions: one-shot or two-shot */
     int                 own_src;     /* reductions: the own input is read
                                         from src, not from the publication */

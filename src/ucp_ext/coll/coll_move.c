@@ -76,6 +76,9 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
         for (j = 0; j < req->nblocks; ++j) {
             memcpy(inl + j * len, req->src + j * req->src_stride + off, len);
         }
+        if (req->fuse_dst != NULL) {
+            memcpy(req->fuse_dst + off, inl, len);
+        }
         cxl_coll_publish(team, step, inl, req->nblocks * len, NULL, len,
                          req->nblocks * len);
         return CXL_COLL_OK;
@@ -108,6 +111,12 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
             }
             cxl_coll_put(team, slot + pos,
                          req->src + j * req->src_stride + off + x, n);
+            if (req->fuse_dst != NULL) {
+                /* the same bytes, still in the cache: no second pass over
+                 * src at the end */
+                memcpy(req->fuse_dst + off + x,
+                       req->src + j * req->src_stride + off + x, n);
+            }
             cxl_coll_publish_ready(team, step, pos + n);
         }
     }
@@ -295,6 +304,12 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
     }
     req->progress   = cxl_coll_move_progress;
     req->local_left = 1;
+    if ((a->type == CXL_COLL_ALLGATHER) && !in_place && !req->src_in_pool &&
+        (req->nsteps > 0)) {
+        /* the own block goes into the slot and into rbuf: one pass */
+        req->fuse_dst   = (uint8_t*)a->rbuf + (size_t)me * req->bytes;
+        req->local_left = 0;
+    }
 
     if (team->cfg.log) {
         how = (req->nsteps == 0) ? "nothing to move" :

@@ -155,6 +155,7 @@ cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
     req->src_in_pool = 0;
     req->oneshot     = 0;
     req->own_src     = 0;
+    req->fuse_dst    = NULL;
     req->skip_lo     = 0;
     req->skip_hi     = 0;
     req->post_ns     = 0;
