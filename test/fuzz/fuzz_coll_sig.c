@@ -27,14 +27,12 @@
  */
 #define _GNU_SOURCE
 #include "coll_int.h"
-#include "pool_int.h"   /* cxlpool_format */
+#include "fuzz_pool_file.h"
 
-#include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define FUZZ_COLL_POOL_SIZE  (16ull << 20)
 #define FUZZ_COLL_REGION     (64ull << 10)
@@ -80,22 +78,9 @@ static int fuzz_coll_oob(void *arg, const void *sbuf, void *rbuf, size_t len)
 static void fuzz_coll_make_pool(void)
 {
     cxlpool_params_t params;
-    void *base;
-    int fd;
 
-    fd = memfd_create("ucx-cxl-fuzz-coll.pool", MFD_CLOEXEC);
-    fuzz_coll_check((fd >= 0) &&
-                    (ftruncate(fd, (off_t)FUZZ_COLL_POOL_SIZE) == 0), "memfd");
-    base = mmap(NULL, FUZZ_COLL_POOL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
-                fd, 0);
-    fuzz_coll_check(base != MAP_FAILED, "mmap pool");
-    cxlpool_params_init(&params);
-    params.coherence = CXL_COH_HW;
-    fuzz_coll_check(cxlpool_format(base, FUZZ_COLL_POOL_SIZE, &params) ==
-                    CXLPOOL_OK, "cxlpool_format");
-    munmap(base, FUZZ_COLL_POOL_SIZE);
-    snprintf(fuzz_coll.path, sizeof(fuzz_coll.path), "/proc/self/fd/%d", fd);
-
+    fuzz_pool_file_make(FUZZ_COLL_POOL_SIZE, NULL, fuzz_coll.path,
+                        sizeof(fuzz_coll.path));
     cxlpool_params_init(&params);
     params.path = fuzz_coll.path;
     fuzz_coll_check(cxlpool_open(&params, &fuzz_coll.pool) == CXLPOOL_OK,

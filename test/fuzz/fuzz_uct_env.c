@@ -5,6 +5,7 @@
 #endif
 
 #include "fuzz_uct_env.h"
+#include "fuzz_pool_file.h"
 
 #include "pool_int.h"
 
@@ -28,30 +29,6 @@ static uct_cxl_block_hdr_t fuzz_uct_hdr[FUZZ_UCT_IFACES];
             abort(); \
         } \
     } while (0)
-
-/* The pool: a memory file formatted in place, named by its /proc/self/fd
- * path, so that nothing is left behind whatever happens to the harness. */
-static void fuzz_uct_make_pool(char *path, size_t len)
-{
-    uint64_t size = 32ull << 20;
-    cxlpool_params_t params;
-    void *base;
-    int fd;
-
-    fd = memfd_create("ucx-cxl-fuzz.pool", MFD_CLOEXEC);
-    fuzz_uct_check((fd >= 0) && (ftruncate(fd, (off_t)size) == 0), "memfd");
-    base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    fuzz_uct_check(base != MAP_FAILED, "mmap pool");
-    cxlpool_params_init(&params);
-    params.coherence = CXL_COH_HW;
-    fuzz_uct_check(cxlpool_format(base, size, &params) == CXLPOOL_OK,
-                   "cxlpool_format");
-    /* a fixed identity: seeds name the pool in keys and addresses */
-    memcpy(((cxlpool_sb_t*)base)->uuid, "fuzz-cxl-pool-01", CXLPOOL_UUID_LEN);
-    ((cxlpool_sb_t*)base)->crc = cxlpool_sb_crc(base);
-    munmap(base, size);
-    snprintf(path, len, "/proc/self/fd/%d", fd); /* fd stays open */
-}
 
 static void fuzz_uct_fix_id(unsigned i)
 {
@@ -84,7 +61,8 @@ void fuzz_uct_env_init(void)
      * would be most of the time spent */
     ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_FATAL;
 
-    fuzz_uct_make_pool(path, sizeof(path));
+    /* a fixed identity: seeds name the pool in keys and addresses */
+    fuzz_pool_file_make(32ull << 20, "fuzz-cxl-pool-01", path, sizeof(path));
     setenv("UCX_CXL_POOL", path, 1);
     setenv("UCX_CXL_COHERENCE", "hw", 1);
     setenv("UCX_CXL_RING_SIZE", "64k", 1);

@@ -306,6 +306,7 @@ void cxl_coll_reduce_apply_generic(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
                                    size_t count)
 {
     cxl_coll_red_fn_t fn;
+    size_t es;
 
     if (((unsigned)dtype >= CXL_COLL_DTYPE_LAST) ||
         ((unsigned)op >= CXL_COLL_OP_LAST)) {
@@ -315,10 +316,9 @@ void cxl_coll_reduce_apply_generic(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
     if (fn == NULL) {
         return;
     }
-    if ((((uintptr_t)dst | (uintptr_t)a | (uintptr_t)b) &
-         (cxl_coll_dtype_size(dtype) - 1)) != 0) {
-        cxl_coll_red_misaligned(fn, cxl_coll_dtype_size(dtype), dst, a, b,
-                                count);
+    es = cxl_coll_dtype_size(dtype);
+    if ((((uintptr_t)dst | (uintptr_t)a | (uintptr_t)b) & (es - 1)) != 0) {
+        cxl_coll_red_misaligned(fn, es, dst, a, b, count);
         return;
     }
     fn(dst, a, b, count);
