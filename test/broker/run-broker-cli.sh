@@ -185,6 +185,18 @@ got=$(jget "$SCR/st.json" '(d["capacity"], d["resident_chunks"] >= 8, isinstance
 CHECK_WHY="stat --json: $(head -c 400 "$SCR/st.json")"
 check "3. stat --json parses (capacity, resident chunks, epochs list)" [ "$got" = "(67108864, true, true)" ]
 
+# ---- 3b. hit counts: reads served from cached pins are reported in
+# counted batches (one TOUCH per 4096 reads); stat must count every read ----
+gen_raw "$D/cnt.raw" $((9001 * 64)) 3
+cli add --format raw --record-size 64 --chunk-size 256k cnt "$D/cnt.raw" >/dev/null 2>&1
+cli warm cnt >/dev/null 2>&1
+rdr --order random --epochs 2 --check cnt >"$SCR/cnt.out" 2>&1
+stat_json "$SCR/st-cnt.json"
+got=$(jget "$SCR/st-cnt.json" "(sum(x['hits'] for x in d['epochs'] if x['name'] == 'cnt'), sum(x['misses'] for x in d['epochs'] if x['name'] == 'cnt'))")
+CHECK_WHY="reader: $(rsummary "$SCR/cnt.out"); (hits, misses) $got"
+[ "$(rfield "$SCR/cnt.out" errors)" = 0 ] && [ "$got" = "(18002, 0)" ]
+verdict $? "3. 2 epochs of 9001 samples from 3 warm chunks: stat counts 18002 hits, 0 misses"
+
 # ---- 4. clients of a stopped broker ----
 ADDR=$BRK_ADDR
 brk_stop TERM

@@ -262,6 +262,8 @@ static int seeds_proto(const char *dir)
 {
     struct { brk_pin_req_t r; uint32_t c[3]; } pin = {
         { .handle = 1, .n = 3 }, { 0, 5, 9 } };
+    struct { brk_pin_req_t r; brk_touch_ent_t t[2]; } touch = {
+        { .handle = 1, .n = 2 }, { { 5, 17 }, { 0, 1 } } };
     struct { brk_epoch_req_t r; uint64_t o[4]; } epoch = {
         { .handle = 1, .epoch = 2, .n = 4 }, { 3, 1, 0, 2 } };
     struct { brk_add_req_t r; char p[32]; } add;
@@ -294,7 +296,7 @@ static int seeds_proto(const char *dir)
     seeds_req(dir, "close", BRK_REQ_CLOSE, &close, sizeof(close));
     seeds_req(dir, "pin", BRK_REQ_PIN, &pin, sizeof(pin));
     seeds_req(dir, "unpin", BRK_REQ_UNPIN, &pin, sizeof(pin));
-    seeds_req(dir, "touch", BRK_REQ_TOUCH, &pin, sizeof(pin));
+    seeds_req(dir, "touch", BRK_REQ_TOUCH, &touch, sizeof(touch));
     seeds_req(dir, "epoch", BRK_REQ_EPOCH, &epoch, sizeof(epoch));
     memset(&add, 0, sizeof(add));
     snprintf(add.r.name, sizeof(add.r.name), "ds1");

@@ -78,11 +78,20 @@ static void fuzz_proto_req(const uint8_t *data, size_t size)
     switch (req.type) {
     case BRK_REQ_PIN:
     case BRK_REQ_UNPIN:
-    case BRK_REQ_TOUCH:
         fuzz_proto_inside(p, len, req.chunks,
                           (uint64_t)req.u.pin.n * sizeof(uint32_t), "chunks");
         for (i = 0; i < req.u.pin.n; ++i) {
             if (req.chunks[i] == UINT32_MAX - 1) {
+                err[0] = 1;     /* read each, as the handler does */
+            }
+        }
+        break;
+    case BRK_REQ_TOUCH:
+        fuzz_proto_inside(p, len, req.touches,
+                          (uint64_t)req.u.pin.n * sizeof(*req.touches),
+                          "touches");
+        for (i = 0; i < req.u.pin.n; ++i) {
+            if (req.touches[i].chunk + req.touches[i].reads == 1) {
                 err[0] = 1;     /* read each, as the handler does */
             }
         }

@@ -231,16 +231,17 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
     crt->waiters = w;
 }
 
-/* A read the client served from a chunk it had pinned: a hit. */
-void brk_cache_touch(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
+/* Reads the client served from a chunk it had pinned: hits. */
+void brk_cache_touch(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
+                     uint32_t reads)
 {
     cxl_broker_epoch_stat_t *es = brk_vs_epoch_stat(vs);
 
     vs->crt[c].last_use = ++srv->clock;
     brk_plan_touch(vs, c);
-    srv->hits++;
+    srv->hits += reads;
     if (es != NULL) {
-        es->hits++;
+        es->hits += reads;
     }
     if (vs->rec.policy == BRK_POLICY_PLAN) {
         brk_plan_prefetch(srv, vs);

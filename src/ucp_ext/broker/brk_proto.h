@@ -17,7 +17,7 @@
 #include <ucx_cxl/broker.h>
 #include <stdint.h>
 
-#define BRK_PROTO_VERSION  1u
+#define BRK_PROTO_VERSION  2u
 #define BRK_AM_REQ         0x62u
 #define BRK_AM_REP         0x63u
 #define BRK_RKEY_MAX       4096u
@@ -98,9 +98,11 @@ typedef struct {
     uint64_t handle;
 } brk_handle_req_t;
 
-/* PIN / UNPIN / TOUCH: chunk numbers follow.  TOUCH reports reads the
- * client served from chunks it had pinned (hits the broker never saw), in
- * order, so LRU recency, the plan's clock and hit counts stay true. */
+/* PIN / UNPIN: n chunk numbers follow.  TOUCH: n (chunk, reads) pairs of
+ * uint32 follow, the reads the client served from chunks it had pinned
+ * (hits the broker never saw), distinct chunks in the order of their first
+ * read since the last TOUCH, so LRU recency, the plan's clock and hit
+ * counts stay true to within one batch. */
 enum {
     BRK_PIN_FILL_ONLY = 1u << 0,  /* warm: fill, take no pin, evict nothing
                                      resident of this dataset */
@@ -110,8 +112,13 @@ typedef struct {
     uint64_t handle;
     uint32_t n;
     uint32_t flags;
-    /* uint32_t chunk[n] */
+    /* uint32_t chunk[n], or for TOUCH brk_touch_ent_t[n] */
 } brk_pin_req_t;
+
+typedef struct {
+    uint32_t chunk;
+    uint32_t reads;
+} brk_touch_ent_t;
 
 typedef struct {
     uint32_t chunk;

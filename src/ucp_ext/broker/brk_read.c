@@ -60,11 +60,11 @@ static void brk_bit_set(cxl_broker_ds_t *ds, uint32_t c, int on)
     __atomic_store_n(w, v, __ATOMIC_RELAXED);
 }
 
-static void brk_ids_send(cxl_broker_ds_t *ds, uint32_t type,
-                         const uint32_t *ids, uint32_t n)
+static void brk_msg_send(cxl_broker_ds_t *ds, uint32_t type,
+                         const void *ents, uint32_t n, size_t ent_size)
 {
     brk_pin_req_t *req;
-    size_t len = sizeof(*req) + n * sizeof(uint32_t);
+    size_t len = sizeof(*req) + n * ent_size;
 
     req = malloc(len);
     if (req == NULL) {
@@ -73,23 +73,45 @@ static void brk_ids_send(cxl_broker_ds_t *ds, uint32_t type,
     req->handle = ds->rep.handle;
     req->n      = n;
     req->flags  = 0;
-    memcpy(req + 1, ids, n * sizeof(uint32_t));
+    memcpy(req + 1, ents, n * ent_size);
     (void)brk_call_post(ds->b, type, req, len, 0);
     free(req);
 }
 
+static void brk_ids_send(cxl_broker_ds_t *ds, uint32_t type,
+                         const uint32_t *ids, uint32_t n)
+{
+    brk_msg_send(ds, type, ids, n, sizeof(*ids));
+}
+
 void brk_touch_flush(cxl_broker_ds_t *ds)
 {
-    if (ds->ntouch) {
-        brk_ids_send(ds, BRK_REQ_TOUCH, ds->touch_buf, ds->ntouch);
-        ds->ntouch = 0;
+    uint32_t i;
+
+    if (ds->ntouch == 0) {
+        return;
     }
+    brk_msg_send(ds, BRK_REQ_TOUCH, ds->touch_buf, ds->ntouch,
+                 sizeof(*ds->touch_buf));
+    for (i = 0; i < ds->ntouch; ++i) {
+        ds->touch_slot[ds->touch_buf[i].chunk] = 0;
+    }
+    ds->ntouch      = 0;
+    ds->touch_reads = 0;
 }
 
 static void brk_touch(cxl_broker_ds_t *ds, uint32_t c)
 {
-    ds->touch_buf[ds->ntouch++] = c;
-    if (ds->ntouch == BRK_TOUCH) {
+    uint32_t slot = ds->touch_slot[c];
+
+    if (slot == 0) {
+        slot = ++ds->ntouch;
+        ds->touch_slot[c]          = slot;
+        ds->touch_buf[slot - 1].chunk = c;
+        ds->touch_buf[slot - 1].reads = 0;
+    }
+    ds->touch_buf[slot - 1].reads++;
+    if ((ds->ntouch == BRK_TOUCH) || (++ds->touch_reads == BRK_TOUCH_READS)) {
         brk_touch_flush(ds);
     }
 }
@@ -377,9 +399,11 @@ cxl_broker_status_t cxl_broker_open(cxl_broker_t *b, const char *name,
     ds->lru_prev  = malloc(nch * sizeof(*ds->lru_prev));
     ds->lru_next  = malloc(nch * sizeof(*ds->lru_next));
     ds->unpin_buf = malloc((b->pin_cache + 1) * sizeof(*ds->unpin_buf));
-    ds->touch_buf = malloc(BRK_TOUCH * sizeof(*ds->touch_buf));
+    ds->touch_buf  = malloc(BRK_TOUCH * sizeof(*ds->touch_buf));
+    ds->touch_slot = calloc(nch, sizeof(*ds->touch_slot));
     if (!ds->pin_word || !ds->pin_off || !ds->views || !ds->lru_prev ||
-        !ds->lru_next || !ds->unpin_buf || !ds->touch_buf) {
+        !ds->lru_next || !ds->unpin_buf || !ds->touch_buf ||
+        !ds->touch_slot) {
         st = brk_cerr(CXL_BROKER_ERR_NO_MEMORY, "out of memory");
         goto fail;
     }
@@ -402,7 +426,7 @@ void cxl_broker_close(cxl_broker_ds_t *ds)
         return;
     }
     if (ds->rep.handle && !ds->b->dead) {
-        if (ds->touch_buf != NULL) {
+        if ((ds->touch_buf != NULL) && (ds->touch_slot != NULL)) {
             brk_touch_flush(ds);
         }
         req.handle = ds->rep.handle;
@@ -416,6 +440,7 @@ void cxl_broker_close(cxl_broker_ds_t *ds)
     free(ds->lru_next);
     free(ds->unpin_buf);
     free(ds->touch_buf);
+    free(ds->touch_slot);
     free(ds);
 }
 

@@ -283,8 +283,8 @@ static void brk_req_unpin(brk_srv_t *srv, brk_conn_t *conn,
 static void brk_req_touch(brk_srv_t *srv, brk_conn_t *conn,
                           const brk_req_t *r)
 {
-    const brk_pin_req_t *req = &r->u.pin;
-    const uint32_t *chunks   = r->chunks;
+    const brk_pin_req_t *req     = &r->u.pin;
+    const brk_touch_ent_t *touch = r->touches;
     brk_handle_t *h;
     uint32_t i;
 
@@ -292,8 +292,8 @@ static void brk_req_touch(brk_srv_t *srv, brk_conn_t *conn,
         return;
     }
     for (i = 0; i < req->n; ++i) {
-        if (chunks[i] < h->vs->rec.nchunks) {
-            brk_cache_touch(srv, h->vs, chunks[i]);
+        if (touch[i].chunk < h->vs->rec.nchunks) {
+            brk_cache_touch(srv, h->vs, touch[i].chunk, touch[i].reads);
         }
     }
 }

@@ -286,7 +286,8 @@ void brk_pending_done(brk_srv_t *srv, brk_pending_t *pend);
 cxl_broker_epoch_stat_t *brk_vs_epoch_stat(brk_vs_t *vs);
 
 /* a read served from a chunk the client had pinned */
-void brk_cache_touch(brk_srv_t *srv, brk_vs_t *vs, uint32_t c);
+void brk_cache_touch(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
+                     uint32_t reads);
 /* start a fill nobody waits for (plan prefetch) into space at off */
 void brk_cache_prefetch(brk_srv_t *srv, brk_vs_t *vs, uint32_t c, uint64_t off);
 /* pin policy: bytes of vs that stay resident */

@@ -160,15 +160,22 @@ int brk_req_decode(const brk_req_hdr_t *hdr, const void *p, size_t len,
     case BRK_REQ_PIN:
     case BRK_REQ_UNPIN:
     case BRK_REQ_TOUCH:
-        if (!brk_wire_fits(len, sizeof(brk_pin_req_t), sizeof(uint32_t),
+        if (!brk_wire_fits(len, sizeof(brk_pin_req_t),
+                           (hdr->type == BRK_REQ_TOUCH) ?
+                           sizeof(brk_touch_ent_t) : sizeof(uint32_t),
                            req->u.pin.n)) {
             return BRK_WIRE_INVAL("malformed %s request (%u chunks in %zu "
                                   "bytes)", (hdr->type == BRK_REQ_PIN) ?
                                   "pin" : (hdr->type == BRK_REQ_UNPIN) ?
                                   "unpin" : "touch", req->u.pin.n, len);
         }
-        req->chunks = (const uint32_t*)((const char*)p +
-                                        sizeof(brk_pin_req_t));
+        if (hdr->type == BRK_REQ_TOUCH) {
+            req->touches = (const brk_touch_ent_t*)((const char*)p +
+                                                    sizeof(brk_pin_req_t));
+        } else {
+            req->chunks = (const uint32_t*)((const char*)p +
+                                            sizeof(brk_pin_req_t));
+        }
         break;
     case BRK_REQ_EPOCH:
         if (!brk_wire_fits(len, sizeof(brk_epoch_req_t), sizeof(uint64_t),

@@ -29,7 +29,8 @@ typedef struct brk_req_decoded {
         brk_name_req_t   name_req;
     } u;
     char            name[BRK_NAME_MAX]; /* OPEN, ADD, RM, EVICT */
-    const uint32_t *chunks;     /* PIN, UNPIN, TOUCH: u.pin.n of them */
+    const uint32_t *chunks;     /* PIN, UNPIN: u.pin.n of them */
+    const brk_touch_ent_t *touches; /* TOUCH: u.pin.n of them */
     const uint64_t *order;      /* EPOCH: u.epoch.n of them (may be NULL) */
     const char     *paths;      /* ADD: u.add.npaths NUL-terminated strings */
     size_t          paths_len;  /*      in paths[0 .. paths_len) */
