@@ -220,7 +220,10 @@ typedef struct {
     uint64_t pinned_chunks;
     uint64_t fills, fill_bytes, fill_errors;
     uint64_t file_bytes_read;   /* every byte read from files */
+    uint64_t direct_bytes;      /* of them, read with O_DIRECT */
     uint64_t hits, misses, evictions;
+    uint64_t readaheads;        /* fills started by read-ahead (no reader
+                                   waited for them when they started) */
     uint32_t clients;
     uint32_t boot;
     double   fill_seconds;      /* summed over reader threads */

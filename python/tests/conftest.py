@@ -23,7 +23,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import pytest
@@ -116,10 +116,11 @@ def spare_broker(workdir, pooldir):
     that kill one or need a small cache; stopped at the test's end."""
     made: List[BrokerProc] = []
 
-    def make(capacity: str = "16m", pool_size: str = "128m") -> BrokerProc:
+    def make(capacity: str = "16m", pool_size: str = "128m",
+             args: Sequence[str] = ()) -> BrokerProc:
         b = BrokerProc(str(BUILDDIR), str(LIBDIR), str(workdir),
                        f"spare{len(made)}.{_spare_port[0]}", capacity=capacity,
-                       pool_size=pool_size, pooldir=pooldir)
+                       pool_size=pool_size, pooldir=pooldir, args=args)
         made.append(b)
         _spare_port[0] -= 1
         b.start(_spare_port[0])

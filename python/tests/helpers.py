@@ -11,7 +11,7 @@ import re
 import signal
 import subprocess
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
@@ -98,8 +98,9 @@ class BrokerProc:
 
     def __init__(self, bindir: str, libdir: str, workdir: str, name: str,
                  capacity: str = "64m", pool_size: str = "512m",
-                 pooldir: str = "") -> None:
+                 pooldir: str = "", args: Sequence[str] = ()) -> None:
         self.bindir, self.libdir, self.workdir = bindir, libdir, workdir
+        self.args = list(args)          # more `cxl-broker serve` options
         self.name = name
         self.pool = os.path.join(pooldir or workdir, f"{name}.pool")
         self.capacity, self.pool_size = capacity, pool_size
@@ -131,7 +132,8 @@ class BrokerProc:
         with open(self.out, "w") as out, open(self.err, "w") as err:
             self.proc = subprocess.Popen(
                 [os.path.join(self.bindir, "cxl-broker"), "serve", "--pool",
-                 self.pool, "--listen", addr, "--capacity", self.capacity],
+                 self.pool, "--listen", addr, "--capacity", self.capacity,
+                 *self.args],
                 stdout=out, stderr=err, env=env, start_new_session=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

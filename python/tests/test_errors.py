@@ -71,8 +71,9 @@ def test_index_out_of_range(datasets):
 
 def test_broker_killed(spare_broker, workdir, monkeypatch):
     """The broker dies while a dataset is open: the next read that needs it
-    fails within the timeout instead of hanging."""
-    b = spare_broker()
+    fails within the timeout instead of hanging.  No read-ahead: the last
+    chunk must still be absent when the broker dies."""
+    b = spare_broker(args=("--readahead", "0"))
     monkeypatch.setenv("UCX_CXL_POOL", b.pool)
     rng = np.random.Generator(np.random.PCG64(3))
     spec = Spec("t-kill", "raw", make_raw(workdir / f"kill-{b.name}", rng, 1024,

@@ -11,6 +11,7 @@
  *   --broker A  --version V  --epochs E  --order seq|random  --seed S
  *   --announce  tell the broker each epoch's order (plan policy)
  *   --batch K   read K samples per cxl_broker_read_batch()
+ *   --count N   read only the first N samples of each epoch's order
  *   --check     compare every sample with its bytes in the files
  *   --pattern   check every sample is one TAG's pattern entirely
  *   --view      zero-copy views instead of reads (local readers)
@@ -223,6 +224,7 @@ int main(int argc, char **argv)
         {"expect-error", no_argument, NULL, 'x'},
         {"scribble", required_argument, NULL, 'S'},
         {"gen", no_argument, NULL, 'g'},
+        {"count", required_argument, NULL, 'C'},
         {NULL, 0, NULL, 0}};
     cxl_broker_params_t prm;
     cxl_broker_t *b;
@@ -230,6 +232,7 @@ int main(int argc, char **argv)
     cxl_broker_iov_t *iov;
     cxl_broker_view_t *views = NULL;
     uint64_t n, i, j, *order, bytes = 0, samples = 0, errors = 0, maxlen = 0;
+    uint64_t count = UINT64_MAX, lim;
     uint32_t *crcs, digest;
     unsigned version = 0, epochs = 1, batch = 1, e, seed = 1;
     int random = 0, announce = 0, check = 0, pattern = 0, view = 0, expect = 0;
@@ -256,6 +259,7 @@ int main(int argc, char **argv)
         case 'l': prm.local = atoi(optarg); break;
         case 'x': expect = 1; break;
         case 'S': scribble = optarg; break;
+        case 'C': count = strtoull(optarg, NULL, 0); break;
         case 'g':
             if (argc - optind != 4) {
                 fprintf(stderr, "brk_reader --gen DIR N SIZE TAG\n");
@@ -321,8 +325,9 @@ int main(int argc, char **argv)
             errors++;
             break;
         }
-        for (i = 0; i < n; i += batch) {
-            unsigned k, m = (unsigned)((n - i < batch) ? n - i : batch);
+        lim = (count < n) ? count : n;
+        for (i = 0; i < lim; i += batch) {
+            unsigned k, m = (unsigned)((lim - i < batch) ? lim - i : batch);
             if (view) {
                 for (k = 0; k < m; ++k) {
                     cxl_broker_view_t v;

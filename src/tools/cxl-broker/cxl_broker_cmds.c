@@ -441,13 +441,15 @@ int cxlb_stat(int argc, char **argv)
                    ", \"chunk_bytes\": %" PRIu64 ", \"resident_chunks\": %"
                    PRIu64 ", \"pinned_chunks\": %" PRIu64 ", \"fills\": %"
                    PRIu64 ", \"fill_bytes\": %" PRIu64 ", \"fill_errors\": %"
-                   PRIu64 ", \"file_bytes_read\": %" PRIu64 ", \"hits\": %"
+                   PRIu64 ", \"file_bytes_read\": %" PRIu64
+                   ", \"direct_bytes\": %" PRIu64 ", \"hits\": %"
                    PRIu64 ", \"misses\": %" PRIu64 ", \"evictions\": %" PRIu64
-                   ", \"clients\": %u, \"boot\": %u, \"epochs\": [",
+                   ", \"readaheads\": %" PRIu64 ", \"clients\": %u, "
+                   "\"boot\": %u, \"epochs\": [",
                    st.capacity, st.used, st.chunk_bytes, st.resident_chunks,
                    st.pinned_chunks, st.fills, st.fill_bytes, st.fill_errors,
-                   st.file_bytes_read, st.hits, st.misses, st.evictions,
-                   st.clients, st.boot);
+                   st.file_bytes_read, st.direct_bytes, st.hits, st.misses,
+                   st.evictions, st.readaheads, st.clients, st.boot);
             rc = cxl_broker_stat(b, &st, cxlb_stat_cb, &s);
             printf("]}\n");
         }
@@ -461,11 +463,12 @@ int cxlb_stat(int argc, char **argv)
                    "cache: %s of %s used, %" PRIu64 " chunks resident, %"
                    PRIu64 " pinned\n"
                    "requests: %" PRIu64 " hits, %" PRIu64 " misses; fills %"
-                   PRIu64 " (%" PRIu64 " failed), %s read from files; %"
-                   PRIu64 " evictions; %u clients\n",
+                   PRIu64 " (%" PRIu64 " failed, %" PRIu64 " read ahead), "
+                   "%s read from files; %" PRIu64 " evictions; %u clients\n",
                    st.addr, st.pool, st.boot, used, cap, st.resident_chunks,
                    st.pinned_chunks, st.hits, st.misses, st.fills,
-                   st.fill_errors, rd, st.evictions, st.clients);
+                   st.fill_errors, st.readaheads, rd, st.evictions,
+                   st.clients);
             rc = cxl_broker_stat(b, &st, cxlb_stat_cb, &s);
         }
     }

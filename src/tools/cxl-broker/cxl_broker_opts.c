@@ -40,18 +40,20 @@ int cxlb_serve_opts(int argc, char **argv, brk_serve_params_t *prm)
         {"capacity", required_argument, NULL, 'c'},
         {"chunk-size", required_argument, NULL, 's'},
         {"readers", required_argument, NULL, 'r'},
+        {"readahead", required_argument, NULL, 'a'},
+        {"buffered", no_argument, NULL, 'b'},
         {"verify", no_argument, NULL, 'v'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     char host[BRK_ADDR_MAX], err[BRK_ADDR_MAX + 128];
-    uint64_t readers;
+    uint64_t readers, ra;
     uint16_t port;
     int opt;
 
     memset(prm, 0, sizeof(*prm));
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "p:l:c:s:r:vqh", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "p:l:c:s:r:a:bvqh", opts, NULL)) != -1) {
         switch (opt) {
         case 'p':
             prm->pool_path = optarg;
@@ -78,6 +80,16 @@ int cxlb_serve_opts(int argc, char **argv, brk_serve_params_t *prm)
                 return cxlb_fail("--readers '%s': 1 to 256", optarg);
             }
             prm->readers = (unsigned)readers;
+            break;
+        case 'a':
+            if (cxlpool_parse_uint(optarg, 256, &ra)) {
+                return cxlb_fail("--readahead '%s': 0 to 256", optarg);
+            }
+            prm->readahead     = (unsigned)ra;
+            prm->readahead_set = 1;
+            break;
+        case 'b':
+            prm->buffered = 1;
             break;
         case 'v':
             prm->verify = 1;

@@ -210,6 +210,8 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
     }
     if (!fill_only && (vs->rec.policy == BRK_POLICY_PLAN)) {
         brk_plan_prefetch(srv, vs);
+    } else if (!fill_only) {
+        brk_readahead(srv, vs, c);
     }
     if (!fill_only) {
         srv->misses++;
@@ -267,6 +269,7 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
 
     vs->inflight--;
     srv->file_bytes_read += job->bytes_read;
+    srv->direct_bytes    += job->direct_bytes;
     srv->fill_seconds    += job->seconds;
     if (status == CXL_BROKER_OK) {
         pcs->crc = job->crc;
@@ -291,6 +294,7 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
         }
     } else {
         srv->fill_errors++;
+        vs->ra_left = 0;        /* read no further ahead into errors */
         brk_log(srv, "fill of %s v%u chunk %u failed: %s", vs->rec.name,
                 vs->rec.version, job->chunk, job->err);
         brk_heap_free(&srv->heap, cs->off, cs->len);
@@ -309,6 +313,8 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
     }
     if (vs->rec.policy == BRK_POLICY_PLAN) {
         brk_plan_prefetch(srv, vs);
+    } else {
+        brk_readahead(srv, vs, UINT32_MAX);
     }
     brk_vs_reap(srv);
 }

@@ -1,10 +1,15 @@
 /*
  * Reader threads: each takes a chunk, reads its segments from the files
  * straight into the chunk's place in the arena (large sequential preads,
- * one per segment), computes its CRC32C and hands it back to the main
+ * one per segment; O_DIRECT for the aligned part where the file system
+ * takes it, so the device writes into the pool and the page cache keeps
+ * no second copy), computes its CRC32C and hands it back to the main
  * loop, which alone publishes it.  A file that changed since `add` (size
  * or mtime) fails the fill instead of mixing two versions in one chunk.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE         /* O_DIRECT */
+#endif
 #include "brk_srv.h"
 
 #include <errno.h>
@@ -17,63 +22,130 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int brk_fill_open(brk_fill_job_t *job, uint32_t fi, int *fd,
-                         uint32_t *cur)
+/* The open files of one fill: buffered, and O_DIRECT where it works. */
+typedef struct {
+    uint32_t cur;               /* file index, UINT32_MAX: none */
+    int      fd;
+    int      dfd;               /* -1: no direct reads of this file */
+} brk_fill_fds_t;
+
+static void brk_fill_close(brk_fill_fds_t *f)
 {
-    const brk_file_t *f = &job->vs->files[fi];
-    const char *path    = job->vs->strings + f->path_off;
+    if (f->fd >= 0) {
+        close(f->fd);
+    }
+    if (f->dfd >= 0) {
+        close(f->dfd);
+    }
+    f->fd  = -1;
+    f->dfd = -1;
+    f->cur = UINT32_MAX;
+}
+
+static int brk_fill_open(const brk_fill_t *fill, brk_fill_job_t *job,
+                         uint32_t fi, brk_fill_fds_t *f)
+{
+    const brk_file_t *bf = &job->vs->files[fi];
+    const char *path     = job->vs->strings + bf->path_off;
     char p[404];
-    struct stat st;
+    struct stat st, dst;
     int64_t mtime;
 
-    if (*cur == fi) {
+    if (f->cur == fi) {
         return 0;
     }
-    if (*fd >= 0) {
-        close(*fd);
-        *fd = -1;
-    }
-    snprintf(p, sizeof(p), "%.*s", (int)(f->path_len < 400 ? f->path_len : 400), path);
-    *fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (*fd < 0) {
+    brk_fill_close(f);
+    snprintf(p, sizeof(p), "%.*s", (int)(bf->path_len < 400 ? bf->path_len : 400), path);
+    f->fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0) {
         snprintf(job->err, sizeof(job->err), "%s: %s", p, strerror(errno));
         return -1;
     }
-    if (fstat(*fd, &st) != 0) {
+    if (fstat(f->fd, &st) != 0) {
         snprintf(job->err, sizeof(job->err), "%s: fstat: %s", p, strerror(errno));
         return -1;
     }
     mtime = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-    if (((uint64_t)st.st_size != f->size) || (mtime != f->mtime_ns)) {
+    if (((uint64_t)st.st_size != bf->size) || (mtime != bf->mtime_ns)) {
         snprintf(job->err, sizeof(job->err), "%s changed since it was added "
                  "(size %" PRIu64 " -> %lld): run cxl-broker add again", p,
-                 f->size, (long long)st.st_size);
+                 bf->size, (long long)st.st_size);
         return -1;
     }
-    (void)posix_fadvise(*fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    *cur = fi;
+    (void)posix_fadvise(f->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    if (fill->direct && (bf->size >= BRK_DIO_MIN)) {
+        /* a file system without O_DIRECT refuses it here: buffered reads */
+        f->dfd = open(p, O_RDONLY | O_CLOEXEC | O_DIRECT);
+        if ((f->dfd >= 0) &&
+            ((fstat(f->dfd, &dst) != 0) || (dst.st_ino != st.st_ino) ||
+             (dst.st_dev != st.st_dev))) {
+            close(f->dfd);      /* replaced between the opens: not ours */
+            f->dfd = -1;
+        }
+    }
+    f->cur = fi;
     return 0;
+}
+
+/*
+ * The largest aligned head of [dst, dst + len) at file offset off read
+ * with O_DIRECT: the device writes into the chunk's place in the pool, and
+ * the file does not fill the page cache too (the pool holds the one copy).
+ * Returns the bytes read; the caller reads the rest through the page cache.
+ * A short or refused direct read ends direct reads of this file.
+ */
+static uint64_t brk_fill_direct(brk_fill_fds_t *f, uint8_t *dst, uint64_t len,
+                                uint64_t off)
+{
+    uint64_t head, done = 0;
+    ssize_t n;
+
+    if ((f->dfd < 0) || (off % BRK_DIO_ALIGN) ||
+        ((uintptr_t)dst % BRK_DIO_ALIGN)) {
+        return 0;
+    }
+    head = len & ~(uint64_t)(BRK_DIO_ALIGN - 1);
+    while (done < head) {
+        n = pread(f->dfd, dst + done, head - done, (off_t)(off + done));
+        if ((n < 0) && (errno == EINTR)) {
+            continue;
+        }
+        if ((n <= 0) || ((uint64_t)n % BRK_DIO_ALIGN)) {
+            if (n > 0) {
+                done += (uint64_t)n;
+            }
+            close(f->dfd);
+            f->dfd = -1;
+            break;
+        }
+        done += (uint64_t)n;
+    }
+    return done;
 }
 
 static void brk_fill_one(brk_fill_t *fill, brk_fill_job_t *job)
 {
     const brk_chunk_t *ch = &job->vs->chunks[job->chunk];
+    brk_fill_fds_t f = {.cur = UINT32_MAX, .fd = -1, .dfd = -1};
     const brk_seg_t *seg;
-    uint32_t i, cur = UINT32_MAX;
+    uint32_t i;
     uint64_t done;
     double t0 = brk_now();
     ssize_t n;
-    int fd = -1;
 
     job->status = CXL_BROKER_OK;
     for (i = 0; i < ch->nsegs; ++i) {
         seg = &job->vs->segs[ch->first_seg + i];
-        if (brk_fill_open(job, seg->file, &fd, &cur)) {
+        if (brk_fill_open(fill, job, seg->file, &f)) {
             job->status = CXL_BROKER_ERR_IO;
             break;
         }
-        for (done = 0; done < seg->len; done += (uint64_t)n) {
-            n = pread(fd, job->dst + seg->chunk_off + done, seg->len - done,
+        done = brk_fill_direct(&f, job->dst + seg->chunk_off, seg->len,
+                               seg->file_off);
+        job->bytes_read   += done;
+        job->direct_bytes += done;
+        for (; done < seg->len; done += (uint64_t)n) {
+            n = pread(f.fd, job->dst + seg->chunk_off + done, seg->len - done,
                       (off_t)(seg->file_off + done));
             if (n > 0) {
                 job->bytes_read += (uint64_t)n;
@@ -95,9 +167,7 @@ static void brk_fill_one(brk_fill_t *fill, brk_fill_job_t *job)
             break;
         }
     }
-    if (fd >= 0) {
-        close(fd);
-    }
+    brk_fill_close(&f);
     if (job->status == CXL_BROKER_OK) {
         job->crc = cxlpool_crc32c(0, job->dst, ch->len);
         cxl_coh_writeback(fill->coh, job->dst, ch->len);
@@ -138,11 +208,13 @@ static void *brk_fill_thread(void *arg)
     return NULL;
 }
 
-int brk_fill_start(brk_fill_t *fill, unsigned nthreads, cxl_coh_mode_t coh)
+int brk_fill_start(brk_fill_t *fill, unsigned nthreads, cxl_coh_mode_t coh,
+                   int direct)
 {
     unsigned i;
 
     memset(fill, 0, sizeof(*fill));
+    fill->direct    = direct;
     pthread_mutex_init(&fill->lock, NULL);
     pthread_cond_init(&fill->cond, NULL);
     fill->todo_tail = &fill->todo;

@@ -3,7 +3,8 @@
  * the pool is the truth: at start the broker rebuilds this from the
  * ranges live records hold (brk_heap_reserve), so nothing about free
  * space is ever persisted or needs recovery.  Ranges are multiples of a
- * cache line, so two chunks never share a line.
+ * cache line, so two chunks never share a line; ranges of BRK_DIO_MIN and
+ * more start on a page (O_DIRECT fills).
  */
 #include "brk_srv.h"
 
@@ -64,14 +65,22 @@ void brk_heap_fini(brk_heap_t *heap)
 
 int brk_heap_alloc(brk_heap_t *heap, uint64_t len, uint64_t *off)
 {
-    uint64_t i, best = UINT64_MAX;
+    uint64_t i, best = UINT64_MAX, align, a, gap = 0, g, end;
 
-    len = brk_heap_round(len ? len : 1);
+    len   = brk_heap_round(len ? len : 1);
+    /* large ranges (chunks) start on a page: the fill reads into them with
+     * O_DIRECT.  Ranges keep their 64-byte rounded length, so 4 MiB chunks
+     * packed back to back stay aligned and a gap before one is rare (a
+     * metadata blob in front of it) and stays free for small ranges. */
+    align = (len >= BRK_DIO_MIN) ? BRK_DIO_ALIGN : BRK_HEAP_ALIGN;
     /* best fit: chunks are mostly one size, so holes get reused whole */
     for (i = 0; i < heap->nfree; ++i) {
-        if ((heap->free[i].len >= len) &&
+        a = (heap->free[i].off + align - 1) & ~(align - 1);
+        g = a - heap->free[i].off;
+        if ((heap->free[i].len >= len) && (heap->free[i].len - len >= g) &&
             ((best == UINT64_MAX) || (heap->free[i].len < heap->free[best].len))) {
             best = i;
+            gap  = g;
             if (heap->free[i].len == len) {
                 break;
             }
@@ -80,11 +89,21 @@ int brk_heap_alloc(brk_heap_t *heap, uint64_t len, uint64_t *off)
     if (best == UINT64_MAX) {
         return -1;
     }
-    *off = heap->free[best].off;
-    heap->free[best].off += len;
-    heap->free[best].len -= len;
-    if (heap->free[best].len == 0) {
-        brk_heap_remove_at(heap, best);
+    *off = heap->free[best].off + gap;
+    if (gap == 0) {
+        heap->free[best].off += len;
+        heap->free[best].len -= len;
+        if (heap->free[best].len == 0) {
+            brk_heap_remove_at(heap, best);
+        }
+    } else {
+        end = heap->free[best].off + heap->free[best].len;
+        heap->free[best].len = gap;
+        if ((end > *off + len) &&
+            brk_heap_insert_at(heap, best + 1, *off + len, end - *off - len)) {
+            heap->free[best].len = end - heap->free[best].off; /* undo */
+            return -1;
+        }
     }
     heap->used += len;
     return 0;

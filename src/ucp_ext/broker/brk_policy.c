@@ -191,6 +191,55 @@ int brk_policy_victim(brk_srv_t *srv, brk_vs_t *for_vs, int allow_own,
     return (best_cls < 3) ? 0 : -1;
 }
 
+/*
+ * Read-ahead under pin and lru.  A random first epoch asks for its chunks
+ * one miss at a time, so one reader keeps one fill in flight and the disk
+ * sees scattered 4 MiB reads.  After a miss the chunks that follow it in
+ * file order are filled too, up to srv->readahead fills in flight, one
+ * pass over the dataset: the disk reads sequentially and in parallel, and
+ * later misses find their chunk LOADING or RESIDENT.  Read-ahead takes only
+ * free space, never evicts, and under pin fills no more than the pin
+ * budget keeps: everything it loads stays until an epoch uses it.
+ */
+void brk_readahead(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
+{
+    uint32_t n = vs->rec.nchunks;
+    uint64_t off, len, budget = UINT64_MAX;
+
+    if ((srv->readahead == 0) || (n == 0) ||
+        (vs->rec.policy == BRK_POLICY_PLAN) ||
+        (vs->rec.state != BRK_VREC_ACTIVE)) {
+        return;
+    }
+    if ((c != UINT32_MAX) && (vs->ra_left == 0) && (c < n)) {
+        vs->ra_next = (c + 1 < n) ? c + 1 : 0;
+        vs->ra_left = n - 1;
+    }
+    if (vs->rec.policy == BRK_POLICY_PIN) {
+        budget = brk_pin_budget(srv, vs);
+    }
+    while ((vs->ra_left > 0) && (vs->inflight < srv->readahead)) {
+        c   = vs->ra_next;
+        len = vs->chunks[c].len;
+        if (BRK_CSTATE_STATE(vs->crt[c].word) == BRK_CHUNK_ABSENT) {
+            if ((budget != UINT64_MAX) &&
+                (vs->pinned_bytes + (uint64_t)(vs->inflight + 1) *
+                 vs->rec.chunk_size > budget)) {
+                vs->ra_left = 0;    /* the rest would only stream */
+                return;
+            }
+            if (brk_heap_alloc(&srv->heap, len, &off)) {
+                vs->ra_left = 0;    /* no free space: never evict for it */
+                return;
+            }
+            srv->readaheads++;
+            brk_cache_prefetch(srv, vs, c, off);
+        }
+        vs->ra_next = (c + 1 < n) ? c + 1 : 0;
+        vs->ra_left--;
+    }
+}
+
 void brk_plan_prefetch(brk_srv_t *srv, brk_vs_t *vs)
 {
     brk_plan_t *p = &vs->plan;

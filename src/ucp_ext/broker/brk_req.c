@@ -361,6 +361,7 @@ static void brk_req_evict(brk_srv_t *srv, brk_conn_t *conn, uint64_t id,
             continue;
         }
         any = 1;
+        vs->ra_left = 0;        /* and read no further ahead into it */
         for (c = 0; c < vs->rec.nchunks; ++c) {
             rep.count += (uint64_t)brk_cache_evict(srv, vs, (uint32_t)c);
         }
@@ -429,9 +430,11 @@ static void brk_req_stat(brk_srv_t *srv, brk_conn_t *conn, uint64_t id)
     st->fill_bytes      = srv->fill_bytes;
     st->fill_errors     = srv->fill_errors;
     st->file_bytes_read = srv->file_bytes_read;
+    st->direct_bytes    = srv->direct_bytes;
     st->hits            = srv->hits;
     st->misses          = srv->misses;
     st->evictions       = srv->evictions;
+    st->readaheads      = srv->readaheads;
     st->boot            = srv->hdr->boot;
     st->fill_seconds    = srv->fill_seconds;
     snprintf(st->addr, sizeof(st->addr), "%s", srv->addr);

@@ -635,6 +635,8 @@ int brk_serve(const brk_serve_params_t *params)
     }
     srv->params   = *params;
     srv->prefetch = 8;
+    srv->readahead = params->readahead_set ? params->readahead :
+                     (params->readers ? params->readers : 4);
     srv->add_efd  = -1;
     srv->fill.efd = -1;
     if (params->listen != NULL) {
@@ -676,7 +678,7 @@ int brk_serve(const brk_serve_params_t *params)
     srv->add_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if ((srv->add_efd < 0) ||
         brk_fill_start(&srv->fill, params->readers ? params->readers : 4,
-                       srv->coh)) {
+                       srv->coh, !params->buffered)) {
         fprintf(stderr, "cxl-broker: cannot start reader threads\n");
         goto out_arena;
     }

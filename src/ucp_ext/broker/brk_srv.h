@@ -30,6 +30,9 @@ typedef struct {
     uint64_t    capacity;       /* heap bytes at creation; 0: half the pool */
     uint64_t    chunk_size;     /* default of new datasets; 0: 4 MiB */
     unsigned    readers;        /* reader threads; 0: 4 */
+    unsigned    readahead;      /* pin/lru read-ahead depth in chunks */
+    int         buffered;       /* no O_DIRECT reads of dataset files */
+    int         readahead_set;  /* 0: readahead is the default (readers) */
     int         verify;         /* CRC-check resident chunks at start */
     int         quiet;
 } brk_serve_params_t;
@@ -67,6 +70,7 @@ typedef struct brk_fill_job {
     int         status;         /* cxl_broker_status_t */
     uint32_t    crc;
     uint64_t    bytes_read;
+    uint64_t    direct_bytes;   /* of them, read with O_DIRECT */
     double      seconds;
     char        err[BRK_ERRMSG_MAX];
 } brk_fill_job_t;
@@ -81,9 +85,17 @@ typedef struct {
     int              stop;
     int              efd;       /* eventfd: done jobs to collect */
     cxl_coh_mode_t   coh;
+    int              direct;    /* O_DIRECT reads where aligned */
 } brk_fill_t;
 
-int  brk_fill_start(brk_fill_t *fill, unsigned nthreads, cxl_coh_mode_t coh);
+/* O_DIRECT: offsets, lengths and buffers in multiples of this (the
+ * largest logical block size in use); files below BRK_DIO_MIN are read
+ * through the page cache */
+#define BRK_DIO_ALIGN 4096
+#define BRK_DIO_MIN   (64 * 1024)
+
+int  brk_fill_start(brk_fill_t *fill, unsigned nthreads, cxl_coh_mode_t coh,
+                    int direct);
 void brk_fill_stop(brk_fill_t *fill);
 void brk_fill_post(brk_fill_t *fill, brk_fill_job_t *job);
 brk_fill_job_t *brk_fill_collect(brk_fill_t *fill);
@@ -145,6 +157,8 @@ struct brk_vs {
     cxl_broker_epoch_stat_t *epochs; /* [0..nepochs) */
     uint32_t            nepochs;
     brk_plan_t          plan;
+    uint32_t            ra_next;    /* read-ahead: next chunk to look at */
+    uint32_t            ra_left;    /*   chunks still to look at; 0: idle */
 };
 
 /* ---- clients ---- */
@@ -221,6 +235,7 @@ struct brk_srv {
     uint64_t        fill_seq;
     uint64_t        alloc_round;
     unsigned        prefetch;   /* plan: chunks ahead to fill */
+    unsigned        readahead;  /* pin/lru: fills in flight after a miss */
     int             add_efd;    /* eventfd: an ADD scan finished */
     /* UCP */
     ucp_context_h   ucp;
@@ -232,7 +247,8 @@ struct brk_srv {
     char            addr[BRK_ADDR_MAX];
     /* counters */
     uint64_t        fills, fill_bytes, fill_errors, file_bytes_read;
-    uint64_t        hits, misses, evictions;
+    uint64_t        direct_bytes;
+    uint64_t        hits, misses, evictions, readaheads;
     double          fill_seconds;
     volatile int    stop;
 };
@@ -302,6 +318,9 @@ uint64_t brk_plan_next_use(const brk_vs_t *vs, uint32_t chunk);
 void brk_plan_free(brk_plan_t *plan);
 /* plan policy: start fills of the next chunks of the plan */
 void brk_plan_prefetch(brk_srv_t *srv, brk_vs_t *vs);
+/* pin, lru: a reader missed chunk c (c = UINT32_MAX: a fill finished):
+ * fill the chunks after it into free space */
+void brk_readahead(brk_srv_t *srv, brk_vs_t *vs, uint32_t c);
 
 /* requests (brk_req.c) */
 void brk_req_dispatch(brk_srv_t *srv, brk_conn_t *conn, const brk_req_hdr_t *hdr,
