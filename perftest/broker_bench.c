@@ -11,7 +11,10 @@
  * --batch samples):
  *   broker  connect to the broker, open --dataset, and read samples with
  *           cxl_broker_read_batch() (--batch samples per call: gets in
- *           flight together) into the buffer
+ *           flight together) into the buffer; --copy get|map sets
+ *           CXL_BROKER_COPY (how read_batch copies: ucp_get, or a memcpy
+ *           out of this process's mapping of the pool, the default where
+ *           it maps the pool)
  *   view    the same samples through cxl_broker_view() (the zero-copy view
  *           of a resident sample, for readers that map the pool; needs
  *           it: --local 1 is implied) and a memcpy out of it into the
@@ -63,7 +66,8 @@
  * --check, no difference), 1 otherwise, 2 for bad usage.
  *
  * Options: --mode M --readers N --batch K --record BYTES --file PATH
- *   --dataset NAME --broker HOST:PORT --local -1|0|1 --seconds S
+ *   --dataset NAME --broker HOST:PORT --local -1|0|1 --copy get|map
+ *   --seconds S
  *   --warmup S --count N --epoch --order seq|random --seed N --check
  *   --pss-at F --pss-pid PID
  *   --pool-file PATH --memcpy-src BYTES --inject-error --header --help
@@ -641,7 +645,8 @@ static void usage(FILE *f)
             "usage: broker_bench --mode broker|view|pread|mmap|memcpy|crc|crc-hw\n"
             "         [--readers N]\n"
             "         [--batch K] [--record BYTES] [--file PATH] [--dataset NAME]\n"
-            "         [--broker HOST:PORT] [--local -1|0|1] [--seconds S]\n"
+            "         [--broker HOST:PORT] [--local -1|0|1] [--copy get|map]\n"
+            "         [--seconds S]\n"
             "         [--warmup S] [--count N] [--epoch [--order seq|random]]\n"
             "         [--seed N] [--check]\n"
             "         [--pss-at F] [--pss-pid PID] [--pool-file PATH]\n"
@@ -706,6 +711,7 @@ int main(int argc, char **argv)
         {"dataset", required_argument, NULL, 'd'},
         {"broker", required_argument, NULL, 'b'},
         {"local", required_argument, NULL, 'l'},
+        {"copy", required_argument, NULL, 'y'},
         {"seconds", required_argument, NULL, 't'},
         {"warmup", required_argument, NULL, 'w'},
         {"count", required_argument, NULL, 'c'},
@@ -752,6 +758,13 @@ int main(int argc, char **argv)
         case 'd': cfg.dataset = optarg; break;
         case 'b': cfg.broker = optarg; break;
         case 'l': cfg.local = atoi(optarg); break;
+        case 'y':
+            if (strcmp(optarg, "get") && strcmp(optarg, "map")) {
+                fprintf(stderr, "broker_bench: --copy '%s': get or map\n", optarg);
+                return 2;
+            }
+            setenv("CXL_BROKER_COPY", optarg, 1);   /* the readers inherit it */
+            break;
         case 't': cfg.seconds = atof(optarg); break;
         case 'w': cfg.warmup = atof(optarg); break;
         case 'c': cfg.count = strtoull(optarg, NULL, 0); break;

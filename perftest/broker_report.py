@@ -29,9 +29,11 @@ OUT = sys.argv[1]
 PLOTS = os.path.join(OUT, "plots")
 os.makedirs(PLOTS, exist_ok=True)
 
-MODES = ["broker", "view", "pread", "mmap", "memcpy", "memcpy-ds"]
+MODES = ["broker", "broker-get", "view", "pread", "mmap", "memcpy", "memcpy-ds"]
+BRK_MODES = ("broker", "broker-get", "view")
 DESC = {
-    "broker": "cxl_broker_read_batch() through the broker: ucp_get from the pool into the reader's buffer",
+    "broker": "cxl_broker_read_batch() through the broker: pin (bitmap or message), then a memcpy out of the reader's own mapping of the pool (the default for readers that map it)",
+    "broker-get": "cxl_broker_read_batch() with CXL_BROKER_COPY=get: a ucp_get per sample from the pool into the reader's buffer (what readers in other pods do, over tcp)",
     "view": "cxl_broker_view() (the zero-copy view of a resident sample, readers that map the pool) and a memcpy out of it into the reader's buffer",
     "pread": "pread() of sample i at i × size from the file in the page cache (one fd per reader)",
     "mmap": "memcpy of sample i out of an mmap (MAP_POPULATE) of the file",
@@ -205,7 +207,7 @@ with open(os.path.join(OUT, "results.csv"), "w", newline="") as f:
                     note = ""
                     if fig == "other_pss_kib":
                         note = "PSS of the broker daemon"
-                        if m not in ("broker", "view"):
+                        if m not in BRK_MODES:
                             continue
                     w.writerow([fig, rec, n, m, unit, better]
                                + [("%.4g" % s["reps"][i]) if i in s["reps"] else ""
@@ -254,7 +256,7 @@ if 1048576 in records:
                         "broker GB/s ≥ %.1f× memcpy limit" % TGT_MEMCPY, ratio(b, mc), TGT_MEMCPY,
                         "%s vs %s GB/s" % (fmt(b and b["median"]), fmt(mc and mc["median"]))))
 if 4096 in records:
-    for via in ("broker", "view"):
+    for via in ("broker", "broker-get", "view"):
         for n in nreaders:
             b = stats((4096, n, via), "samples_per_s")
             if not b:
@@ -262,7 +264,8 @@ if 4096 in records:
             for base in ("pread", "mmap"):
                 p = stats((4096, n, base), "samples_per_s")
                 targets.append(("warm 4 KiB%s vs %s, %s reader%s" % (
-                                    "" if via == "broker" else " (view API)", base, readers_label(n),
+                                    {"broker": "", "broker-get": " (ucp_get path)",
+                                     "view": " (view API)"}[via], base, readers_label(n),
                                     "s" if n > 1 else ""),
                                 "%s samples/s ≥ %.0f× %s" % (via, TGT_PREAD, base), ratio(b, p), TGT_PREAD,
                                 "%s vs %s samples/s" % (fmt(b and b["median"]), fmt(p and p["median"]))))
@@ -432,7 +435,7 @@ for rec in records:
             g = stats((rec, n, m), "gb_per_s")
             sp = spread.get((rec, n, m), [])
             pct = "%.0f %%" % (100 * g["median"] / mc["median"]) if (g and mc and mc["median"]) else "-"
-            vs = rcell(ratio(b, s)) if m not in ("broker", "view") else ""
+            vs = rcell(ratio(b, s)) if m not in BRK_MODES else ""
             L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
                 readers_label(n), m, cell(s), cell(g),
                 ("%s–%s" % (fmt(min(sp)), fmt(max(sp)))) if sp else "-", pct, vs))
@@ -475,7 +478,7 @@ for rec in records:
     L.append("| mode | readers | readers PSS | private | shared | broker PSS | readers + broker | "
              "page cache | added per reader (readers + broker) |")
     L.append("|---|---|---|---|---|---|---|---|---|")
-    for m in ("broker", "view", "pread", "mmap"):
+    for m in ("broker", "broker-get", "view", "pread", "mmap"):
         base = None
         for n in nreaders:
             k = (rec, n, m)
@@ -485,7 +488,7 @@ for rec in records:
             an = stats(k, "pss_anon_kib")
             fi = stats(k, "pss_file_kib")
             sh = stats(k, "pss_shmem_kib")
-            ot = stats(k, "other_pss_kib") if m in ("broker", "view") else None
+            ot = stats(k, "other_pss_kib") if m in BRK_MODES else None
             fc = stats(k, "file_cache_kib")
             tot = p["median"] + (ot["median"] if ot else 0)
             if base is None:

@@ -4,9 +4,14 @@
 # data loaders do today, in one command: reader processes (1, 2, 4) read
 # random samples (4 KiB, 64 KiB, 1 MiB) of one raw file of fixed-size
 # records per size, with perftest/broker_bench.c, in five modes run
-# ALTERNATING (broker, view, pread, mmap, memcpy, broker, ...) --reps times:
-#   broker  cxl_broker_read_batch() through the broker: ucp_get out of the
-#           pool into the reader's buffer (--batch samples per call)
+# ALTERNATING (broker, broker-get, view, pread, mmap, memcpy, broker, ...)
+# --reps times:
+#   broker  cxl_broker_read_batch() through the broker (--batch samples per
+#           call): pins by message or bitmap, then, as a reader that maps
+#           the pool does by default, a memcpy out of its own mapping
+#   broker-get  the same with CXL_BROKER_COPY=get: every sample a ucp_get
+#           out of the pool into the reader's buffer (what readers in
+#           other pods do, over tcp)
 #   view    cxl_broker_view() (zero-copy view of the resident sample in
 #           this process's mapping of the pool) and a memcpy out of it
 #   pread   pread() of sample i at i * SIZE from the file in the page cache
@@ -364,6 +369,8 @@ mode_args() {   # mode_args MODE I
     case $1 in
         broker | view) printf '%s\n' --mode "$1" --dataset "${DS[i]}" --file "${FILES[i]}" \
                     --pss-pid "$BROKER_PID" --pool-file "$POOL" ;;
+        broker-get) printf '%s\n' --mode broker --copy get --dataset "${DS[i]}" --file "${FILES[i]}" \
+                    --pss-pid "$BROKER_PID" --pool-file "$POOL" ;;
         pread | mmap) printf '%s\n' --mode "$1" --file "${FILES[i]}" ;;
         memcpy) printf '%s\n' --mode memcpy --memcpy-src "$MEMSRC" --file "${FILES[i]}" ;;
         memcpy-ds) printf '%s\n' --mode memcpy --memcpy-src "$((NREC[i] * REC[i]))" --file "${FILES[i]}" ;;
@@ -387,7 +394,7 @@ echo "record,mode,readers,samples,errors,digest,rc" >"$OUT/check.csv"
 msg "correctness pass: every sample once per mode (--epoch --check), digests compared"
 CHECK_FAIL=0
 for i in "${!SIZE_LIST[@]}"; do
-    for m in broker view pread mmap; do
+    for m in broker broker-get view pread mmap; do
         mapfile -t a < <(mode_args "$m" "$i")
         bench "check-$m-${SIZE_LIST[i]}" "${a[@]}" --readers 2 --epoch --check --seed 7
         awk -F, -v m="$m" -v rc="$JOB_RC" '$1 == "total" { print $3 "," m "," $4 "," $9 "," $24 "," $25 "," rc }' \
@@ -400,7 +407,7 @@ for i in "${!SIZE_LIST[@]}"; do
     d=$(awk -F, -v r="${REC[i]}" '$1 == r { print $6 }' "$OUT/check.csv" | sort -u | wc -l)
     e=$(awk -F, -v r="${REC[i]}" '$1 == r { s += $5 } END { print s + 0 }' "$OUT/check.csv")
     if ((d == 1 && e == 0)); then
-        msg "  ${SIZE_LIST[i]}: ${NREC[i]} samples, broker = view = pread = mmap = file (digest $(awk -F, -v r="${REC[i]}" '$1 == r { print $6; exit }' "$OUT/check.csv"))"
+        msg "  ${SIZE_LIST[i]}: ${NREC[i]} samples, broker = broker-get = view = pread = mmap = file (digest $(awk -F, -v r="${REC[i]}" '$1 == r { print $6; exit }' "$OUT/check.csv"))"
     else
         msg "  ${SIZE_LIST[i]}: MISMATCH: $d different digests, $e samples differ from the file"
         CHECK_FAIL=1
@@ -438,11 +445,11 @@ wait_idle() {   # sets BUSY: the busy share right before the run (with --wait-id
 echo "label,record,readers,rep,rc,cpu_busy_pct,load1" >"$OUT/runs.csv"
 EXTRA=()
 ((SMOKE)) && EXTRA=(--check)
-msg "warm: sizes $SIZES x readers $READERS x (broker view pread mmap memcpy) x $REPS reps, ${SECS}s each$( \
+msg "warm: sizes $SIZES x readers $READERS x (broker broker-get view pread mmap memcpy) x $REPS reps, ${SECS}s each$( \
     ((SMOKE)) && echo ', every read checked')"
 for ((rep = 1; rep <= REPS; ++rep)); do
     for i in "${!SIZE_LIST[@]}"; do
-        modes=(broker view pread mmap memcpy)
+        modes=(broker broker-get view pread mmap memcpy)
         ((REC[i] == 1048576)) && modes+=(memcpy-ds)
         for n in "${READER_LIST[@]}"; do
             for m in "${modes[@]}"; do

@@ -79,6 +79,16 @@ typedef struct {
                                    process can; 0 never; 1 required */
 } cxl_broker_params_t;
 
+/*
+ * Environment read at connect:
+ *   CXL_BROKER_PIN_CACHE=N  chunks a dataset handle keeps pinned between
+ *                           reads (default 64)
+ *   CXL_BROKER_COPY=map|get how cxl_broker_read() and _read_batch() copy a
+ *                           pinned sample: map (default) copies out of this
+ *                           process's own mapping of the pool when it maps
+ *                           it, as a view reads; get always uses ucp_get,
+ *                           as readers that do not map the pool do
+ */
 void cxl_broker_params_init(cxl_broker_params_t *params);
 cxl_broker_status_t cxl_broker_connect(const cxl_broker_params_t *params,
                                        cxl_broker_t **broker_p);

@@ -197,6 +197,25 @@ CHECK_WHY="reader: $(rsummary "$SCR/cnt.out"); (hits, misses) $got"
 [ "$(rfield "$SCR/cnt.out" errors)" = 0 ] && [ "$got" = "(18002, 0)" ]
 verdict $? "3. 2 epochs of 9001 samples from 3 warm chunks: stat counts 18002 hits, 0 misses"
 
+# CXL_BROKER_COPY: both ways read the same bytes; a bad value is refused
+for m in get map; do
+    RENV=("CXL_BROKER_COPY=$m")
+    rdr --order random --check cnt >"$SCR/copy-$m.out" 2>&1
+done
+RENV=()
+CHECK_WHY="get: $(rsummary "$SCR/copy-get.out"); map: $(rsummary "$SCR/copy-map.out")"
+[ "$(rfield "$SCR/copy-get.out" errors)" = 0 ] && [ "$(rfield "$SCR/copy-map.out" errors)" = 0 ] &&
+    [ "$(rfield "$SCR/copy-get.out" digest)" = "$(rfield "$SCR/copy-map.out" digest)" ] &&
+    [ "$(rfield "$SCR/copy-get.out" samples)" = 9001 ]
+verdict $? "3. CXL_BROKER_COPY=get and =map read the same bytes (--check, one digest)"
+RENV=("CXL_BROKER_COPY=bogus")
+rdr cnt >"$SCR/copy-bad.out" 2>&1
+rc=$?
+RENV=()
+CHECK_WHY="exit $rc: $(head -c 300 "$SCR/copy-bad.out")"
+[ $rc != 0 ] && grep -q "CXL_BROKER_COPY='bogus': get or map" "$SCR/copy-bad.out"
+verdict $? "3. CXL_BROKER_COPY=bogus: the connect fails and says what is allowed"
+
 # ---- 4. clients of a stopped broker ----
 ADDR=$BRK_ADDR
 brk_stop TERM

@@ -50,8 +50,8 @@ msgs=$(awk -F, '
         if ($12 != $11 * $5) print "row " NR ": bytes " $12 " != samples x record"
         if ($26 != 0) print "row " NR ": " $26 " samples differ from the file"
         if ($17 < 1) print "row " NR ": no PSS read"
-        if (($2 == "broker" || $2 == "view") && $25 != 1) print "row " NR ": broker reader not local"
-        if (($2 == "broker" || $2 == "view") && $22 < 1) print "row " NR ": no broker PSS"
+        if (($2 == "broker" || $2 == "broker-get" || $2 == "view") && $25 != 1) print "row " NR ": broker reader not local"
+        if (($2 == "broker" || $2 == "broker-get" || $2 == "view") && $22 < 1) print "row " NR ": no broker PSS"
         if ($15 > $16) print "row " NR ": per-reader min > max"
         key = $2 "," $5 "," $6
         if (key in seen) print "row " NR ": " key " twice"
@@ -60,14 +60,14 @@ msgs=$(awk -F, '
     END {
         split("4096 65536 1048576", recs, " ")
         for (r in recs) for (k = 1; k <= 2; ++k) {
-            split("broker view pread mmap memcpy", ms, " ")
+            split("broker broker-get view pread mmap memcpy", ms, " ")
             for (m in ms) if (!((ms[m] "," recs[r] "," k) in seen)) print "no row for " ms[m] " " recs[r] " readers " k
             if (recs[r] == 1048576 && !(("memcpy-ds," recs[r] "," k) in seen)) print "no memcpy-ds row for readers " k
         }
-        if (n != 32) print n " rows, not 32"
+        if (n != 38) print n " rows, not 38"
     }' "$S" 2>&1)
 if [ -z "$msgs" ]; then
-    ok "samples.csv: 32 well-formed rows (3 sizes x 2 reader counts x 5 modes + memcpy-ds), no wrong sample"
+    ok "samples.csv: 38 well-formed rows (3 sizes x 2 reader counts x 6 modes + memcpy-ds), no wrong sample"
 else
     bad "samples.csv:"
     echo "$msgs" | head -n 10 | sed 's/^/    /'
@@ -106,8 +106,8 @@ msgs=$(awk -F, -v nrec="$nrec" '
         seen[$1 "," $2] = 1
     }
     END {
-        for (r in want) { split("broker view pread mmap", ms, " "); for (m in ms) if (!((r "," ms[m]) in seen)) print "no check of " ms[m] " at " r }
-        if (n != 12) print n " rows, not 12"
+        for (r in want) { split("broker broker-get view pread mmap", ms, " "); for (m in ms) if (!((r "," ms[m]) in seen)) print "no check of " ms[m] " at " r }
+        if (n != 15) print n " rows, not 15"
     }' "$R/check.csv" 2>&1)
 if [ -z "$msgs" ] && [ -n "$nrec" ]; then
     ok "correctness pass: every sample of every dataset read once per mode, equal to the file, one digest per size"

@@ -249,6 +249,7 @@ static cxl_broker_status_t brk_local_open(cxl_broker_t *b, int want)
     }
     b->arena = (uint8_t*)cxlpool_base(b->pool) + b->arena_pool_off;
     brk_map_ro(b, info.map_align);
+    b->copy_mapped = !b->copy_get && (b->arena_ro != NULL);
     return CXL_BROKER_OK;
 }
 
@@ -281,6 +282,13 @@ cxl_broker_status_t cxl_broker_connect(const cxl_broker_params_t *params,
     if (b->pin_cache == 0) {
         b->pin_cache = 1;
     }
+    env = getenv("CXL_BROKER_COPY");
+    if ((env != NULL) && strcmp(env, "get") && strcmp(env, "map")) {
+        free(b);
+        return brk_cerr(CXL_BROKER_ERR_INVAL, "CXL_BROKER_COPY='%s': get or "
+                        "map", env);
+    }
+    b->copy_get = (env != NULL) && !strcmp(env, "get");
     if (params->addr != NULL) {
         if (strlen(params->addr) >= sizeof(b->addr)) {
             free(b);

@@ -49,6 +49,8 @@ struct cxl_broker {
     void           *ro_map;     /* that read-only mapping, if made */
     uint64_t        ro_len;
     unsigned        pin_cache;  /* chunks a handle keeps pinned */
+    int             copy_get;   /* CXL_BROKER_COPY=get: reads always ucp_get */
+    int             copy_mapped; /* reads memcpy out of arena_ro */
 };
 
 struct cxl_broker_ds {
