@@ -14,6 +14,7 @@ the DataLoader forks its workers, unless it reads samples itself.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, List, Optional
 
 import numpy as np
@@ -43,6 +44,25 @@ def _batch_buffer(nbytes: int, shared: bool = True):
         except (AttributeError, RuntimeError, TypeError):
             pass            # another torch: an ordinary buffer still works
     return None, np.empty(nbytes, dtype=np.uint8)
+
+
+_ro_quiet = False
+
+
+def _from_readonly(buf: np.ndarray) -> "torch.Tensor":
+    """torch.from_numpy of a read-only array (a view of the pool: its
+    pages are mapped read-only, a write faults) without torch's warning
+    about it.  torch 1.13 warns once per process: once a call under the
+    filter records no warning, later calls skip the filter, which cost
+    as much as the rest of a view (20 -> 14 us per sample)."""
+    global _ro_quiet
+    if _ro_quiet:
+        return torch.from_numpy(buf)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", UserWarning)
+        t = torch.from_numpy(buf)
+    _ro_quiet = not seen
+    return t
 
 
 def _torch_view(t: "torch.Tensor", dtype: np.dtype, shape) -> "torch.Tensor":
@@ -180,16 +200,7 @@ class CXLDataset(Dataset):
             buf = decode.npy(buf, self.handle.sample_info(int(i)))
         if self.output == "numpy":
             return buf
-        if not buf.flags.writeable:
-            # torch warns on read-only numpy; the tensor must not be written
-            # (a view of the pool: its pages are mapped read-only, a write
-            # faults)
-            import warnings
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                t = torch.from_numpy(buf)
-        else:
-            t = torch.from_numpy(buf)
+        t = torch.from_numpy(buf) if buf.flags.writeable else _from_readonly(buf)
         if h is not None:
             return handover.handed(t, h)
         if self.device is not None:
