@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from conftest import Spec, add
+from helpers import same
 from ucx_cxl import Broker, BrokerError
 from ucx_cxl.data import CXLDataset
 
@@ -148,3 +149,22 @@ def test_view_write_faults(datasets):
     assert p.returncode in (-signal.SIGSEGV, -signal.SIGBUS), \
         f"exit {p.returncode}: {p.stderr[-2000:]}"
     assert np.array_equal(CXLDataset(spec.name)[i].numpy(), spec.expected(i))
+
+
+def test_no_readonly_warning(small_cache):
+    """Views are read-only arrays, which torch.from_numpy warns about (once
+    per process in torch 1.13): no warning reaches the user, neither on the
+    first view nor on later ones.  In a fresh interpreter with warnings as
+    errors, as this session's earlier views have already used up torch's
+    one warning."""
+    _b, spec = small_cache
+    code = ("import sys; from ucx_cxl.data import CXLDataset; "
+            f"ds = CXLDataset({spec.name!r}, copy=False); "
+            "ts = [ds[i] for i in range(5)]; "
+            "print(sum(int(t.sum()) for t in ts))")
+    r = subprocess.run([sys.executable, "-W", "error", "-c", code],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Warning" not in r.stderr, r.stderr[-2000:]
+    want = sum(int(spec.expected(i).sum()) for i in range(5))  # uint8 arrays
+    assert int(r.stdout.split()[-1]) == want
