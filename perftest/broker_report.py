@@ -346,7 +346,7 @@ L.append("| datasets | one raw file of fixed-size records per size, on %s (%s): 
          % (meta.get("data_fs", "?"), meta.get("data_dir", "?"), dsd))
 L.append("| pool | %s, 1 GiB (tmpfs), broker cache %s MiB, 4 MiB chunks |" % (
     meta.get("pool", "?"), meta.get("capacity_mib", "?")))
-L.append("| run | %s mode, %d repetitions, modes alternating (broker, view, pread, mmap, memcpy[, memcpy-ds]) "
+L.append("| run | %s mode, %d repetitions, modes alternating (broker, broker-get, view, pread, mmap, memcpy[, memcpy-ds]) "
          "per size and reader count; %s s timed after %s s untimed warm-up per run; batch %s; "
          "%s s in all |" % (meta.get("mode", "?"), REPS, meta.get("seconds", "?"),
                             meta.get("warmup", "?"), meta.get("batch", "?"),

@@ -71,6 +71,11 @@
 #   --no-perf       no perf record of the profiled epoch
 #   --keep-data     keep the temporary datasets (their folder is printed)
 #   --out DIR       output folder
+#   --pool-dir DIR  where the pool file goes (default /dev/shm: tmpfs with
+#                   4 KiB pages).  A CXL pool is a devdax device mapped
+#                   with 2 MiB pages; a tmpfs mounted with huge pages comes
+#                   closer (as root: mount -t tmpfs -o huge=within_size,
+#                   size=2g tmpfs DIR); the report says which it was
 #   --builddir DIR  build folder (default: build build-release/ with
 #                   contrib/build.sh)
 #   -h, --help      this text
@@ -83,7 +88,7 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 
 REPS="" QUICK=0 SMOKE=0 OUT="" BUILDDIR="" SMALL="" LARGE="" WORKERS=""
-WARM="" BATCH=64 CUDA=0 CPU=1 PERF=1 KEEP=0 COLDW=""
+WARM="" BATCH=64 CUDA=0 CPU=1 PERF=1 KEEP=0 COLDW="" POOL_DIR=/dev/shm
 
 . "$SCRIPT_DIR/bench-common.sh"
 
@@ -93,6 +98,7 @@ while (($#)); do
         --quick) QUICK=1 ;;
         --smoke) SMOKE=1 ;;
         --out) need "$1" $#; OUT=$2; shift ;;
+        --pool-dir) need "$1" $#; POOL_DIR=$2; shift ;;
         --builddir) need "$1" $#; BUILDDIR=$2; shift ;;
         --small) need "$1" $#; SMALL=$2; shift ;;
         --large) need "$1" $#; LARGE=$2; shift ;;
@@ -165,7 +171,8 @@ unset LD_PRELOAD
 # Pool, datasets, broker
 # ---------------------------------------------------------------------------
 TAG="ucx-cxl-torchbench-$$-$RANDOM"
-POOL="/dev/shm/$TAG.pool"
+[[ -d $POOL_DIR && -w $POOL_DIR ]] || die "--pool-dir $POOL_DIR: not a writable folder"
+POOL="$POOL_DIR/$TAG.pool"
 DATA=$(mktemp -d "${TMPDIR:-/var/tmp}/$TAG.XXXXXX") || die "cannot create a data folder"
 BROKER_PID="" RUN_PID=""
 cleanup() {
@@ -258,6 +265,12 @@ CAN_DROP=0
     printf 'data=%s\n' "$DATA"
     printf 'data_fs=%s\n' "$(df -PT "$DATA" | awk 'NR == 2 {print $2 " on " $1}')"
     printf 'pool=%s\n' "$POOL"
+    # the pool folder's file system and, for tmpfs, its huge= option
+    printf 'pool_fs=%s\n' "$(df -PT "$POOL_DIR" | awk 'NR == 2 {print $2}')$(
+        awk -v d="$(df -P "$POOL_DIR" | awk 'NR == 2 {print $6}')" '$2 == d {
+            n = split($4, o, ","); h = "never"
+            for (i = 1; i <= n; i++) if (o[i] ~ /^huge=/) h = substr(o[i], 6)
+            if ($3 == "tmpfs") print ", huge=" h; exit }' /proc/mounts)"
     printf 'broker=%s\n' "$CXL_BROKER"
     printf 'drop_caches=%s\n' "$CAN_DROP"
     printf 'cuda=%s\n' "$("$PY" -c 'from ucx_cxl.data import cuda_status; ok, why = cuda_status(); print("a GPU is usable" if ok else why)' 2>&1 | tail -n1)"
