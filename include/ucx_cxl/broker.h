@@ -88,6 +88,9 @@ typedef struct {
  *                           process's own mapping of the pool when it maps
  *                           it, as a view reads; get always uses ucp_get,
  *                           as readers that do not map the pool do
+ * A process that maps the broker's pool while its cxl transport attaches
+ * other pools (UCX_CXL_POOL) gets one line on stderr at connect: its
+ * requests and gets would otherwise go over tcp without a word.
  */
 void cxl_broker_params_init(cxl_broker_params_t *params);
 cxl_broker_status_t cxl_broker_connect(const cxl_broker_params_t *params,

@@ -216,6 +216,18 @@ CHECK_WHY="exit $rc: $(head -c 300 "$SCR/copy-bad.out")"
 [ $rc != 0 ] && grep -q "CXL_BROKER_COPY='bogus': get or map" "$SCR/copy-bad.out"
 verdict $? "3. CXL_BROKER_COPY=bogus: the connect fails and says what is allowed"
 
+# a reader whose cxl transport attaches another pool than the broker's is
+# told so (every request and get would go over tcp, silently)
+OTHER=$(new_pool cli-other 64m)
+RENV=("UCX_CXL_POOL=$OTHER")
+rdr --check cnt >"$SCR/other.out" 2>&1
+RENV=()
+CHECK_WHY="$(head -c 600 "$SCR/other.out" | tr '\n' '|')"
+[ "$(rfield "$SCR/other.out" errors)" = 0 ] &&
+    grep -q "serves pool $POOL, which this process's cxl transport does not attach (UCX_CXL_POOL=$OTHER).*set UCX_CXL_POOL=$POOL" "$SCR/other.out" &&
+    ! grep -q "does not attach" "$SCR/cnt.out"
+verdict $? "3. a reader on the broker's pool with UCX_CXL_POOL naming another pool gets one line saying so (and reads correctly); one with the right pool gets none"
+
 # ---- 4. clients of a stopped broker ----
 ADDR=$BRK_ADDR
 brk_stop TERM

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define BRK_WARM_BATCH 16
@@ -222,6 +223,59 @@ static void brk_map_ro(cxl_broker_t *b, uint64_t map_align)
     }
 }
 
+/* Whether path (maybe "prefix:path") names the file st describes. */
+static int brk_same_file(const char *path, const struct stat *st)
+{
+    const char *colon = strrchr(path, ':');
+    struct stat ps;
+
+    if ((colon != NULL) && (stat(path, &ps) != 0)) {
+        path = colon + 1;       /* a prefixed pool spec (emulate-nc:PATH) */
+    }
+    return (stat(path, &ps) == 0) && (ps.st_dev == st->st_dev) &&
+           (ps.st_ino == st->st_ino);
+}
+
+/*
+ * This process maps the broker's pool, but its cxl transport may attach
+ * other pools (UCX_CXL_POOL unset picks the per-user default): then every
+ * request and every get goes over tcp, about ten times slower, and nothing
+ * would say so.  Say it once, with the fix.
+ */
+static void brk_check_transport_pool(const cxl_broker_t *b)
+{
+    const char *env = getenv("UCX_CXL_POOL");
+    char def[256], *list, *tok, *save = NULL;
+    struct stat st;
+    int found = 0;
+
+    if (stat(b->pool_path, &st) != 0) {
+        return;                 /* cannot tell */
+    }
+    if ((env == NULL) || !strcmp(env, "auto")) {
+        if (!strncmp(b->pool_path, "/dev/dax", 8)) {
+            return;             /* auto attaches every devdax pool */
+        }
+        found = brk_same_file(cxlpool_default_path(def, sizeof(def)), &st);
+    } else if ((list = strdup(env)) != NULL) {
+        for (tok = strtok_r(list, ",", &save); (tok != NULL) && !found;
+             tok = strtok_r(NULL, ",", &save)) {
+            found = brk_same_file(tok, &st);
+        }
+        free(list);
+    } else {
+        return;
+    }
+    if (!found) {
+        fprintf(stderr, "cxl-broker client: the broker at %s serves pool %s, "
+                "which this process's cxl transport does not attach "
+                "(UCX_CXL_POOL=%s): requests and gets go over tcp; set "
+                "UCX_CXL_POOL=%s\n", b->addr, b->pool_path,
+                (env != NULL) ? env : "unset, the default pool",
+                b->pool_path);
+    }
+}
+
 /* Map the broker's pool here when it is the same pool (uuid). */
 static cxl_broker_status_t brk_local_open(cxl_broker_t *b, int want)
 {
@@ -250,6 +304,7 @@ static cxl_broker_status_t brk_local_open(cxl_broker_t *b, int want)
     b->arena = (uint8_t*)cxlpool_base(b->pool) + b->arena_pool_off;
     brk_map_ro(b, info.map_align);
     b->copy_mapped = !b->copy_get && (b->arena_ro != NULL);
+    brk_check_transport_pool(b);
     return CXL_BROKER_OK;
 }
 
