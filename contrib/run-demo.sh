@@ -21,8 +21,9 @@
 #      measures it properly);
 #   6. the dataset-chunk broker: `cxl-broker serve` on the default pool,
 #      a dataset of files added and warmed (progress), four reader
-#      processes reading it at once through ucp_get (every file byte read
-#      from disk once), `stat` with the hit counts, then a kill -9 of the
+#      processes reading it at once, two copying out of their own mapping
+#      of the pool and two with ucp_get (every file byte read from disk
+#      once), `stat` with the hit counts, then a kill -9 of the
 #      broker and a restart that finds the chunks still resident; then a
 #      hostile peer: a process of the pool rewrites a dataset's index
 #      after its reader checked it, the reader reports the corrupt record
@@ -152,7 +153,7 @@ grep -E '^\|' "$tmp/coll/summary.md"
 echo "(alternating repetitions, every size, sw mode: perftest/run-coll-bench.sh)"
 
 echo
-echo "== 6. the dataset-chunk broker: one copy per pool, read by every process through ucp_get"
+echo "== 6. the dataset-chunk broker: one copy per pool, read by every process (readers 1-2 copy out of their mapping, 3-4 with ucp_get)"
 broker="$dir/cxl-broker"
 reader="$dir/test/broker/brk_reader"
 bport=$((20000 + $$ % 20000))
@@ -173,12 +174,14 @@ LD_PRELOAD="$module" "$broker" add demo "$tmp/ds"
 LD_PRELOAD="$module" "$broker" warm demo
 rpids=()
 for i in 1 2 3 4; do
-    LD_PRELOAD="$module" "$reader" --check --order random --seed "$i" --epochs 2 demo >"$tmp/r$i" 2>&1 &
+    copy=map
+    ((i > 2)) && copy=get
+    CXL_BROKER_COPY=$copy LD_PRELOAD="$module" "$reader" --check --order random --seed "$i" --epochs 2 demo >"$tmp/r$i" 2>&1 &
     rpids+=($!)
 done
 for i in 1 2 3 4; do
     wait "${rpids[$((i - 1))]}" || { cat "$tmp/r$i"; exit 1; }
-    echo "  reader $i: $(grep '^brk_reader: samples' "$tmp/r$i")"
+    echo "  reader $i ($( ((i > 2)) && echo ucp_get || echo 'own mapping')): $(grep '^brk_reader: samples' "$tmp/r$i")"
 done
 echo "\$ cxl-broker stat"
 LD_PRELOAD="$module" "$broker" stat
