@@ -205,6 +205,10 @@ static void fuzz_cli_serve(const char *text, size_t len)
         if (prm.readers > 256) {
             fuzz_brk_fail("serve --readers %u accepted", prm.readers);
         }
+        if ((prm.readahead > 256) || (!prm.readahead_set && prm.readahead)) {
+            fuzz_brk_fail("serve --readahead %u accepted (set %d)",
+                          prm.readahead, prm.readahead_set);
+        }
     }
     free(copy);
 }
