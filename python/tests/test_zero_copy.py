@@ -158,7 +158,7 @@ def test_no_readonly_warning(small_cache):
     errors, as this session's earlier views have already used up torch's
     one warning."""
     _b, spec = small_cache
-    code = ("import sys; from ucx_cxl.data import CXLDataset; "
+    code = ("from ucx_cxl.data import CXLDataset; "
             f"ds = CXLDataset({spec.name!r}, copy=False); "
             "ts = [ds[i] for i in range(5)]; "
             "print(sum(int(t.sum()) for t in ts))")

@@ -208,12 +208,8 @@ void brk_cache_request(brk_srv_t *srv, brk_vs_t *vs, uint32_t c,
         brk_cache_start_fill(srv, vs, c, off);
         break;
     }
-    if (!fill_only && (vs->rec.policy == BRK_POLICY_PLAN)) {
-        brk_plan_prefetch(srv, vs);
-    } else if (!fill_only) {
-        brk_readahead(srv, vs, c);
-    }
     if (!fill_only) {
+        brk_policy_ahead(srv, vs, c);
         srv->misses++;
         if (es != NULL) {
             es->misses++;
@@ -311,11 +307,7 @@ void brk_cache_fill_done(brk_srv_t *srv, brk_fill_job_t *job)
                           (status == CXL_BROKER_OK) ? cs : NULL);
         free(w);
     }
-    if (vs->rec.policy == BRK_POLICY_PLAN) {
-        brk_plan_prefetch(srv, vs);
-    } else {
-        brk_readahead(srv, vs, UINT32_MAX);
-    }
+    brk_policy_ahead(srv, vs, UINT32_MAX);
     brk_vs_reap(srv);
 }
 

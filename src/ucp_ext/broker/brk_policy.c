@@ -201,13 +201,12 @@ int brk_policy_victim(brk_srv_t *srv, brk_vs_t *for_vs, int allow_own,
  * free space, never evicts, and under pin fills no more than the pin
  * budget keeps: everything it loads stays until an epoch uses it.
  */
-void brk_readahead(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
+static void brk_readahead(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
 {
     uint32_t n = vs->rec.nchunks;
     uint64_t off, len, budget = UINT64_MAX;
 
     if ((srv->readahead == 0) || (n == 0) ||
-        (vs->rec.policy == BRK_POLICY_PLAN) ||
         (vs->rec.state != BRK_VREC_ACTIVE)) {
         return;
     }
@@ -273,5 +272,14 @@ void brk_plan_prefetch(brk_srv_t *srv, brk_vs_t *vs)
             brk_cache_evict(srv, vvs, vc);
         }
         brk_cache_prefetch(srv, vs, c, off);
+    }
+}
+
+void brk_policy_ahead(brk_srv_t *srv, brk_vs_t *vs, uint32_t c)
+{
+    if (vs->rec.policy == BRK_POLICY_PLAN) {
+        brk_plan_prefetch(srv, vs);
+    } else {
+        brk_readahead(srv, vs, c);
     }
 }

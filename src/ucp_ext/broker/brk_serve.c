@@ -620,6 +620,7 @@ int brk_serve(const brk_serve_params_t *params)
     char err[BRK_ERRMSG_MAX] = "", path[256];
     brk_srv_t *srv;
     cxlpool_status_t ps;
+    unsigned nreaders = params->readers ? params->readers : 4;
     int rc = 1;
 
     if ((params->listen != NULL) &&
@@ -635,8 +636,7 @@ int brk_serve(const brk_serve_params_t *params)
     }
     srv->params   = *params;
     srv->prefetch = 8;
-    srv->readahead = params->readahead_set ? params->readahead :
-                     (params->readers ? params->readers : 4);
+    srv->readahead = params->readahead_set ? params->readahead : nreaders;
     srv->add_efd  = -1;
     srv->fill.efd = -1;
     if (params->listen != NULL) {
@@ -677,8 +677,7 @@ int brk_serve(const brk_serve_params_t *params)
     }
     srv->add_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if ((srv->add_efd < 0) ||
-        brk_fill_start(&srv->fill, params->readers ? params->readers : 4,
-                       srv->coh, !params->buffered)) {
+        brk_fill_start(&srv->fill, nreaders, srv->coh, !params->buffered)) {
         fprintf(stderr, "cxl-broker: cannot start reader threads\n");
         goto out_arena;
     }

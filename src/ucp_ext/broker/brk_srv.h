@@ -318,9 +318,10 @@ uint64_t brk_plan_next_use(const brk_vs_t *vs, uint32_t chunk);
 void brk_plan_free(brk_plan_t *plan);
 /* plan policy: start fills of the next chunks of the plan */
 void brk_plan_prefetch(brk_srv_t *srv, brk_vs_t *vs);
-/* pin, lru: a reader missed chunk c (c = UINT32_MAX: a fill finished):
- * fill the chunks after it into free space */
-void brk_readahead(brk_srv_t *srv, brk_vs_t *vs, uint32_t c);
+/* a reader missed chunk c (c = UINT32_MAX: a fill finished): fill ahead,
+ * plan by its prefetch, pin and lru by read-ahead of the chunks after c
+ * into free space */
+void brk_policy_ahead(brk_srv_t *srv, brk_vs_t *vs, uint32_t c);
 
 /* requests (brk_req.c) */
 void brk_req_dispatch(brk_srv_t *srv, brk_conn_t *conn, const brk_req_hdr_t *hdr,
