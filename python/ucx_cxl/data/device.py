@@ -2,7 +2,8 @@
 
 The CUDA runtime is loaded at run time (``libcudart`` from ``$CUDA_HOME``,
 ``/usr/local/cuda`` or the loader's path), so the package works without
-it.  A sample travels: ucp_get from the pool into a pinned slot, then
+it.  A sample travels: read_batch from the pool into a pinned slot (a
+copy out of this process's mapping of the pool, or ucp_get), then
 ``cudaMemcpyAsync`` on that slot's stream, an event recorded behind it; a
 slot is reused only after its event completes (FFCV-style, ``depth``
 slots).  Without a usable GPU every entry point raises one error that
