@@ -595,6 +595,95 @@ def test_deserialize_roundtrip_large(run):
             assert isinstance(got["ser"], Serialized)
 
 
+# -- receive buffers (ucx_cxl.dask.rxbuf) ------------------------------------
+
+def _owner(x):
+    """The object that owns the memory under a numpy array or memoryview."""
+    o = x
+    while True:
+        b = o.obj if isinstance(o, memoryview) else getattr(o, "base", None)
+        if b is None:
+            return o
+        o = b
+
+
+def test_sharded_frame_is_not_copied(run):
+    """distributed splits a frame above distributed.comm.shard into shards
+    and joins them on the receiver; the join is a copy (bytearray().join)
+    unless the shards are adjacent slices of one buffer.  Every frame of a
+    message goes into one buffer, so the array deserialised from 5 shards
+    lives in the comm's receive buffer, not in a bytearray made by the join
+    (which it did before rxbuf.plan)."""
+    x = arr(5 * MiB + 3, seed=7)
+    f = np.arange(100000, dtype=np.float64)
+
+    async def main():
+        with dask.config.set({"distributed.comm.shard": "1MiB"}):
+            a, b = await comm_pair()
+            await a.write({"x": to_serialize(x), "f": to_serialize(f),
+                           "small": b"abc"})
+            got = await b.read()
+        await a.close()
+        await b.close()
+        return got
+    got = run(main())
+    assert equal(got["x"], x) and equal(got["f"], f) and got["small"] == b"abc"
+    assert not isinstance(_owner(got["x"]), (bytes, bytearray)), type(_owner(got["x"]))
+    assert isinstance(_owner(got["x"]), np.ndarray)
+    assert _owner(got["x"]) is _owner(got["f"])       # one buffer per message
+    assert got["f"].flags.aligned and got["x"].flags.writeable
+
+
+def test_receive_buffers_reused_only_when_free(run):
+    """A large receive buffer is handed out again once nothing refers to
+    it: a message whose array is still held keeps its bytes while later
+    ones arrive; after it is dropped its buffer is reused."""
+    xs = [arr(3 * MiB, seed=s) for s in range(4)]
+
+    async def main():
+        a, b = await comm_pair()
+        rx = b._eng.rx
+        held = []
+        for x in xs[:2]:                      # both held: two buffers
+            await a.write({"x": to_serialize(x)})
+            held.append((await b.read())["x"])
+        reused_before = rx.reused
+        assert not np.shares_memory(held[0], held[1])
+        owner0 = id(_owner(held[0]))    # (a reference would keep it busy)
+        kept = held[1]
+        del held
+        owners = []
+        for x in xs[2:]:                      # the first one's buffer comes back
+            await a.write({"x": to_serialize(x)})
+            got = (await b.read())["x"]
+            assert equal(got, x)
+            assert not np.shares_memory(got, kept)
+            owners.append(id(_owner(got)))
+        reused = rx.reused - reused_before
+        await a.close()
+        await b.close()
+        return kept, owner0, owners, reused
+    kept, owner0, owners, reused = run(main())
+    assert equal(kept, xs[1])                 # untouched by the later messages
+    assert reused >= 1 and owner0 in owners
+
+
+def test_rx_cache_setting():
+    from ucx_cxl.dask import rxbuf
+    assert rxbuf.parse_bytes("512M") == 512 * MiB
+    assert rxbuf.parse_bytes("0") == 0
+    assert rxbuf.parse_bytes("64KiB".replace("iB", "")) == 64 << 10
+    for bad in ("lots", "-1", "5X"):
+        with pytest.raises(ValueError, match="CXL_COMM_RX_CACHE"):
+            rxbuf.parse_bytes(bad)
+    c = rxbuf.RxCache(0)                      # off: never keeps a buffer
+    c.get(2 * MiB)
+    assert c.total == 0 and not c.bufs
+    c = rxbuf.RxCache(4 * MiB)                # bounded by its cap
+    held = [c.get(3 * MiB), c.get(3 * MiB)]
+    assert c.total <= 4 * MiB and not np.shares_memory(held[0], held[1])
+
+
 # -- the event loop ---------------------------------------------------------
 
 def test_idle_backend_sleeps(run):

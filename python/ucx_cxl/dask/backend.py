@@ -38,7 +38,7 @@ from distributed.comm.registry import Backend
 from distributed.comm.utils import ensure_concrete_host, from_frames, to_frames
 from distributed.utils import ensure_ip, get_ip, nbytes
 
-from . import _ucp
+from . import _ucp, rxbuf
 from .loop import CommError, engine
 
 logger = logging.getLogger(__name__)
@@ -74,6 +74,9 @@ class CXLComm(Comm):
         self._n = ctypes.c_size_t()
         self._req = ctypes.c_void_p()
         self._gone = 0          # the endpoint's status once nothing can come
+        # the frames of the message being received: [memoryview of its
+        # buffer, its address, offsets, sizes, index of the next frame]
+        self._plan: Optional[list] = None
         self._cookie = eng.register(self)
         eng.lib.cxl_comm_ep_set_user(ep, self._cookie)
         self._finalizer = weakref.finalize(self, _drop_ep, eng, ep, self._cookie)
@@ -102,7 +105,8 @@ class CXLComm(Comm):
 
     def _pump(self) -> None:
         """Receive every message that has arrived (and learn, from the last
-        peek, whether more can come)."""
+        peek, whether more can come).  The frames of a message whose head
+        arrived go into one buffer laid out by its head (rxbuf.plan)."""
         lib, ep, n, req = self._eng.lib, self._ep, self._n, self._req
         while True:
             st = lib.cxl_comm_recv_peek(ep, ctypes.byref(n))
@@ -110,16 +114,33 @@ class CXLComm(Comm):
                 self._gone = st     # < 0: failed or closed by the peer
                 return
             size = n.value
-            if size < INLINE_MAX:
-                buf: Any = bytearray(size)
+            plan = self._plan
+            head = False
+            if plan is not None:
+                mv, base, offs, sizes, i = plan
+                if size != sizes[i]:
+                    self._fail(f"frame of {size} bytes, expected {sizes[i]}")
+                    return
+                buf: Any = mv[offs[i]:offs[i] + size]
+                addr = base + offs[i] if size else None
+                if i + 1 == len(sizes):
+                    self._plan = None
+                else:
+                    plan[4] = i + 1
+            elif size < INLINE_MAX:
+                buf = bytearray(size)
                 addr = _addr_of_bytearray(buf) if size else None
+                head = True
             else:
-                buf = np.empty(size, dtype=np.uint8)
+                buf = self._eng.rx.get(size)[:size]
                 addr = buf.ctypes.data
             st = lib.cxl_comm_recv_nb(ep, addr, size, ctypes.byref(req))
             if st == 0:
                 self._rx.append([buf, True])
+                if head and not self._plan_frames(buf):
+                    return
             elif st == _ucp.INPROGRESS:
+                # (a head still in flight: its frames get buffers of their own)
                 entry = [buf, False]
                 self._rx.append(entry)
                 self._eng.track(req.value, functools.partial(self._recv_done, entry),
@@ -127,6 +148,27 @@ class CXLComm(Comm):
             else:
                 self._fail(f"receive failed: {_ucp.last_error()}")
                 return
+
+    def _plan_frames(self, head: bytearray) -> bool:
+        """After a complete head of a message with separate frames: one
+        buffer for all of them.  False (and the comm failed) when the head
+        cannot be right."""
+        if len(head) < 16:
+            return True             # _take reports it
+        magic, flags, nframes = struct.unpack_from("<IIQ", head, 0)
+        if magic != MAGIC or flags & F_INLINE or not nframes:
+            return True
+        if 16 + 8 * nframes > len(head):
+            return True
+        sizes = struct.unpack_from(f"<{nframes}Q", head, 16)
+        laid = rxbuf.plan(sizes)
+        if laid is None:
+            self._fail("garbled message head (frames too large)")
+            return False
+        offs, total = laid
+        raw = self._eng.rx.get(total)
+        self._plan = [memoryview(raw)[:total], raw.ctypes.data, offs, sizes, 0]
+        return True
 
     def _recv_done(self, entry: list, st: int) -> None:
         if st != 0:
@@ -305,6 +347,7 @@ class CXLComm(Comm):
                 self._eng.lib.cxl_comm_ep_close(ep, int(force))
                 self._eng.kick()
         self._rx.clear()
+        self._plan = None
         w = self._waiter
         if w is not None and not w.done():
             w.set_exception(CommClosedError(

@@ -32,7 +32,7 @@ import time
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import _ucp
+from . import _ucp, rxbuf
 from .. import _exit
 
 
@@ -110,6 +110,7 @@ def _reap() -> None:
 class Engine:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self.rx = rxbuf.RxCache(rxbuf.cache_cap())  # a bad setting: before the worker
         self.lib = _ucp.lib()
         w = ctypes.c_void_p()
         st = self.lib.cxl_comm_worker_create(ctypes.byref(w))
@@ -195,6 +196,7 @@ class Engine:
             return
         if not self.inflight:
             self._quiet = 0.0
+            self.rx.trim(time.monotonic())
         if self.inflight or self.efd < 0:
             self._set_timer(TICK_INFLIGHT)
         elif len(self.objs):
@@ -265,6 +267,7 @@ class Engine:
         if self._destroyed:
             return
         self._destroyed = True
+        self.rx.clear()
         if self._timer is not None:
             self._timer.cancel()
         if self.efd >= 0 and not self.loop.is_closed():
