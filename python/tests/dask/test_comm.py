@@ -707,6 +707,32 @@ def test_idle_backend_sleeps(run):
     assert share < 0.1, f"idle comms used {share:.0%} of a core"
 
 
+def test_spin_after_a_conversation_is_bounded(run):
+    """After messages the loop spins once (loop.SPIN_US) for the answer
+    instead of sleeping on the fd; a conversation that stops must not turn
+    that into a busy loop: idle again, the comms use (almost) no CPU."""
+    async def main():
+        a, b = await comm_pair()
+        for i in range(200):
+            await a.write({"i": i})
+            got = await b.read()
+            await b.write(got)
+            assert (await a.read()) == {"i": i}
+        r = asyncio.ensure_future(b.read())
+        c0, t0 = time.process_time(), time.monotonic()
+        await asyncio.sleep(1.0)
+        cpu = time.process_time() - c0
+        wall = time.monotonic() - t0
+        await a.write({"x": 1})
+        got = await asyncio.wait_for(r, 10)
+        await a.close()
+        await b.close()
+        return cpu / wall, got
+    share, got = run(main())
+    assert got == {"x": 1}
+    assert share < 0.1, f"comms idle after a conversation used {share:.0%} of a core"
+
+
 def test_comms_of_two_loops_in_threads():
     """One UCP worker per event loop: a listener on a loop in another
     thread, a client on this one (LocalCluster(processes=False) does so)."""
