@@ -150,6 +150,7 @@ class Engine:
         self._quiet = 0.0
         self._spun = False
         self._news_at = 0.0
+        self.spins = 0              # bounded spins before a sleep (tests)
         self._destroyed = False
         if self.efd >= 0:
             loop.add_reader(self.efd, self._wakeup)
@@ -216,6 +217,7 @@ class Engine:
             # and a wake-up through the fd costs more than the wait (see
             # the module's docstring); one bounded spin, then sleep
             self._spun = True
+            self.spins += 1
             lib.cxl_comm_progress_wait(w, SPIN_US)
             self.kick()
             return
