@@ -16,7 +16,8 @@
 #      (The broker runs without CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH, so a
 #      file of mode 000 is unreadable to it although it runs as root.)
 #   3. ls --json, stat --json and add --json parse as JSON, a dataset name
-#      with a quote and a backslash included
+#      with a quote and a backslash included; ls --json also without
+#      LD_PRELOAD (the library loads the cxl module: no UCX warning)
 #   4. a client of a stopped broker (ls, stat, add, and a reader): one line
 #      "no broker at ADDR", exit 1
 #   5. zero configuration: in a private mount and network namespace
@@ -184,6 +185,16 @@ stat_json "$SCR/st.json"
 got=$(jget "$SCR/st.json" '(d["capacity"], d["resident_chunks"] >= 8, isinstance(d["epochs"], list))')
 CHECK_WHY="stat --json: $(head -c 400 "$SCR/st.json")"
 check "3. stat --json parses (capacity, resident chunks, epochs list)" [ "$got" = "(67108864, true, true)" ]
+# without LD_PRELOAD the client library loads the cxl module itself; UCX
+# said "transport 'cxl' is not available" on stdout before, ahead of the JSON
+NOPRE=()
+for e in "${BENV[@]}"; do [[ $e == LD_PRELOAD=* ]] || NOPRE+=("$e"); done
+env -u LD_PRELOAD "${NOPRE[@]}" timeout -k 5 "$WATCHDOG" "$BRK" ls --json \
+    >"$SCR/ls-nopre.json" 2>"$SCR/ls-nopre.err"
+got=$(jget "$SCR/ls-nopre.json" "sorted(x['name'] for x in d)" 2>&1)
+CHECK_WHY="ls --json without LD_PRELOAD: $(head -c 300 "$SCR/ls-nopre.json") $(head -c 300 "$SCR/ls-nopre.err")"
+! grep -q "UCX  WARN" "$SCR/ls-nopre.json" "$SCR/ls-nopre.err" && [ "$got" = "['good', 'q\"x\\\\y']" ]
+verdict $? "3. ls --json without LD_PRELOAD: no UCX warning, the JSON parses"
 
 # ---- 3b. hit counts: reads served from cached pins are reported in
 # counted batches (one TOUCH per 4096 reads); stat must count every read ----

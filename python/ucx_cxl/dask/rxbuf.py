@@ -19,7 +19,7 @@ Two costs dominated a large transfer's receiving side before this module
   CPython, is the cache's own).  A buffer idle for ``IDLE_S`` is released,
   so an idle process does not keep them.
 
-``CXL_COMM_RX_CACHE`` bounds the bytes the cache keeps (default 512M,
+``CXL_COMM_RX_CACHE`` bounds the bytes the cache keeps (default 1G,
 ``0`` turns it off; suffixes K, M, G).
 """
 
@@ -35,7 +35,7 @@ import numpy as np
 ALIGN = 64
 MIN_CACHED = 1 << 20        # smaller buffers are cheap to allocate
 IDLE_S = 2.0
-DEFAULT_CAP = 512 << 20
+DEFAULT_CAP = 1 << 30
 # a head may claim anything; more than this in one message is refused
 MAX_MESSAGE = 1 << 40
 

@@ -7,6 +7,7 @@
 #endif
 #include "brk_client_int.h"
 #include "brk_wire.h"
+#include "../common/cxl_uct_load.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -63,7 +64,11 @@ static cxl_broker_status_t brk_ucp_open(cxl_broker_t *b)
     ucp_params_t prm;
     ucp_config_t *cfg;
     ucs_status_t st;
+    char err[512];
 
+    if (cxl_uct_load(err, sizeof(err)) != 0) {
+        return brk_cerr(CXL_BROKER_ERR_UCX, "%s", err);
+    }
     if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK) {
         return brk_cerr(CXL_BROKER_ERR_UCX, "ucp_config_read failed");
     }

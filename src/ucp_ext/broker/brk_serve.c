@@ -9,6 +9,7 @@
 #endif
 #include "brk_srv.h"
 #include "brk_wire.h"
+#include "../common/cxl_uct_load.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -400,6 +401,9 @@ static int brk_ucp_init(brk_srv_t *srv, char *err, size_t errlen)
     brk_alias_arg_t alias = {.srv = srv};
     ucs_status_t st;
 
+    if (cxl_uct_load(err, errlen) != 0) {
+        return -1;
+    }
     if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK) {
         snprintf(err, errlen, "ucp_config_read failed");
         return -1;

@@ -3,6 +3,7 @@
  * its endpoints (active messages find theirs by reply endpoint).
  */
 #include "comm_int.h"
+#include "../common/cxl_uct_load.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ int cxl_comm_worker_create(cxl_comm_worker_t **worker_p)
     ucp_config_t *cfg;
     cxl_comm_worker_t *w;
     ucs_status_t st;
+    char ebuf[512];
 
     w = calloc(1, sizeof(*w));
     if (w == NULL) {
@@ -42,6 +44,11 @@ int cxl_comm_worker_create(cxl_comm_worker_t **worker_p)
     w->efd       = -1;
     w->news_tail = &w->news_head;
     kh_init_inplace(cxl_comm_eps, &w->by_uep);
+    if (cxl_uct_load(ebuf, sizeof(ebuf)) != 0) {
+        kh_destroy_inplace(cxl_comm_eps, &w->by_uep);
+        free(w);
+        return cxl_comm_error(UCS_ERR_NO_DEVICE, "%s", ebuf);
+    }
     st = ucp_config_read(NULL, NULL, &cfg);
     if (st != UCS_OK) {
         kh_destroy_inplace(cxl_comm_eps, &w->by_uep);
