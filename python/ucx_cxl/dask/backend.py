@@ -49,6 +49,16 @@ F_INLINE = 1
 INLINE_MAX = 64 << 10
 
 
+def _parse_head(head) -> Optional[tuple]:
+    """(flags, frame sizes) of a message head, or None when it is not one."""
+    if len(head) < 16:
+        return None
+    magic, flags, nframes = struct.unpack_from("<IIQ", head, 0)
+    if magic != MAGIC or 16 + 8 * nframes > len(head):
+        return None
+    return flags, struct.unpack_from(f"<{nframes}Q", head, 16)
+
+
 def _addr_of_bytearray(buf: bytearray) -> int:
     return ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
 
@@ -153,21 +163,16 @@ class CXLComm(Comm):
         """After a complete head of a message with separate frames: one
         buffer for all of them.  False (and the comm failed) when the head
         cannot be right."""
-        if len(head) < 16:
-            return True             # _take reports it
-        magic, flags, nframes = struct.unpack_from("<IIQ", head, 0)
-        if magic != MAGIC or flags & F_INLINE or not nframes:
-            return True
-        if 16 + 8 * nframes > len(head):
-            return True
-        sizes = struct.unpack_from(f"<{nframes}Q", head, 16)
-        laid = rxbuf.plan(sizes)
+        parsed = _parse_head(head)
+        if parsed is None or parsed[0] & F_INLINE or not parsed[1]:
+            return True             # (_take reports a bad head)
+        laid = rxbuf.plan(parsed[1])
         if laid is None:
             self._fail("garbled message head (frames too large)")
             return False
         offs, total = laid
         raw = self._eng.rx.get(total)
-        self._plan = [memoryview(raw)[:total], raw.ctypes.data, offs, sizes, 0]
+        self._plan = [memoryview(raw)[:total], raw.ctypes.data, offs, parsed[1], 0]
         return True
 
     def _recv_done(self, entry: list, st: int) -> None:
@@ -190,10 +195,11 @@ class CXLComm(Comm):
         n = len(head)
         if n < 16:
             self._garbled(f"short head ({n} bytes)")
-        magic, flags, nframes = struct.unpack_from("<IIQ", head, 0)
-        if magic != MAGIC or 16 + 8 * nframes > n:
+        parsed = _parse_head(head)
+        if parsed is None:
             self._garbled("garbled message head")
-        sizes = struct.unpack_from(f"<{nframes}Q", head, 16)
+        flags, sizes = parsed
+        nframes = len(sizes)
         if flags & F_INLINE:
             rx.popleft()
             mv = memoryview(head)

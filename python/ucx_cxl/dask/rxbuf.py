@@ -84,8 +84,7 @@ class RxCache:
         self.bufs: List[np.ndarray] = []
         self.used: List[float] = []      # when each was last handed out
         self.total = 0
-        self.reused = 0                  # counters, for tests and tuning
-        self.allocated = 0
+        self.reused = 0                  # buffers handed out again (tests)
         self._trimmed = 0.0
 
     def _free(self, i: int) -> bool:
@@ -109,7 +108,6 @@ class RxCache:
             self.reused += 1
             return bufs[best]
         buf = np.empty(n, dtype=np.uint8)
-        self.allocated += 1
         if n <= self.cap:
             i = 0
             while self.total + n > self.cap and i < len(bufs):

@@ -37,6 +37,9 @@ int cxl_comm_worker_create(cxl_comm_worker_t **worker_p)
     ucs_status_t st;
     char ebuf[512];
 
+    if (cxl_uct_load(ebuf, sizeof(ebuf)) != 0) {
+        return cxl_comm_error(UCS_ERR_NO_DEVICE, "%s", ebuf);
+    }
     w = calloc(1, sizeof(*w));
     if (w == NULL) {
         return cxl_comm_error(UCS_ERR_NO_MEMORY, "out of memory");
@@ -44,11 +47,6 @@ int cxl_comm_worker_create(cxl_comm_worker_t **worker_p)
     w->efd       = -1;
     w->news_tail = &w->news_head;
     kh_init_inplace(cxl_comm_eps, &w->by_uep);
-    if (cxl_uct_load(ebuf, sizeof(ebuf)) != 0) {
-        kh_destroy_inplace(cxl_comm_eps, &w->by_uep);
-        free(w);
-        return cxl_comm_error(UCS_ERR_NO_DEVICE, "%s", ebuf);
-    }
     st = ucp_config_read(NULL, NULL, &cfg);
     if (st != UCS_OK) {
         kh_destroy_inplace(cxl_comm_eps, &w->by_uep);

@@ -8,7 +8,8 @@
 
 /*
  * Load the cxl transport module unless it is in the process already.
- * Looks in $CXL_LIBDIR, then next to the calling library (and its ucx/).
+ * Looks in $CXL_LIBDIR, then next to the calling library or binary, then
+ * in the installation's LIBDIR (each with its ucx/).
  * Returns 0 when it is loaded or there is none to load (UCX then runs
  * without cxl); -1 with a message in err when a module was found and
  * failed to load (built against another UCX, for instance).
