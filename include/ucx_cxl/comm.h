@@ -93,7 +93,8 @@ cxl_comm_req_t *cxl_comm_send(cxl_comm_ep_t *ep, const void *buf, size_t len);
  * failure (< 0; cxl_comm_last_error). */
 int      cxl_comm_send_nb(cxl_comm_ep_t *ep, const void *buf, size_t len,
                           cxl_comm_req_t **req_p);
-/* Whether a message has arrived on ep: 1 and its length; else 0 while
+/* Whether a message has arrived on ep: 1 (CXL_COMM_CONTROL for a control
+ * message) and its length; else 0 while
  * the endpoint is usable, its status (< 0) once nothing more can come
  * (failed, or the peer closed). */
 int      cxl_comm_recv_peek(cxl_comm_ep_t *ep, size_t *len);
@@ -102,10 +103,65 @@ cxl_comm_req_t *cxl_comm_recv(cxl_comm_ep_t *ep, void *buf, size_t len);
 /* The same, returning like cxl_comm_send_nb. */
 int      cxl_comm_recv_nb(cxl_comm_ep_t *ep, void *buf, size_t len,
                           cxl_comm_req_t **req_p);
+/* Control messages of the binding (its own protocol beside the data):
+ * sent like cxl_comm_send_nb, queued in order with the data messages, and
+ * told apart by cxl_comm_recv_peek returning CXL_COMM_CONTROL for them;
+ * at most CXL_COMM_CONTROL_MAX bytes, received like any message. */
+#define CXL_COMM_CONTROL      2
+#define CXL_COMM_CONTROL_MAX  256
+int      cxl_comm_send_control_nb(cxl_comm_ep_t *ep, const void *buf,
+                                  size_t len, cxl_comm_req_t **req_p);
 /* A request's status (CXL_COMM_INPROGRESS until done), and its release
  * (a request released in progress completes on its own). */
 int      cxl_comm_req_status(const cxl_comm_req_t *req);
 void     cxl_comm_req_free(cxl_comm_req_t *req);
+
+/*
+ * Frames in the pool (doc/design/comm-pool-frames.md).  A receiver lends
+ * the sender an extent of the pool, the sender copies a message's frames
+ * straight into it, and the receiver uses them where they are: one copy,
+ * where a message through the transport is copied into the pool and out
+ * of it again.  The extent is the receiver's (allocated and freed by it,
+ * reclaimed with its other allocations when it dies): a sender that dies
+ * takes nothing a receiver still uses with it.  The messages that
+ * negotiate a loan are the binding's (control messages above).
+ */
+typedef struct cxl_comm_pool cxl_comm_pool_t;
+typedef struct {
+    uint64_t offset;    /* of the extent, from the pool's base */
+    uint64_t length;    /* bytes lent */
+    uint32_t index;     /* the extent's record and generation: a writer */
+    uint32_t gen;       /* checks them before every write */
+} cxl_comm_loan_t;
+
+/* The pool the cxl transport attaches (the first of UCX_CXL_POOL, else a
+ * devdax device holding a pool, else the emulated per-user default),
+ * opened once per process and counted: _ref and _close per user. */
+int      cxl_comm_pool_open(cxl_comm_pool_t **pool_p);
+int      cxl_comm_pool_ref(cxl_comm_pool_t *pool);
+void     cxl_comm_pool_close(cxl_comm_pool_t *pool);
+/* At process exit: detach from the pool now, whatever still refers to the
+ * handle (the loans go with the attachment; later calls do nothing or
+ * fail).  Nothing may read a loan afterwards. */
+void     cxl_comm_pool_exit(void);
+/* Identity (CXLPOOL_UUID_LEN bytes), mapping and size. */
+void     cxl_comm_pool_uuid(const cxl_comm_pool_t *pool, uint8_t *uuid);
+void    *cxl_comm_pool_base(const cxl_comm_pool_t *pool);
+uint64_t cxl_comm_pool_size(const cxl_comm_pool_t *pool);
+/* The receiver: allocate len bytes (64-byte aligned) to lend, and free
+ * them once nothing uses the frames (offset: loan->offset). */
+int      cxl_comm_pool_lend(cxl_comm_pool_t *pool, uint64_t len,
+                            cxl_comm_loan_t *loan);
+int      cxl_comm_pool_reclaim(cxl_comm_pool_t *pool, uint64_t offset);
+/* The sender: copy len bytes from src to the loan's byte at, refused
+ * unless the loan names an allocated extent with room for them; then
+ * cxl_comm_pool_publish() before telling the receiver. */
+int      cxl_comm_pool_write(cxl_comm_pool_t *pool, const cxl_comm_loan_t *loan,
+                             uint64_t at, const void *src, size_t len);
+void     cxl_comm_pool_publish(cxl_comm_pool_t *pool);
+/* The receiver, told the loan is written, before it reads it (sw
+ * coherence: drops stale lines). */
+void     cxl_comm_pool_acquire(cxl_comm_pool_t *pool, const cxl_comm_loan_t *loan);
 
 #ifdef __cplusplus
 }

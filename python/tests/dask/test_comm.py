@@ -607,13 +607,25 @@ def _owner(x):
         o = b
 
 
-def test_sharded_frame_is_not_copied(run):
+@pytest.fixture
+def no_loans(monkeypatch):
+    """Messages through the transport (no pool loans, poolframes.py)."""
+    from ucx_cxl.dask import poolframes
+    monkeypatch.setattr(poolframes, "MIN_BYTES", 1 << 62)
+
+
+@pytest.mark.parametrize("loans", [True, False])
+def test_sharded_frame_is_not_copied(run, loans, monkeypatch):
     """distributed splits a frame above distributed.comm.shard into shards
     and joins them on the receiver; the join is a copy (bytearray().join)
     unless the shards are adjacent slices of one buffer.  Every frame of a
     message goes into one buffer, so the array deserialised from 5 shards
     lives in the comm's receive buffer, not in a bytearray made by the join
-    (which it did before rxbuf.plan)."""
+    (which it did before rxbuf.plan), or, lent by the receiver, in the
+    pool (poolframes.py)."""
+    from ucx_cxl.dask import poolframes
+    if not loans:
+        monkeypatch.setattr(poolframes, "MIN_BYTES", 1 << 62)
     x = arr(5 * MiB + 3, seed=7)
     f = np.arange(100000, dtype=np.float64)
 
@@ -629,12 +641,15 @@ def test_sharded_frame_is_not_copied(run):
     got = run(main())
     assert equal(got["x"], x) and equal(got["f"], f) and got["small"] == b"abc"
     assert not isinstance(_owner(got["x"]), (bytes, bytearray)), type(_owner(got["x"]))
-    assert isinstance(_owner(got["x"]), np.ndarray)
+    if loans:
+        assert type(_owner(got["x"])).__module__ == poolframes.__name__
+    else:
+        assert isinstance(_owner(got["x"]), np.ndarray)
     assert _owner(got["x"]) is _owner(got["f"])       # one buffer per message
     assert got["f"].flags.aligned and got["x"].flags.writeable
 
 
-def test_receive_buffers_reused_only_when_free(run):
+def test_receive_buffers_reused_only_when_free(run, no_loans):
     """A large receive buffer is handed out again once nothing refers to
     it: a message whose array is still held keeps its bytes while later
     ones arrive; after it is dropped its buffer is reused."""

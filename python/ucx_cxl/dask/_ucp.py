@@ -14,6 +14,7 @@ _lock = threading.Lock()
 _comm: Optional[ctypes.CDLL] = None
 
 INPROGRESS = 1
+CONTROL = 2         # cxl_comm_recv_peek: a control message
 
 
 def lib() -> ctypes.CDLL:
@@ -58,6 +59,19 @@ def lib() -> ctypes.CDLL:
             "cxl_comm_recv": ([P, P, SZ], P),
             "cxl_comm_req_status": ([P], ctypes.c_int),
             "cxl_comm_req_free": ([P], None),
+            "cxl_comm_send_control_nb": ([P, P, SZ, ctypes.POINTER(P)], ctypes.c_int),
+            "cxl_comm_pool_open": ([ctypes.POINTER(P)], ctypes.c_int),
+            "cxl_comm_pool_ref": ([P], ctypes.c_int),
+            "cxl_comm_pool_close": ([P], None),
+            "cxl_comm_pool_exit": ([], None),
+            "cxl_comm_pool_uuid": ([P, P], None),
+            "cxl_comm_pool_base": ([P], SZ),
+            "cxl_comm_pool_size": ([P], ctypes.c_uint64),
+            "cxl_comm_pool_lend": ([P, ctypes.c_uint64, P], ctypes.c_int),
+            "cxl_comm_pool_reclaim": ([P, ctypes.c_uint64], ctypes.c_int),
+            "cxl_comm_pool_write": ([P, P, ctypes.c_uint64, P, SZ], ctypes.c_int),
+            "cxl_comm_pool_publish": ([P], None),
+            "cxl_comm_pool_acquire": ([P, P], None),
         }
         for name, (args, res) in sig.items():
             fn = getattr(c, name)

@@ -11,6 +11,16 @@ sent from the frame's own memory and received straight into a buffer
 allocated for it (rendezvous: no intermediate copy), so numpy arrays are
 deserialised from that buffer directly.
 
+With ``POOL`` (messages of MIN_BYTES and more, where the sender maps a
+pool) the head carries the sender's pool uuid after the sizes and no
+frame follows it.  The receiver answers with a control message, GRANT: a
+loan of pool memory laid out like ``rxbuf.plan`` (the sender copies the
+frames there and sends DONE; the receiver's frames are views of the pool,
+see poolframes.py) or a refusal (another pool, loans off, no room: the
+frames follow the head as above, sent from the grant's handler so nothing
+else comes between).  A comm's writes wait while such a write is in
+flight, so the receiver sees each message's parts together.
+
 Connections: the connector waits until UCP has wired the endpoint up (a
 connection nobody accepts fails with an OSError, and distributed retries
 until its timeout); a listener hands out only wired-up endpoints.  Every
@@ -38,7 +48,7 @@ from distributed.comm.registry import Backend
 from distributed.comm.utils import ensure_concrete_host, from_frames, to_frames
 from distributed.utils import ensure_ip, get_ip, nbytes
 
-from . import _ucp, rxbuf
+from . import _ucp, poolframes, rxbuf
 from .loop import CommError, engine
 
 logger = logging.getLogger(__name__)
@@ -46,7 +56,14 @@ logger = logging.getLogger(__name__)
 PREFIX = "cxl://"
 MAGIC = 0x4C584344          # "DCXL"
 F_INLINE = 1
+F_POOL = 2
 INLINE_MAX = 64 << 10
+# control messages (cxl_comm_send_control_nb): a loan's negotiation
+GRANT_MAGIC = 0x4E415247    # "GRAN"
+DONE_MAGIC = 0x454E4F44     # "DONE"
+GRANT = struct.Struct("<IIQQII")    # magic, answer, loan
+DONE = struct.Struct("<II")         # magic, 0
+G_OK, G_OTHER_POOL, G_OFF, G_NO_ROOM = 0, 1, 2, 3
 
 
 def _parse_head(head) -> Optional[tuple]:
@@ -87,6 +104,13 @@ class CXLComm(Comm):
         # the frames of the message being received: [memoryview of its
         # buffer, its address, offsets, sizes, index of the next frame]
         self._plan: Optional[list] = None
+        # pool loans: lent, waiting for DONE: (rx entry, view, loan, offsets)
+        self._lent: Deque[tuple] = collections.deque()
+        # our write waiting for its GRANT: [future, messages of its frames]
+        self._granting: Optional[list] = None
+        self._wturn: Optional[asyncio.Future] = None  # a pooled write in flight
+        self._pool_refused = False  # the peer has another pool or none
+        self._loans = eng.pool      # loans of this comm (None: off)
         self._cookie = eng.register(self)
         eng.lib.cxl_comm_ep_set_user(ep, self._cookie)
         self._finalizer = weakref.finalize(self, _drop_ep, eng, ep, self._cookie)
@@ -97,6 +121,12 @@ class CXLComm(Comm):
     def _news(self) -> None:
         if self._ep is not None:
             self._pump()
+        g = self._granting
+        if g is not None and (self._ep is None or self._failed or self._gone):
+            self._granting = None
+            if not g[0].done():
+                g[0].set_exception(CommClosedError(
+                    f"{self._peer_addr}: connection closed ({self._why()})"))
         w = self._waiter
         if w is None or w.done():
             return
@@ -122,8 +152,16 @@ class CXLComm(Comm):
             st = lib.cxl_comm_recv_peek(ep, ctypes.byref(n))
             if st <= 0:
                 self._gone = st     # < 0: failed or closed by the peer
+                if st < 0 and self._lent:
+                    # (its DONE would have come before the end)
+                    self._fail("the peer went before it wrote the frames "
+                               "lent to it")
                 return
             size = n.value
+            if st == _ucp.CONTROL:
+                if not self._control(size):
+                    return
+                continue
             plan = self._plan
             head = False
             if plan is not None:
@@ -146,41 +184,154 @@ class CXLComm(Comm):
                 addr = buf.ctypes.data
             st = lib.cxl_comm_recv_nb(ep, addr, size, ctypes.byref(req))
             if st == 0:
-                self._rx.append([buf, True])
-                if head and not self._plan_frames(buf):
+                entry = [buf, True, None]
+                self._rx.append(entry)
+                if head and not self._head_done(entry):
                     return
             elif st == _ucp.INPROGRESS:
-                # (a head still in flight: its frames get buffers of their own)
-                entry = [buf, False]
+                entry = [buf, False, None]
                 self._rx.append(entry)
-                self._eng.track(req.value, functools.partial(self._recv_done, entry),
-                                buf)
+                self._eng.track(req.value, functools.partial(
+                    self._recv_done, entry, head), buf)
             else:
                 self._fail(f"receive failed: {_ucp.last_error()}")
                 return
 
-    def _plan_frames(self, head: bytearray) -> bool:
+    def _head_done(self, entry: list) -> bool:
         """After a complete head of a message with separate frames: one
-        buffer for all of them.  False (and the comm failed) when the head
-        cannot be right."""
+        buffer for all of them, in the pool when the sender asks for a
+        loan and one can be made (answered with GRANT either way).  False
+        (and the comm failed) when the head cannot be right."""
+        head = entry[0]
         parsed = _parse_head(head)
         if parsed is None or parsed[0] & F_INLINE or not parsed[1]:
             return True             # (_take reports a bad head)
-        laid = rxbuf.plan(parsed[1])
+        flags, sizes = parsed
+        laid = rxbuf.plan(sizes)
         if laid is None:
             self._fail("garbled message head (frames too large)")
             return False
         offs, total = laid
+        if flags & F_POOL:
+            at = 16 + 8 * len(sizes)
+            uuid = bytes(head[at:at + poolframes.UUID_LEN])
+            pf = self._loans
+            lent = None
+            if pf is None:
+                answer = G_OFF
+            elif uuid != pf.uuid:
+                answer = G_OTHER_POOL
+            else:
+                lent = pf.lend(total)
+                answer = G_OK if lent is not None else G_NO_ROOM
+            if lent is not None:
+                loan, view = lent
+                entry[1] = False    # complete at DONE
+                self._lent.append((entry, view, loan, offs))
+                return self._send_control(GRANT.pack(
+                    GRANT_MAGIC, G_OK, loan.offset, loan.length, loan.index,
+                    loan.gen))
+            if not self._send_control(GRANT.pack(GRANT_MAGIC, answer, 0, 0, 0, 0)):
+                return False
         raw = self._eng.rx.get(total)
-        self._plan = [memoryview(raw)[:total], raw.ctypes.data, offs, parsed[1], 0]
+        self._plan = [memoryview(raw)[:total], raw.ctypes.data, offs, sizes, 0]
         return True
 
-    def _recv_done(self, entry: list, st: int) -> None:
+    def _recv_done(self, entry: list, head: bool, st: int) -> None:
         if st != 0:
             self._fail(f"receive failed (UCS status {st})")
         else:
             entry[1] = True
+            # (a head that was still in flight: frames pumped meanwhile got
+            # buffers of their own; a loan's frames wait for its GRANT)
+            if head and entry[0][4:8] == struct.pack("<I", F_POOL):
+                self._head_done(entry)
         self._news()
+
+    # -- loans (control messages) --
+
+    def _send_control(self, data: bytes) -> bool:
+        req = self._req
+        st = self._eng.lib.cxl_comm_send_control_nb(self._ep, data, len(data),
+                                                    ctypes.byref(req))
+        if st == _ucp.INPROGRESS:
+            self._eng.track(req.value, self._control_sent, data)
+        elif st != 0:
+            self._fail(f"control message: {_ucp.last_error()}")
+            return False
+        return True
+
+    def _control_sent(self, st: int) -> None:
+        if st != 0:
+            self._fail(f"control message failed (UCS status {st})")
+
+    def _control(self, size: int) -> bool:
+        """Receive and act on the control message that is next."""
+        req = self._req
+        buf = bytearray(size)
+        st = self._eng.lib.cxl_comm_recv_nb(
+            self._ep, _addr_of_bytearray(buf) if size else None, size,
+            ctypes.byref(req))
+        if st != 0:
+            # (eager, a few bytes: anything else is not ours)
+            if st == _ucp.INPROGRESS:
+                self._eng.track(req.value, lambda st: None, buf)
+            self._fail(f"control message of {size} bytes not received at once")
+            return False
+        if size == GRANT.size and struct.unpack_from("<I", buf)[0] == GRANT_MAGIC:
+            return self._granted(GRANT.unpack(buf))
+        if size == DONE.size and struct.unpack_from("<I", buf)[0] == DONE_MAGIC:
+            if not self._lent:
+                self._fail("DONE for no loan")
+                return False
+            entry, view, loan, offs = self._lent.popleft()
+            self._loans.acquire(loan)
+            entry[2] = (view, offs)
+            entry[1] = True
+            return True
+        self._fail(f"unknown control message ({size} bytes)")
+        return False
+
+    def _granted(self, grant: tuple) -> bool:
+        g, self._granting = self._granting, None
+        if g is None or g[0].done():
+            self._fail("GRANT for no message")
+            return False
+        _, answer, offset, length, index, gen = grant
+        fut, msgs = g
+        if answer == G_OK:
+            loan = poolframes.Loan(offset, length, index, gen)
+            fut.set_result(loan)
+            return True
+        if answer in (G_OTHER_POOL, G_OFF):
+            self._pool_refused = True
+        # the frames follow the head now, before anything else is sent
+        pending = self._send_frames(msgs)
+        if pending is None:
+            fut.set_exception(CommClosedError(f"{self._peer_addr}: {self._why()}"))
+            return False
+        fut.set_result(pending)
+        return True
+
+    def _send_frames(self, msgs: list) -> Optional[List[int]]:
+        """Send each of msgs (bytes or buffers) as a message; the requests
+        in flight, or None when one failed (the comm with it)."""
+        lib, ep, req = self._eng.lib, self._ep, self._req
+        pending: List[int] = []
+        for m in msgs:
+            if isinstance(m, bytes):
+                st = lib.cxl_comm_send_nb(ep, m, len(m), ctypes.byref(req))
+            else:
+                st = lib.cxl_comm_send_nb(ep, _ucp.buffer_address(m),
+                                          nbytes(m), ctypes.byref(req))
+            if st == _ucp.INPROGRESS:
+                pending.append(req.value)
+            elif st != 0:
+                if pending:     # their buffers must outlive them
+                    self._eng.wait(pending, msgs)
+                self._fail(_ucp.last_error())
+                return None
+        return pending
 
     def _fail(self, why: str) -> None:
         self._failed = why
@@ -200,6 +351,11 @@ class CXLComm(Comm):
             self._garbled("garbled message head")
         flags, sizes = parsed
         nframes = len(sizes)
+        lent = rx[0][2]
+        if lent is not None:
+            rx.popleft()
+            view, offs = lent
+            return [view[o:o + s] for o, s in zip(offs, sizes)]
         if flags & F_INLINE:
             rx.popleft()
             mv = memoryview(head)
@@ -272,12 +428,18 @@ class CXLComm(Comm):
             on_error=on_error,
             context={"sender": self.local_info, "recipient": self.remote_info,
                      **self.handshake_options})
+        while self._wturn is not None:      # a pooled write in flight
+            await asyncio.shield(self._wturn)
         if self._ep is None:    # closed while serialising (offload)
             raise CommClosedError(f"{self._peer_addr}: comm closed ({self._why()})")
         sizes = [nbytes(f) for f in frames]
         total = sum(sizes)
         nf = len(sizes)
         lib, ep, req = self._eng.lib, self._ep, self._req
+        pf = self._loans
+        if (pf is not None and total >= poolframes.MIN_BYTES
+                and not self._pool_refused):
+            return await self._write_pooled(pf, frames, sizes)
         if total < INLINE_MAX:
             parts = [struct.pack(f"<IIQ{nf}Q", MAGIC, F_INLINE, nf, *sizes)]
             parts += [f if _contiguous(f) else bytes(f) for f in frames]
@@ -292,28 +454,58 @@ class CXLComm(Comm):
         else:
             head = struct.pack(f"<IIQ{nf}Q", MAGIC, 0, nf, *sizes)
             msgs = [head] + [f if _contiguous(f) else bytes(f) for f in frames]
-            pending = []
-            for m in msgs:
-                if isinstance(m, bytes):
-                    st = lib.cxl_comm_send_nb(ep, m, len(m), ctypes.byref(req))
-                else:
-                    st = lib.cxl_comm_send_nb(ep, _ucp.buffer_address(m),
-                                              nbytes(m), ctypes.byref(req))
-                if st == _ucp.INPROGRESS:
-                    pending.append(req.value)
-                elif st != 0:
-                    if pending:     # their buffers must outlive them
-                        self._eng.wait(pending, msgs)
-                    self._write_failed()
-            if not pending:
+            got = self._send_frames(msgs)
+            if got is None:
+                raise CommClosedError(f"{self._peer_addr}: {self._why()}")
+            if not got:
                 return total + len(head)
-            keep = msgs
+            pending, keep = got, msgs
+        await self._wait_sent(pending, keep)
+        return total
+
+    async def _wait_sent(self, pending: List[int], keep: Any) -> None:
         try:
             await self._eng.wait(pending, keep)
         except CommError as e:
             self.abort()
             raise CommClosedError(f"{self._peer_addr}: {e}") from e
-        return total
+
+    async def _write_pooled(self, pf, frames: list, sizes: List[int]) -> int:
+        """Ask for a loan (head with the pool's uuid), then copy the frames
+        into it and send DONE, or (refused) send them as messages."""
+        nf = len(sizes)
+        head = struct.pack(f"<IIQ{nf}Q{poolframes.UUID_LEN}s", MAGIC, F_POOL,
+                           nf, *sizes, pf.uuid)
+        msgs = [f if _contiguous(f) else bytes(f) for f in frames]
+        loop = self._eng.loop
+        turn = self._wturn = loop.create_future()
+        fut = loop.create_future()
+        try:
+            self._granting = [fut, msgs]
+            got = self._send_frames([head])
+            if got is None:
+                self._granting = None
+                raise CommClosedError(f"{self._peer_addr}: {self._why()}")
+            if got:
+                self._eng.track(got[0], lambda st: None, head)
+            self._eng.kick()
+            grant = await fut
+            if isinstance(grant, list):         # refused: frames were sent
+                if grant:
+                    await self._wait_sent(grant, msgs)
+                return sum(sizes)
+            offs, _ = rxbuf.plan(sizes)
+            for m, o, s in zip(msgs, offs, sizes):
+                if s and not pf.write(grant, o, _ucp.buffer_address(m), s):
+                    self._fail(f"pool loan: {_ucp.last_error()}")
+                    raise CommClosedError(f"{self._peer_addr}: {self._why()}")
+            pf.publish()
+            if not self._send_control(DONE.pack(DONE_MAGIC, 0)):
+                raise CommClosedError(f"{self._peer_addr}: {self._why()}")
+            return sum(sizes)
+        finally:
+            self._wturn = None
+            turn.set_result(None)
 
     def _write_failed(self):
         why = _ucp.last_error()
@@ -354,6 +546,13 @@ class CXLComm(Comm):
                 self._eng.kick()
         self._rx.clear()
         self._plan = None
+        for _, view, loan, _ in self._lent:     # granted, never completed
+            self._loans.quarantine(loan, view)
+        self._lent.clear()
+        g, self._granting = self._granting, None
+        if g is not None and not g[0].done():
+            g[0].set_exception(CommClosedError(
+                f"{self._peer_addr}: comm closed ({self._why()})"))
         w = self._waiter
         if w is not None and not w.done():
             w.set_exception(CommClosedError(

@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import logging
 import os
 import time
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import _ucp, rxbuf
+from . import _ucp, poolframes, rxbuf
 from .. import _exit
 
 
@@ -81,6 +82,7 @@ SPIN_WINDOW_S = 0.002
 QUIET_S = 0.005
 NEWS_MAX = 64
 _engines: Dict[Tuple[int, int], "Engine"] = {}
+logger = logging.getLogger(__name__)
 
 
 class CommError(OSError):
@@ -113,6 +115,7 @@ def _destroy_at_exit() -> None:
                 e.destroy()
             except Exception:   # exiting: nothing to report to
                 pass
+    poolframes.exit()
 
 
 def _reap() -> None:
@@ -132,6 +135,8 @@ class Engine:
         self.loop = loop
         self.rx = rxbuf.RxCache(rxbuf.cache_cap())  # a bad setting: before the worker
         self.lib = _ucp.lib()
+        # frames through the pool (process-wide; None: off)
+        self.pool = poolframes.get(self.lib)
         w = ctypes.c_void_p()
         st = self.lib.cxl_comm_worker_create(ctypes.byref(w))
         if st != 0:
@@ -189,7 +194,7 @@ class Engine:
             for i in range(n):
                 o = objs.get(news[i])
                 if o is not None:
-                    o._news()
+                    self._deliver(o)
             if n:
                 found = True
             if n < NEWS_MAX:
@@ -231,11 +236,26 @@ class Engine:
             return
         if not self.inflight:
             self._quiet = 0.0
-            self.rx.trim(time.monotonic())
+            now = time.monotonic()
+            self.rx.trim(now)
+            if self.pool is not None:
+                self.pool.trim(now)
         if self.inflight or self.efd < 0:
             self._set_timer(TICK_INFLIGHT)
         elif len(self.objs):
             self._set_timer(TICK_IDLE)
+
+    @staticmethod
+    def _deliver(o: Any) -> None:
+        try:
+            o._news()
+        except Exception:
+            # a bug in the binding must not leave the peer waiting on a
+            # comm that will never move again: it fails, loudly
+            logger.exception("cxl comm: %r failed", o)
+            abort = getattr(o, "abort", None)
+            if abort is not None:
+                abort()
 
     def _wakeup(self) -> None:
         self._quiet = 0.0           # the fd fired: something moves

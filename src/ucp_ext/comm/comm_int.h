@@ -14,7 +14,7 @@
 
 /*
  * Close markers: active messages of no data with a 4-byte AM header (data
- * messages have none).  A graceful close sends CLOSE and keeps the UCP
+ * messages have none; control messages CXL_COMM_HDR_CONTROL).  A graceful close sends CLOSE and keeps the UCP
  * endpoint until the peer answers CLOSE_ACK (or CLOSE: both closed), fails,
  * or CXL_COMM_LINGER_S passed: only then is it disconnected.  Without it
  * the last messages before a close could be lost: UCP drops what arrives
@@ -25,6 +25,8 @@
 #define CXL_COMM_HDR_CLOSE      1u
 #define CXL_COMM_HDR_CLOSE_ACK  2u
 #define CXL_COMM_LINGER_S       2.0
+/* The binding's control messages carry this header (with their data). */
+#define CXL_COMM_HDR_CONTROL    3u
 
 typedef struct cxl_comm_msg {
     struct cxl_comm_msg *next;
@@ -32,6 +34,7 @@ typedef struct cxl_comm_msg {
     void                *data;      /* eager: UCP's (held) or a copy */
     int                  held;      /* data is UCP's: ucp_am_data_release */
     int                  rndv;      /* data is a rendezvous descriptor */
+    int                  control;   /* a control message of the binding */
 } cxl_comm_msg_t;
 
 struct cxl_comm_req {
@@ -91,6 +94,13 @@ struct cxl_comm_worker {
     khash_t(cxl_comm_eps) by_uep;   /* ucp_ep_h -> endpoint, for messages */
     cxl_comm_news_t   *news_head, **news_tail;
 };
+
+/* Large copies (comm_copy.c): fn(arg, offset, len) copies one chunk of
+ * [0, len), 0 or a failure; chunks go to the caller and a helper thread. */
+typedef int (*cxl_comm_copy_fn_t)(void *arg, size_t offset, size_t len);
+int  cxl_comm_copy_split(size_t len, cxl_comm_copy_fn_t fn, void *arg);
+/* CXL_COMM_COPY_THREADS: 1 or 2, or a failure for another value. */
+int  cxl_comm_copy_threads(void);
 
 int  cxl_comm_error(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

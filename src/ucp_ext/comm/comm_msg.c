@@ -69,16 +69,20 @@ static ucs_status_t cxl_comm_am_cb(void *arg, const void *header,
         ((ep = cxl_comm_ep_find(w, param->reply_ep)) == NULL)) {
         return UCS_OK;      /* an endpoint being closed: dropped */
     }
+    hdr = 0;
     if (header_len == sizeof(hdr)) {
         memcpy(&hdr, header, sizeof(hdr));
-        cxl_comm_ep_peer_marker(ep, hdr);
-        return UCS_OK;
+        if (hdr != CXL_COMM_HDR_CONTROL) {
+            cxl_comm_ep_peer_marker(ep, hdr);
+            return UCS_OK;
+        }
     }
     if (ep->closing || ep->peer_closed ||
         ((m = calloc(1, sizeof(*m))) == NULL)) {
         return UCS_OK;      /* closed here, or after the peer's CLOSE: dropped */
     }
-    m->len = length;
+    m->len     = length;
+    m->control = (hdr == CXL_COMM_HDR_CONTROL);
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
         m->rndv = 1;
         m->data = data;
@@ -177,8 +181,9 @@ static int cxl_comm_req_of(ucs_status_ptr_t sp, cxl_comm_req_t *req,
     return CXL_COMM_OK;
 }
 
-int cxl_comm_send_nb(cxl_comm_ep_t *ep, const void *buf, size_t len,
-                     cxl_comm_req_t **req_p)
+static int cxl_comm_send_am(cxl_comm_ep_t *ep, const void *hdr,
+                            size_t hdr_len, const void *buf, size_t len,
+                            cxl_comm_req_t **req_p)
 {
     ucp_request_param_t prm;
     ucs_status_ptr_t sp;
@@ -200,8 +205,28 @@ int cxl_comm_send_nb(cxl_comm_ep_t *ep, const void *buf, size_t len,
     prm.cb.send      = cxl_comm_send_cb;
     prm.user_data    = req;
     prm.flags        = UCP_AM_SEND_FLAG_REPLY;
-    sp = ucp_am_send_nbx(ep->ep, CXL_COMM_AM_ID, NULL, 0, buf, len, &prm);
+    sp = ucp_am_send_nbx(ep->ep, CXL_COMM_AM_ID, hdr, hdr_len, buf, len, &prm);
     return cxl_comm_req_of(sp, req, req_p, "send");
+}
+
+int cxl_comm_send_nb(cxl_comm_ep_t *ep, const void *buf, size_t len,
+                     cxl_comm_req_t **req_p)
+{
+    return cxl_comm_send_am(ep, NULL, 0, buf, len, req_p);
+}
+
+int cxl_comm_send_control_nb(cxl_comm_ep_t *ep, const void *buf, size_t len,
+                             cxl_comm_req_t **req_p)
+{
+    /* (the header stays UCP's until the send completes: a constant) */
+    static const uint32_t hdr = CXL_COMM_HDR_CONTROL;
+
+    if (len > CXL_COMM_CONTROL_MAX) {
+        *req_p = NULL;
+        return cxl_comm_error(UCS_ERR_INVALID_PARAM, "control message of %zu "
+                              "bytes (at most %d)", len, CXL_COMM_CONTROL_MAX);
+    }
+    return cxl_comm_send_am(ep, &hdr, sizeof(hdr), buf, len, req_p);
 }
 
 cxl_comm_req_t *cxl_comm_send(cxl_comm_ep_t *ep, const void *buf, size_t len)
@@ -229,7 +254,7 @@ int cxl_comm_recv_peek(cxl_comm_ep_t *ep, size_t *len)
         return (ep->status || ep->peer_closed) ? cxl_comm_ep_status(ep) : 0;
     }
     *len = ep->head->len;
-    return 1;
+    return ep->head->control ? CXL_COMM_CONTROL : 1;
 }
 
 static void cxl_comm_recv_cb(void *request, ucs_status_t status, size_t length,

@@ -1,0 +1,354 @@
+"""Frames in the pool (ucx_cxl/dask/poolframes.py): a large message is
+copied once, into memory the receiver lent from the pool, and deserialised
+there; refusals, ordering, failure and reclaim of the loans."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import gc
+
+import numpy as np
+import pytest
+
+from distributed.comm import CommClosedError
+from distributed.protocol import to_serialize
+
+from test_comm import MiB, arr, comm_pair, equal, _owner
+
+
+def _in_pool(pf, x) -> bool:
+    a = x.ctypes.data
+    return pf.base <= a and a + x.nbytes <= pf.base + pf.size
+
+
+def _settle(pf, held_before, timeout=5.0):
+    """Collect until the loans made since held_before are back."""
+    for _ in range(int(timeout / 0.01)):
+        gc.collect()
+        if pf.book.lent_bytes <= held_before:
+            return True
+        import time
+        time.sleep(0.01)
+    return False
+
+
+def test_large_message_lands_in_the_pool(run):
+    x = arr(16 * MiB + 5, seed=3)
+    f = np.arange(1000, dtype=np.int64)
+
+    async def main():
+        a, b = await comm_pair()
+        pf = b._loans
+        assert pf is not None and a._loans is pf
+        lent, written = pf.lent, pf.written
+        await a.write({"x": to_serialize(x), "f": to_serialize(f), "s": "t"})
+        got = await b.read()
+        await a.close()
+        await b.close()
+        return pf, got, pf.lent - lent, pf.written - written
+    pf, got, lent, written = run(main())
+    assert lent == 1 and written == 1
+    assert equal(got["x"], x) and equal(got["f"], f) and got["s"] == "t"
+    assert _in_pool(pf, got["x"]) and _in_pool(pf, got["f"])
+    assert got["x"].flags.writeable and got["f"].flags.aligned
+    held = pf.book.lent_bytes
+    assert held >= x.nbytes
+    del got
+    assert _settle(pf, held - x.nbytes - f.nbytes), pf.book.lent_bytes
+
+
+def test_loan_extent_is_freed_when_the_array_dies(run):
+    """The pool's allocation goes with the last view of it (not earlier:
+    an array that lives on keeps its bytes while more messages come)."""
+    xs = [arr(2 * MiB, seed=s) for s in range(3)]
+
+    async def main():
+        a, b = await comm_pair()
+        out = []
+        for x in xs:
+            await a.write(to_serialize(x))
+            out.append(await b.read())
+        await a.close()
+        await b.close()
+        return b._loans, out
+    pf, out = run(main())
+    gc.collect()
+    base = pf.book.lent_bytes
+    assert base >= 3 * 2 * MiB
+    assert all(equal(o, x) for o, x in zip(out, xs))
+    assert not np.shares_memory(out[0], out[1])
+    keep = out[1]
+    del out
+    assert _settle(pf, base - 2 * 2 * MiB)
+    assert pf.book.lent_bytes >= keep.nbytes and equal(keep, xs[1])
+    del keep
+    assert _settle(pf, base - 3 * 2 * MiB)
+
+
+def test_no_room_goes_through_the_transport(run, monkeypatch):
+    """A loan over the cap is refused; the message arrives through the
+    transport, and the next one asks again (room is transient)."""
+    x = arr(4 * MiB, seed=1)
+
+    async def main():
+        a, b = await comm_pair()
+        pf = b._loans
+        monkeypatch.setattr(pf, "cap", 0)
+        no_room, lent = pf.no_room, pf.lent
+        await a.write(to_serialize(x))
+        got1 = await b.read()
+        monkeypatch.setattr(pf, "cap", 1 << 40)
+        await a.write(to_serialize(x))
+        got2 = await b.read()
+        await a.close()
+        await b.close()
+        return pf, got1, got2, pf.no_room - no_room, pf.lent - lent, a._pool_refused
+    pf, got1, got2, no_room, lent, refused = run(main())
+    assert no_room == 1 and lent == 1 and not refused
+    assert equal(got1, x) and equal(got2, x)
+    assert isinstance(_owner(got1), np.ndarray) and not _in_pool(pf, got1)
+    assert _in_pool(pf, got2)
+
+
+class _OtherPool:
+    """A receiver that maps another pool (another pod)."""
+    uuid = b"\x01" * 16
+
+    def lend(self, n):
+        raise AssertionError("a loan of another pool")
+
+
+@pytest.mark.parametrize("receiver", ["other-pool", "off"])
+def test_refusal_is_remembered(run, receiver):
+    """A receiver on another pool (or with loans off) refuses; the frames
+    follow the head, and that comm asks no more."""
+    x = arr(3 * MiB, seed=2)
+
+    async def main():
+        a, b = await comm_pair()
+        b._loans = _OtherPool() if receiver == "other-pool" else None
+        await a.write(to_serialize(x))
+        got1 = await b.read()
+        refused = a._pool_refused
+        await a.write(to_serialize(x))
+        got2 = await b.read()
+        await a.close()
+        await b.close()
+        return got1, got2, refused
+    got1, got2, refused = run(main())
+    assert refused
+    assert equal(got1, x) and equal(got2, x)
+    assert isinstance(_owner(got1), np.ndarray)
+
+
+def test_writes_while_a_loan_is_negotiated_keep_their_order(run, monkeypatch):
+    """Writes issued together (large with loans, refused ones, small
+    inline ones, both directions) arrive whole and in order."""
+    big = [arr(2 * MiB + i, seed=i) for i in range(4)]
+    calls = [0]
+
+    async def main():
+        a, b = await comm_pair()
+        pf = b._loans
+        real_lend = pf.lend
+
+        def every_other(n):         # refusals mixed in: frames follow heads
+            calls[0] += 1
+            return real_lend(n) if calls[0] % 2 else None
+        monkeypatch.setattr(pf, "lend", every_other)
+        msgs = []
+        for i in range(4):
+            msgs.append({"i": i, "x": to_serialize(big[i])})
+            msgs.append({"i": i, "small": b"s" * i})
+        back = [{"back": i, "x": to_serialize(big[i])} for i in range(4)]
+        await asyncio.gather(*[a.write(m) for m in msgs],
+                             *[b.write(m) for m in back])
+        got = [await b.read() for _ in msgs]
+        got_back = [await a.read() for _ in back]
+        await a.close()
+        await b.close()
+        return got, got_back
+    got, got_back = run(main())
+    for k, g in enumerate(got):
+        i = k // 2
+        assert g["i"] == i
+        if k % 2 == 0:
+            assert equal(g["x"], big[i])
+        else:
+            assert g["small"] == b"s" * i
+    assert [g["back"] for g in got_back] == [0, 1, 2, 3]
+    assert all(equal(g["x"], big[g["back"]]) for g in got_back)
+    assert calls[0] >= 8
+
+
+def test_failed_write_returns_the_loan(run, monkeypatch):
+    """A sender that fails after the loan was made: its write and the
+    receiver's read fail, and the lent extent is held for QUARANTINE_S
+    (the sender might still be copying), then freed, not lent again."""
+    x = arr(4 * MiB, seed=4)
+
+    async def main():
+        a, b = await comm_pair()
+        pf = b._loans
+        gc.collect()
+        held = pf.book.lent_bytes
+        lent = pf.lent
+
+        def broken(loan, at, addr, n):
+            a.abort()                       # dies between the grant and DONE
+            return False
+        monkeypatch.setattr(pf, "write", broken)
+        with pytest.raises(CommClosedError):
+            await a.write(to_serialize(x))
+        with pytest.raises(CommClosedError):
+            await asyncio.wait_for(b.read(), 10)
+        await b.close()
+        return pf, held, pf.lent - lent
+    pf, held, lent = run(main())
+    assert lent == 1
+    from ucx_cxl.dask import poolframes
+    import time
+    book = pf.book
+    assert len(book.quarantined) == 1 and len(book.tainted) == 1
+    gc.collect()
+    assert book.lent_bytes >= held + x.nbytes       # still held
+    idle = book.idle_bytes
+    book._trimmed = 0.0
+    book.trim(time.monotonic() + poolframes.QUARANTINE_S + 1)
+    gc.collect()
+    assert not book.quarantined and not book.tainted
+    assert book.lent_bytes == held and book.idle_bytes <= idle  # freed, not idle
+
+
+def test_pool_write_stays_inside_the_loan():
+    """cxl_comm_pool_write refuses what the loan does not cover: past its
+    end, a wrong generation, an extent freed."""
+    from ucx_cxl.dask import _ucp, poolframes
+    lib = _ucp.lib()
+    pf = poolframes.PoolFrames(lib, cap=1 << 30)
+    src = np.arange(512, dtype=np.uint8)
+    addr = src.ctypes.data
+    loan, view = pf.lend(4096)
+    assert pf.write(loan, 0, addr, 512)
+    assert bytes(view[:512]) == src.tobytes()
+    assert pf.write(loan, 4096 - 512, addr, 512)
+    assert not pf.write(loan, 4096 - 511, addr, 512)       # one byte past
+    assert "no room" in _ucp.last_error()
+    assert not pf.write(loan, 1 << 63, addr, 1)
+    bad = poolframes.Loan(loan.offset, loan.length, loan.index, loan.gen + 1)
+    assert not pf.write(bad, 0, addr, 1)
+    big = poolframes.Loan(loan.offset, loan.length + 4096, loan.index, loan.gen)
+    assert not pf.write(big, 4096, addr, 1)                 # lies about its size
+    gc.collect()
+    held = pf.book.lent_bytes
+    del view
+    gc.collect()
+    assert pf.book.lent_bytes == held - 4096
+    assert pf.write(loan, 0, addr, 1)                       # idle, not freed
+    pf.book.free_idle()
+    assert not pf.write(loan, 0, addr, 1)                   # freed
+    pf.close()
+
+
+def test_idle_extents_are_reused_then_freed(monkeypatch):
+    """A loan's extent comes back idle when its view dies, serves the next
+    loan of about its size, and is freed after IDLE_S unused (or when the
+    cap needs the room)."""
+    from ucx_cxl.dask import _ucp, poolframes
+    pf = poolframes.PoolFrames(_ucp.lib(), cap=8 * MiB)
+    loan, view = pf.lend(3 * MiB)
+    off = loan.offset
+    del view
+    gc.collect()
+    assert pf.book.idle_bytes == 3 * MiB and pf.book.lent_bytes == 0
+    loan2, view2 = pf.lend(2 * MiB)                     # fits: reused
+    assert loan2.offset == off and pf.reused == 1 and len(view2) == 2 * MiB
+    loan3, view3 = pf.lend(MiB)                         # too small to reuse 3M
+    assert loan3.offset != off
+    del view2, view3
+    gc.collect()
+    assert pf.book.idle_bytes == 4 * MiB
+    loan4, view4 = pf.lend(6 * MiB)                     # the cap: idle ones go
+    assert view4 is not None and pf.book.idle_bytes <= 2 * MiB
+    assert pf.lend(4 * MiB) is None and pf.no_room == 1  # 6 lent + 4 > 8
+    del view4
+    gc.collect()
+    import time
+    pf.trim(time.monotonic())                           # not idle long enough
+    assert pf.book.idle_bytes > 0
+    pf.trim(time.monotonic() + poolframes.IDLE_S + 1.5)
+    assert pf.book.idle_bytes == 0 and not pf.book.idle
+    pf.close()
+
+
+def test_pool_frames_setting(monkeypatch):
+    from ucx_cxl.dask import _ucp, poolframes
+    monkeypatch.setenv("CXL_COMM_POOL_FRAMES", "lots")
+    with pytest.raises(ValueError, match="CXL_COMM_POOL_FRAMES"):
+        poolframes.setting()
+    monkeypatch.setenv("CXL_COMM_POOL_FRAMES", "64M")
+    assert poolframes.cap_setting(1 << 30) == 64 * MiB
+    monkeypatch.delenv("CXL_COMM_POOL_FRAMES")
+    assert poolframes.cap_setting(1 << 30) == 512 * MiB     # half the pool
+    monkeypatch.setenv("CXL_COMM_POOL_FRAMES", "0")
+    monkeypatch.setattr(poolframes, "_pools", {})
+    assert poolframes.get(_ucp.lib()) is None
+
+
+def test_copy_threads_setting(monkeypatch):
+    from ucx_cxl.dask import poolframes
+    for bad in ("3", "two", ""):
+        monkeypatch.setenv("CXL_COMM_COPY_THREADS", bad)
+        with pytest.raises(ValueError, match="CXL_COMM_COPY_THREADS"):
+            poolframes.copy_threads_setting()
+    monkeypatch.setenv("CXL_COMM_COPY_THREADS", "1")
+    assert poolframes.copy_threads_setting() == 1
+
+
+ONE_THREAD = """
+import asyncio, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from test_comm import comm_pair, equal
+from distributed.protocol import to_serialize
+x = np.random.default_rng(5).integers(0, 256, (9 << 20) + 77, dtype=np.uint8)
+y = np.arange(3 << 20, dtype=np.uint16)
+async def main():
+    a, b = await comm_pair()
+    await a.write({"x": to_serialize(x), "y": to_serialize(y)})
+    got = await b.read()
+    assert b._loans.lent == 1, b._loans.lent
+    assert equal(got["x"], x) and equal(got["y"], y)
+    await a.close(); await b.close()
+asyncio.run(main())
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_copy_with_and_without_the_helper(cxl_pool, tmp_path, threads):
+    """The sender's copy into a loan, split with the helper thread or not
+    (the setting is read once per process: a process each)."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, CXL_COMM_COPY_THREADS=threads)
+    r = subprocess.run([sys.executable, "-c", ONE_THREAD, here], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+def test_grant_for_no_message_fails_the_comm(run):
+    """A GRANT nobody asked for is a broken peer: the comm fails."""
+    from ucx_cxl.dask import backend
+
+    async def main():
+        a, b = await comm_pair()
+        b._send_control(backend.GRANT.pack(backend.GRANT_MAGIC, 0, 0, 0, 0, 0))
+        b._eng.kick()
+        with pytest.raises(CommClosedError, match="GRANT for no message"):
+            await asyncio.wait_for(a.read(), 10)
+        await b.close()
+    run(main())
