@@ -69,6 +69,16 @@ def size_label(n: int) -> str:
 # server (spawned)
 # ---------------------------------------------------------------------------
 
+def _path_of(comm, x) -> str:
+    """How an array reached the server: "loan" (in pool memory the server
+    lent, ucx_cxl/dask/poolframes.py), else "comm" (the comm's own buffer)."""
+    pf = getattr(comm, "_loans", None)
+    a = x.__array_interface__["data"][0]
+    if pf is not None and pf.base <= a < pf.base + pf.size:
+        return "loan"
+    return "comm"
+
+
 def server_main(schemes, conn) -> None:
     import numpy as np
     from distributed.comm import CommClosedError, listen
@@ -86,6 +96,7 @@ def server_main(schemes, conn) -> None:
                     if msg.get("check"):
                         reply["crc"] = zlib.crc32(memoryview(x).cast("B"))
                         reply["type"] = type(x).__name__
+                        reply["path"] = _path_of(comm, x)
                     await comm.write(reply)
                 elif op == "bye":
                     await comm.write({"op": "bye"})
@@ -122,6 +133,7 @@ class Bench:
         self.args = args
         self.samples = []       # (figure, size, scheme, rep, value, unit, iters)
         self.checks = []        # (scheme, size, ok, why)
+        self.paths = []         # (scheme, size, "loan" or "comm")
 
     async def put_check(self, comm, scheme, arr) -> None:
         from distributed.protocol import to_serialize
@@ -140,6 +152,7 @@ class Bench:
         elif r.get("type") != "ndarray":
             why = f"deserialised as {r.get('type')}, not a numpy array"
         self.checks.append((scheme, arr.nbytes, not why, why))
+        self.paths.append((scheme, arr.nbytes, r.get("path", "?")))
         if why:
             print(f"dask_bench: CHECK FAILED {scheme} {size_label(arr.nbytes)}: "
                   f"{why}", file=sys.stderr)
@@ -303,6 +316,7 @@ def main() -> int:
                       for s, n, ok, why in bench.checks]
     bad = [c for c in bench.checks if not c[2]]
     meta["checks_failed"] = len(bad)
+    meta["paths"] = [{"scheme": s, "size": n, "path": p} for s, n, p in bench.paths]
     write_outputs(args, bench, meta)
     print(f"dask_bench: {len(bench.checks) - len(bad)} checks passed, "
           f"{len(bad)} failed", file=sys.stderr)

@@ -94,9 +94,18 @@ def main():
                  f"{c['scheme']} {size_label(c['size'])}: {c['why']}" for c in bad)) + ".")
     if meta.get("error"):
         L.append(f"\n**The run failed**: {meta['error']}")
+    loans = sorted({p["size"] for p in meta.get("paths", [])
+                    if p["scheme"] == "cxl" and p["path"] == "loan"})
+    comm = sorted({p["size"] for p in meta.get("paths", [])
+                   if p["scheme"] == "cxl" and p["path"] != "loan"})
+    if loans or comm:
+        L.append("\ncxl puts by path (where the checked array arrived): "
+                 f"one copy into a pool loan: {', '.join(map(size_label, loans)) or 'none'}; "
+                 f"through the transport (a copy into the pool and one out): "
+                 f"{', '.join(map(size_label, comm)) or 'none'}.")
     if limits:
-        L.append("\nMachine limit, memcpy (one thread; a transfer through the pool "
-                 "copies twice, in and out): " + ", ".join(
+        L.append("\nMachine limit, memcpy (one thread; a loan's copy is split "
+                 "between the sender's thread and a helper): " + ", ".join(
                      f"{size_label(s)} {limits[s]:.0f} MB/s" for s in sorted(limits)) + ".")
 
     L.append("\n## Targets (issue 15)\n")
@@ -131,9 +140,9 @@ def main():
     if big and limits:
         lim = limits.get(max(k for k in limits)) if limits else None
         if lim:
-            L.append(f"\nFor scale: a copy into the pool and one out of it bound a "
-                     f"transfer through it at about half the memcpy rate of large "
-                     f"buffers ({lim:.0f} / 2 = {lim / 2:.0f} MB/s here); "
+            L.append(f"\nFor scale: one thread's memcpy of large buffers is "
+                     f"{lim:.0f} MB/s here: the bound of a loan's one copy on one "
+                     f"thread (two copies through the transport: {lim / 2:.0f}); "
                      f"{PUT_BOUND:g}x tcp's "
                      + ", ".join(f"{size_label(s)} is {PUT_BOUND * rows[('put', str(s), 'tcp')]['median']:.0f} MB/s"
                                  for s in big if ("put", str(s), "tcp") in rows) + ".")

@@ -340,6 +340,83 @@ def test_copy_with_and_without_the_helper(cxl_pool, tmp_path, threads):
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
 
 
+SW_SCRIPT = """
+import asyncio, multiprocessing as mp, sys, zlib
+import numpy as np
+
+def server(conn):
+    from distributed.comm import listen
+    async def handle(comm):
+        while True:
+            msg = await comm.read()
+            if msg.get("op") == "bye":
+                await comm.write({"lent": comm._loans.lent})
+                return
+            x, pf = msg["x"], comm._loans
+            await comm.write({"crc": zlib.crc32(memoryview(x).cast("B")),
+                              "in_pool": pf.base <= x.ctypes.data < pf.base + pf.size})
+    async def main():
+        lst = await listen("cxl://127.0.0.1:0", handle)
+        conn.send(lst.contact_address)
+        await asyncio.sleep(120)
+    asyncio.run(main())
+
+async def client(addr):
+    from distributed.comm import connect
+    from distributed.protocol import to_serialize
+    c = await connect(addr)
+    assert [t.split("/")[0] for t in c.lanes().get("am", [])] == ["cxl"], c.lanes()
+    rng = np.random.default_rng(1)
+    for n in ((1 << 20) + 1, 5 << 20, (16 << 20) + 3):
+        for _ in range(2):
+            a = rng.integers(0, 256, n, dtype=np.uint8)
+            await c.write({"op": "put", "x": to_serialize(a)})
+            r = await c.read()
+            assert r["crc"] == zlib.crc32(a) and r["in_pool"], (n, r)
+    await c.write({"op": "bye"})
+    r = await c.read()
+    assert r["lent"] == 6, r
+    print("ok")
+
+if __name__ == "__main__":
+    mp.set_start_method("spawn")
+    p, q = mp.Pipe()
+    mp.Process(target=server, args=(q,), daemon=True).start()
+    asyncio.run(client(p.recv()))
+"""
+
+
+def test_loans_across_emulated_hosts(tmp_path):
+    """Software coherence (emulate-nc: each process an emulated host that
+    sees only what the other wrote back): the sender's copy is written back
+    and the receiver invalidates the loan at DONE.  Without that invalidate
+    the receiver read zeros here (checked)."""
+    import os
+    import subprocess
+    import sys
+    from conftest import _cxlpool
+    pool = f"/dev/shm/ucx-cxl-dask-sw-{os.getpid()}.pool"
+    tool = _cxlpool()
+    r = subprocess.run([tool, "create", pool, "--size", "512m", "--coherence",
+                        "sw"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    try:
+        script = tmp_path / "sw_loans.py"
+        script.write_text(SW_SCRIPT)
+        env = dict(os.environ, UCX_CXL_POOL=f"emulate-nc:{pool}",
+                   UCX_CXL_COHERENCE="sw")
+        env.pop("UCX_CXL_HOST_INDEX", None)
+        r = subprocess.run([sys.executable, str(script)], env=env,
+                           capture_output=True, text=True, timeout=180,
+                           cwd=str(tmp_path))
+        assert r.returncode == 0 and r.stdout.strip().endswith("ok"), \
+            r.stdout[-2000:] + r.stderr[-4000:]
+    finally:
+        subprocess.run([tool, "destroy", "--force", pool], capture_output=True)
+        if os.path.exists(pool):
+            os.unlink(pool)
+
+
 def test_grant_for_no_message_fails_the_comm(run):
     """A GRANT nobody asked for is a broken peer: the comm fails."""
     from ucx_cxl.dask import backend
