@@ -11,15 +11,9 @@ sent from the frame's own memory and received straight into a buffer
 allocated for it (rendezvous: no intermediate copy), so numpy arrays are
 deserialised from that buffer directly.
 
-With ``POOL`` (messages of MIN_BYTES and more, where the sender maps a
-pool) the head carries the sender's pool uuid after the sizes and no
-frame follows it.  The receiver answers with a control message, GRANT: a
-loan of pool memory laid out like ``rxbuf.plan`` (the sender copies the
-frames there and sends DONE; the receiver's frames are views of the pool,
-see poolframes.py) or a refusal (another pool, loans off, no room: the
-frames follow the head as above, sent from the grant's handler so nothing
-else comes between).  A comm's writes wait while such a write is in
-flight, so the receiver sees each message's parts together.
+Messages of poolframes.MIN_BYTES and more, between processes of one
+pool, are copied once into pool memory the receiver lends (``POOL`` or
+``OFFERED`` heads and control messages: loans.py).
 
 Connections: the connector waits until UCP has wired the endpoint up (a
 connection nobody accepts fails with an OSError, and distributed retries
@@ -49,21 +43,14 @@ from distributed.comm.utils import ensure_concrete_host, from_frames, to_frames
 from distributed.utils import ensure_ip, get_ip, nbytes
 
 from . import _ucp, poolframes, rxbuf
+from .loans import F_OFFERED, F_POOL, MAGIC, LoanProtocol
 from .loop import CommError, engine
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "cxl://"
-MAGIC = 0x4C584344          # "DCXL"
 F_INLINE = 1
-F_POOL = 2
 INLINE_MAX = 64 << 10
-# control messages (cxl_comm_send_control_nb): a loan's negotiation
-GRANT_MAGIC = 0x4E415247    # "GRAN"
-DONE_MAGIC = 0x454E4F44     # "DONE"
-GRANT = struct.Struct("<IIQQII")    # magic, answer, loan
-DONE = struct.Struct("<II")         # magic, 0
-G_OK, G_OTHER_POOL, G_OFF, G_NO_ROOM = 0, 1, 2, 3
 
 
 def _parse_head(head) -> Optional[tuple]:
@@ -80,7 +67,7 @@ def _addr_of_bytearray(buf: bytearray) -> int:
     return ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
 
 
-class CXLComm(Comm):
+class CXLComm(LoanProtocol, Comm):
     """One UCP endpoint.  Every message that arrives is received at once
     (into a new buffer of its length: straight into it for a rendezvous),
     so a write completes without waiting for the peer's read, as on tcp;
@@ -104,13 +91,7 @@ class CXLComm(Comm):
         # the frames of the message being received: [memoryview of its
         # buffer, its address, offsets, sizes, index of the next frame]
         self._plan: Optional[list] = None
-        # pool loans: lent, waiting for DONE: (rx entry, view, loan, offsets)
-        self._lent: Deque[tuple] = collections.deque()
-        # our write waiting for its GRANT: [future, messages of its frames]
-        self._granting: Optional[list] = None
-        self._wturn: Optional[asyncio.Future] = None  # a pooled write in flight
-        self._pool_refused = False  # the peer has another pool or none
-        self._loans = eng.pool      # loans of this comm (None: off)
+        self._loans_init(eng.pool)
         self._cookie = eng.register(self)
         eng.lib.cxl_comm_ep_set_user(ep, self._cookie)
         self._finalizer = weakref.finalize(self, _drop_ep, eng, ep, self._cookie)
@@ -121,12 +102,8 @@ class CXLComm(Comm):
     def _news(self) -> None:
         if self._ep is not None:
             self._pump()
-        g = self._granting
-        if g is not None and (self._ep is None or self._failed or self._gone):
-            self._granting = None
-            if not g[0].done():
-                g[0].set_exception(CommClosedError(
-                    f"{self._peer_addr}: connection closed ({self._why()})"))
+        if self._ep is None or self._failed or self._gone:
+            self._loans_gone()
         w = self._waiter
         if w is None or w.done():
             return
@@ -152,10 +129,6 @@ class CXLComm(Comm):
             st = lib.cxl_comm_recv_peek(ep, ctypes.byref(n))
             if st <= 0:
                 self._gone = st     # < 0: failed or closed by the peer
-                if st < 0 and self._lent:
-                    # (its DONE would have come before the end)
-                    self._fail("the peer went before it wrote the frames "
-                               "lent to it")
                 return
             size = n.value
             if st == _ucp.CONTROL:
@@ -199,8 +172,7 @@ class CXLComm(Comm):
 
     def _head_done(self, entry: list) -> bool:
         """After a complete head of a message with separate frames: one
-        buffer for all of them, in the pool when the sender asks for a
-        loan and one can be made (answered with GRANT either way).  False
+        buffer for all of them, or a loan of the pool (loans.py).  False
         (and the comm failed) when the head cannot be right."""
         head = entry[0]
         parsed = _parse_head(head)
@@ -212,27 +184,10 @@ class CXLComm(Comm):
             self._fail("garbled message head (frames too large)")
             return False
         offs, total = laid
-        if flags & F_POOL:
-            at = 16 + 8 * len(sizes)
-            uuid = bytes(head[at:at + poolframes.UUID_LEN])
-            pf = self._loans
-            lent = None
-            if pf is None:
-                answer = G_OFF
-            elif uuid != pf.uuid:
-                answer = G_OTHER_POOL
-            else:
-                lent = pf.lend(total)
-                answer = G_OK if lent is not None else G_NO_ROOM
-            if lent is not None:
-                loan, view = lent
-                entry[1] = False    # complete at DONE
-                self._lent.append((entry, view, loan, offs))
-                return self._send_control(GRANT.pack(
-                    GRANT_MAGIC, G_OK, loan.offset, loan.length, loan.index,
-                    loan.gen))
-            if not self._send_control(GRANT.pack(GRANT_MAGIC, answer, 0, 0, 0, 0)):
-                return False
+        if flags & (F_POOL | F_OFFERED):
+            done = self._loan_head(entry, flags, sizes, offs, total)
+            if done is not None:
+                return done
         raw = self._eng.rx.get(total)
         self._plan = [memoryview(raw)[:total], raw.ctypes.data, offs, sizes, 0]
         return True
@@ -244,74 +199,9 @@ class CXLComm(Comm):
             entry[1] = True
             # (a head that was still in flight: frames pumped meanwhile got
             # buffers of their own; a loan's frames wait for its GRANT)
-            if head and entry[0][4:8] == struct.pack("<I", F_POOL):
+            if head and struct.unpack_from("<I", entry[0], 4)[0] & (F_POOL | F_OFFERED):
                 self._head_done(entry)
         self._news()
-
-    # -- loans (control messages) --
-
-    def _send_control(self, data: bytes) -> bool:
-        req = self._req
-        st = self._eng.lib.cxl_comm_send_control_nb(self._ep, data, len(data),
-                                                    ctypes.byref(req))
-        if st == _ucp.INPROGRESS:
-            self._eng.track(req.value, self._control_sent, data)
-        elif st != 0:
-            self._fail(f"control message: {_ucp.last_error()}")
-            return False
-        return True
-
-    def _control_sent(self, st: int) -> None:
-        if st != 0:
-            self._fail(f"control message failed (UCS status {st})")
-
-    def _control(self, size: int) -> bool:
-        """Receive and act on the control message that is next."""
-        req = self._req
-        buf = bytearray(size)
-        st = self._eng.lib.cxl_comm_recv_nb(
-            self._ep, _addr_of_bytearray(buf) if size else None, size,
-            ctypes.byref(req))
-        if st != 0:
-            # (eager, a few bytes: anything else is not ours)
-            if st == _ucp.INPROGRESS:
-                self._eng.track(req.value, lambda st: None, buf)
-            self._fail(f"control message of {size} bytes not received at once")
-            return False
-        if size == GRANT.size and struct.unpack_from("<I", buf)[0] == GRANT_MAGIC:
-            return self._granted(GRANT.unpack(buf))
-        if size == DONE.size and struct.unpack_from("<I", buf)[0] == DONE_MAGIC:
-            if not self._lent:
-                self._fail("DONE for no loan")
-                return False
-            entry, view, loan, offs = self._lent.popleft()
-            self._loans.acquire(loan)
-            entry[2] = (view, offs)
-            entry[1] = True
-            return True
-        self._fail(f"unknown control message ({size} bytes)")
-        return False
-
-    def _granted(self, grant: tuple) -> bool:
-        g, self._granting = self._granting, None
-        if g is None or g[0].done():
-            self._fail("GRANT for no message")
-            return False
-        _, answer, offset, length, index, gen = grant
-        fut, msgs = g
-        if answer == G_OK:
-            loan = poolframes.Loan(offset, length, index, gen)
-            fut.set_result(loan)
-            return True
-        if answer in (G_OTHER_POOL, G_OFF):
-            self._pool_refused = True
-        # the frames follow the head now, before anything else is sent
-        pending = self._send_frames(msgs)
-        if pending is None:
-            fut.set_exception(CommClosedError(f"{self._peer_addr}: {self._why()}"))
-            return False
-        fut.set_result(pending)
-        return True
 
     def _send_frames(self, msgs: list) -> Optional[List[int]]:
         """Send each of msgs (bytes or buffers) as a message; the requests
@@ -439,7 +329,10 @@ class CXLComm(Comm):
         pf = self._loans
         if (pf is not None and total >= poolframes.MIN_BYTES
                 and not self._pool_refused):
-            return await self._write_pooled(pf, frames, sizes)
+            msgs = [f if _contiguous(f) else bytes(f) for f in frames]
+            if self._try_offer(pf, msgs, sizes):
+                return total
+            return await self._write_granted(pf, msgs, sizes)
         if total < INLINE_MAX:
             parts = [struct.pack(f"<IIQ{nf}Q", MAGIC, F_INLINE, nf, *sizes)]
             parts += [f if _contiguous(f) else bytes(f) for f in frames]
@@ -470,43 +363,6 @@ class CXLComm(Comm):
             self.abort()
             raise CommClosedError(f"{self._peer_addr}: {e}") from e
 
-    async def _write_pooled(self, pf, frames: list, sizes: List[int]) -> int:
-        """Ask for a loan (head with the pool's uuid), then copy the frames
-        into it and send DONE, or (refused) send them as messages."""
-        nf = len(sizes)
-        head = struct.pack(f"<IIQ{nf}Q{poolframes.UUID_LEN}s", MAGIC, F_POOL,
-                           nf, *sizes, pf.uuid)
-        msgs = [f if _contiguous(f) else bytes(f) for f in frames]
-        loop = self._eng.loop
-        turn = self._wturn = loop.create_future()
-        fut = loop.create_future()
-        try:
-            self._granting = [fut, msgs]
-            got = self._send_frames([head])
-            if got is None:
-                self._granting = None
-                raise CommClosedError(f"{self._peer_addr}: {self._why()}")
-            if got:
-                self._eng.track(got[0], lambda st: None, head)
-            self._eng.kick()
-            grant = await fut
-            if isinstance(grant, list):         # refused: frames were sent
-                if grant:
-                    await self._wait_sent(grant, msgs)
-                return sum(sizes)
-            offs, _ = rxbuf.plan(sizes)
-            for m, o, s in zip(msgs, offs, sizes):
-                if s and not pf.write(grant, o, _ucp.buffer_address(m), s):
-                    self._fail(f"pool loan: {_ucp.last_error()}")
-                    raise CommClosedError(f"{self._peer_addr}: {self._why()}")
-            pf.publish()
-            if not self._send_control(DONE.pack(DONE_MAGIC, 0)):
-                raise CommClosedError(f"{self._peer_addr}: {self._why()}")
-            return sum(sizes)
-        finally:
-            self._wturn = None
-            turn.set_result(None)
-
     def _write_failed(self):
         why = _ucp.last_error()
         self.abort()
@@ -536,6 +392,8 @@ class CXLComm(Comm):
         self._close(force=True)
 
     def _close(self, force: bool) -> None:
+        if not force and self._ep is not None and not self._failed:
+            self._return_offer()    # (before CLOSE: the peer frees it at once)
         ep, self._ep = self._ep, None
         self._closed = True
         if ep is not None:
@@ -546,13 +404,7 @@ class CXLComm(Comm):
                 self._eng.kick()
         self._rx.clear()
         self._plan = None
-        for _, view, loan, _ in self._lent:     # granted, never completed
-            self._loans.quarantine(loan, view)
-        self._lent.clear()
-        g, self._granting = self._granting, None
-        if g is not None and not g[0].done():
-            g[0].set_exception(CommClosedError(
-                f"{self._peer_addr}: comm closed ({self._why()})"))
+        self._loans_end()
         w = self._waiter
         if w is not None and not w.done():
             w.set_exception(CommClosedError(

@@ -137,6 +137,8 @@ class Engine:
         self.lib = _ucp.lib()
         # frames through the pool (process-wide; None: off)
         self.pool = poolframes.get(self.lib)
+        # comms holding an offer of their peer's (loans.py): returned idle
+        self.offer_holders: "weakref.WeakSet[Any]" = weakref.WeakSet()
         w = ctypes.c_void_p()
         st = self.lib.cxl_comm_worker_create(ctypes.byref(w))
         if st != 0:
@@ -240,6 +242,8 @@ class Engine:
             self.rx.trim(now)
             if self.pool is not None:
                 self.pool.trim(now)
+            for c in list(self.offer_holders):
+                c._return_stale_offer(now)
         if self.inflight or self.efd < 0:
             self._set_timer(TICK_INFLIGHT)
         elif len(self.objs):

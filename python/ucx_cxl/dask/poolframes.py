@@ -206,7 +206,8 @@ class PoolFrames:
     def cap(self, v: int) -> None:
         self.book.cap = v
 
-    def lend(self, n: int) -> Optional[Tuple[Loan, memoryview]]:
+    def lend(self, n: int, count_refusal: bool = True
+             ) -> Optional[Tuple[Loan, memoryview]]:
         """A loan of n bytes and the view of them, or None (no room)."""
         book = self.book
         loan, new = book.take(n)
@@ -226,7 +227,7 @@ class PoolFrames:
         elif loan is not None:
             self.reused += 1
         if loan is None:
-            self.no_room += 1
+            self.no_room += count_refusal
             return None
         arr = (ctypes.c_char * max(n, 1)).from_address(self.base + loan.offset)
         weakref.finalize(arr, book.back, loan)
