@@ -181,6 +181,13 @@ def test_writes_while_a_loan_is_negotiated_keep_their_order(run, monkeypatch):
     assert calls[0] >= 8
 
 
+async def _pair_and_held():
+    """A comm pair, the receiver's loans and the bytes they hold now."""
+    a, b = await comm_pair()
+    gc.collect()
+    return a, b, b._loans, b._loans.book.lent_bytes
+
+
 def test_failed_write_returns_the_loan(run, monkeypatch):
     """A sender that fails after the loan was made: its write and the
     receiver's read fail, and the extent comes back at once (the peer's
@@ -188,10 +195,7 @@ def test_failed_write_returns_the_loan(run, monkeypatch):
     x = arr(4 * MiB, seed=4)
 
     async def main():
-        a, b = await comm_pair()
-        pf = b._loans
-        gc.collect()
-        held = pf.book.lent_bytes
+        a, b, pf, held = await _pair_and_held()
         lent = pf.lent
         tainted = set(pf.book.tainted)
 
@@ -219,10 +223,7 @@ def test_closing_with_a_loan_out_quarantines_it(run, monkeypatch):
     x = arr(4 * MiB, seed=6)
 
     async def main():
-        a, b = await comm_pair()
-        pf = b._loans
-        gc.collect()
-        held = pf.book.lent_bytes
+        a, b, pf, held = await _pair_and_held()
         quarantined = len(pf.book.quarantined)
         granted = asyncio.get_running_loop().create_future()
 
