@@ -541,3 +541,26 @@ def test_message_before_a_close_is_read_though_no_offer_can_go(run):
         await a.close()
         await b.close()
     run(main())
+
+
+def test_finalizer_under_the_book_lock_does_not_deadlock():
+    """A view can die while this thread holds the book's lock (a garbage
+    collection inside take() or trim()): its finalizer takes the lock
+    again.  With a plain Lock this thread hung for good."""
+    import threading
+    from ucx_cxl.dask import _ucp, poolframes
+    pf = poolframes.PoolFrames(_ucp.lib(), cap=8 * MiB)
+    box = {}
+
+    def body():
+        loan, view = pf.lend(MiB)
+        with pf.book.lock:
+            del view
+            gc.collect()            # the finalizer runs here
+            box["idle"] = pf.book.idle_bytes
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "deadlocked in the finalizer"
+    assert box["idle"] == MiB
+    pf.close()

@@ -199,7 +199,8 @@ class CXLComm(LoanProtocol, Comm):
             entry[1] = True
             # (a head that was still in flight: frames pumped meanwhile got
             # buffers of their own; a loan's frames wait for its GRANT)
-            if head and struct.unpack_from("<I", entry[0], 4)[0] & (F_POOL | F_OFFERED):
+            if (head and len(entry[0]) >= 16
+                    and struct.unpack_from("<I", entry[0], 4)[0] & (F_POOL | F_OFFERED)):
                 self._head_done(entry)
         self._news()
 

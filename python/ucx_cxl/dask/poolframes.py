@@ -81,10 +81,12 @@ class _Book:
     """The process's extents for frames: lent (a view of them alive) and
     idle (kept for the next loan: an allocation and a free cost about as
     much as the wake-up of the peer, 0.14 ms each here).  Finalizers run
-    on any thread, so everything is under the lock."""
+    on any thread, so everything is under the lock, a reentrant one: a
+    collection that runs while this thread holds it may run a finalizer
+    (``back``) right there."""
 
     def __init__(self, lib, handle: int, cap: int) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.lib, self.handle, self.cap = lib, handle, cap
         self.lent_bytes = 0
         self.lent = 0                   # loans with a view alive
