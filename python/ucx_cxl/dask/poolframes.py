@@ -292,3 +292,17 @@ def exit() -> None:
     if pf is not None:
         pf.book.closed = True
         pf.lib.cxl_comm_pool_exit()
+
+
+def stats() -> Optional[dict]:
+    """This process's loans so far (None: loans off or not used yet):
+    messages written into loans as the sender, loans made as the receiver
+    (offers included), loans on an idle extent, loans refused for room,
+    and the bytes lent and idle now."""
+    with _lock:
+        pf = _pools.get(os.getpid())
+    if pf is None:
+        return None
+    return {"written": pf.written, "lent": pf.lent, "reused": pf.reused,
+            "no_room": pf.no_room, "lent_bytes": pf.book.lent_bytes,
+            "idle_bytes": pf.book.idle_bytes}
