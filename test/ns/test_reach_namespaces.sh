@@ -22,13 +22,27 @@ fi
 "$CXLPOOL" create "$A" --size 128M >/dev/null && "$CXLPOOL" create "$B" --size 128M >/dev/null ||
     { echo "FAIL: cannot create pools"; exit 1; }
 
+# listening PORT: whether a socket listens on the TCP port (the server's
+# namespaces share our network namespace)
+listening() {
+    local hex
+    hex=$(printf ':%04X' "$1")
+    awk -v p="$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
+                     END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
 # pair NAME EXPECT(ok|unreachable) TLS SERVER_POOL CLIENT_POOL
 pair() {
     local name=$1 expect=$2 tls=$3 spool=$4 cpool=$5 port=$((30000 + RANDOM % 20000)) out got
     unshare --uts --ipc sh -c "hostname pod-b; exec env LD_PRELOAD=$MODULE UCX_TLS=$tls \
         UCX_CXL_POOL=$spool timeout 20 ucx_perftest -p $port -c 0 -t tag_lat -n 1000" \
         >/dev/null 2>&1 &
-    sleep 1
+    # (a fixed 1 s was too short while CI loaded both cores: "connect()
+    # failed: Connection refused")
+    for _ in $(seq 1 200); do
+        listening "$port" && break
+        sleep 0.05
+    done
     out=$(LD_PRELOAD=$MODULE UCX_TLS=$tls UCX_CXL_POOL=$cpool timeout 20 \
           ucx_perftest 127.0.0.1 -p "$port" -c 1 -t tag_lat -n 1000 2>&1)
     wait
