@@ -136,9 +136,8 @@ typedef struct {
 
 /* The pool the cxl transport attaches (the first of UCX_CXL_POOL, else a
  * devdax device holding a pool, else the emulated per-user default),
- * opened once per process and counted: _ref and _close per user. */
+ * opened once per process and counted: one _close per _open. */
 int      cxl_comm_pool_open(cxl_comm_pool_t **pool_p);
-int      cxl_comm_pool_ref(cxl_comm_pool_t *pool);
 void     cxl_comm_pool_close(cxl_comm_pool_t *pool);
 /* At process exit: detach from the pool now, whatever still refers to the
  * handle (the loans go with the attachment; later calls do nothing or

@@ -61,7 +61,6 @@ def lib() -> ctypes.CDLL:
             "cxl_comm_req_free": ([P], None),
             "cxl_comm_send_control_nb": ([P, P, SZ, ctypes.POINTER(P)], ctypes.c_int),
             "cxl_comm_pool_open": ([ctypes.POINTER(P)], ctypes.c_int),
-            "cxl_comm_pool_ref": ([P], ctypes.c_int),
             "cxl_comm_pool_close": ([P], None),
             "cxl_comm_pool_exit": ([], None),
             "cxl_comm_pool_uuid": ([P, P], None),
@@ -83,6 +82,11 @@ def lib() -> ctypes.CDLL:
 
 def last_error() -> str:
     return (lib().cxl_comm_last_error() or b"").decode(errors="replace")
+
+
+def bytearray_address(buf: bytearray) -> int:
+    """Address of a bytearray's bytes (one receive writes into it)."""
+    return ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
 
 
 def buffer_address(buf) -> int:

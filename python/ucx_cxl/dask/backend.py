@@ -63,10 +63,6 @@ def _parse_head(head) -> Optional[tuple]:
     return flags, struct.unpack_from(f"<{nframes}Q", head, 16)
 
 
-def _addr_of_bytearray(buf: bytearray) -> int:
-    return ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
-
-
 class CXLComm(LoanProtocol, Comm):
     """One UCP endpoint.  Every message that arrives is received at once
     (into a new buffer of its length: straight into it for a rendezvous),
@@ -150,7 +146,7 @@ class CXLComm(LoanProtocol, Comm):
                     plan[4] = i + 1
             elif size < INLINE_MAX:
                 buf = bytearray(size)
-                addr = _addr_of_bytearray(buf) if size else None
+                addr = _ucp.bytearray_address(buf) if size else None
                 head = True
             else:
                 buf = self._eng.rx.get(size)[:size]
@@ -199,8 +195,8 @@ class CXLComm(LoanProtocol, Comm):
             entry[1] = True
             # (a head that was still in flight: frames pumped meanwhile got
             # buffers of their own; a loan's frames wait for its GRANT)
-            if (head and len(entry[0]) >= 16
-                    and struct.unpack_from("<I", entry[0], 4)[0] & (F_POOL | F_OFFERED)):
+            parsed = _parse_head(entry[0]) if head else None
+            if parsed is not None and parsed[0] & (F_POOL | F_OFFERED):
                 self._head_done(entry)
         self._news()
 

@@ -173,7 +173,7 @@ class LoanProtocol:
         """Receive and act on the control message that is next."""
         req = self._req
         buf = bytearray(size)
-        addr = ctypes.addressof((ctypes.c_char * size).from_buffer(buf)) if size else None
+        addr = _ucp.bytearray_address(buf) if size else None
         st = self._eng.lib.cxl_comm_recv_nb(self._ep, addr, size, ctypes.byref(req))
         if st != 0:
             # (eager, a few bytes: anything else is not ours)

@@ -14,7 +14,8 @@
 
 /*
  * Close markers: active messages of no data with a 4-byte AM header (data
- * messages have none; control messages CXL_COMM_HDR_CONTROL).  A graceful close sends CLOSE and keeps the UCP
+ * messages have none, the binding's control messages CXL_COMM_HDR_CONTROL).
+ * A graceful close sends CLOSE and keeps the UCP
  * endpoint until the peer answers CLOSE_ACK (or CLOSE: both closed), fails,
  * or CXL_COMM_LINGER_S passed: only then is it disconnected.  Without it
  * the last messages before a close could be lost: UCP drops what arrives

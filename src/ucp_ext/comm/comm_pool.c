@@ -5,9 +5,9 @@
  * The pool is the one the cxl transport of the process attaches: the
  * first of UCX_CXL_POOL, else the first devdax device that holds a pool,
  * else the per-user emulated default (created on first use, as the
- * transport does).  One handle per process, counted: every worker and
- * every loan still in use holds a reference, so frames a program keeps
- * stay mapped after the worker that received them is gone.
+ * transport does).  One handle per process, counted per opener (the
+ * binding opens it once per process and keeps it until exit, so frames a
+ * program keeps stay mapped after the worker that received them is gone).
  */
 #include "comm_int.h"
 
@@ -137,14 +137,6 @@ int cxl_comm_pool_open(cxl_comm_pool_t **pool_p)
     p->refcount        = 1;
     cxl_comm_pool_proc = p;
     *pool_p            = p;
-    pthread_mutex_unlock(&cxl_comm_pool_lock);
-    return CXL_COMM_OK;
-}
-
-int cxl_comm_pool_ref(cxl_comm_pool_t *pool)
-{
-    pthread_mutex_lock(&cxl_comm_pool_lock);
-    pool->refcount++;
     pthread_mutex_unlock(&cxl_comm_pool_lock);
     return CXL_COMM_OK;
 }
