@@ -274,6 +274,48 @@ def test_a_stream_uses_offers(run):
     assert len({g.ctypes.data for g in got}) == len(got)    # live ones apart
 
 
+def test_offer_on_a_reused_extent_covers_all_of_it(run):
+    """An offer may land on an idle extent larger than the message it was
+    made after; the sender may fill all of it, so the receiver's view of
+    the offer covers the extent, not just the size asked for.  (Before the
+    fix the view was cut at the size asked for: a bigger message in such an
+    offer arrived with its frames cut short, and a LocalCluster's worker
+    failed to deserialise it.)"""
+    x1, x2, x3 = (arr(2 * MiB, seed=21), arr(MiB + MiB // 5, seed=22),
+                  arr(2 * MiB - MiB // 10, seed=23))
+
+    async def offer_of(a):
+        for _ in range(500):
+            if a._offer is not None:
+                return a._offer[0]
+            await asyncio.sleep(0.01)
+        raise AssertionError("no offer came")
+
+    async def main():
+        a, b = await comm_pair()
+        pf = b._loans
+        gc.collect()
+        pf.book.free_idle()                     # (earlier tests' extents)
+        await a.write(to_serialize(x1))         # GRANT; an offer of ~2M
+        g1 = equal(await b.read(), x1)          # (its extent idle now)
+        gc.collect()
+        reused = pf.reused
+        await offer_of(a)
+        await a.write(to_serialize(x2))         # in the offer; the next offer
+        g2 = await b.read()                     # reuses x1's ~2M extent
+        offer = await offer_of(a)
+        await a.write(to_serialize(x3))         # bigger than x2: fills it
+        g3 = await b.read()
+        out = (pf.reused - reused, a.offers_used, a.grants, offer.length)
+        await a.close()
+        await b.close()
+        return g1, g2, g3, out
+    g1, g2, g3, (reused, used, grants, length) = run(main())
+    assert length >= x3.nbytes and (reused, used, grants) == (1, 2, 1)
+    assert g1 and equal(g2, x2)
+    assert g3.nbytes == x3.nbytes and equal(g3, x3)
+
+
 def test_offers_too_small_or_stale_go_back(run):
     """An offer too small for the next message goes back (RETURN) and the
     message asks GRANT; an offer unused for IDLE_S goes back too."""
@@ -353,7 +395,7 @@ def test_idle_extents_are_reused_then_freed(monkeypatch):
     gc.collect()
     assert pf.book.idle_bytes == 3 * MiB and pf.book.lent_bytes == 0
     loan2, view2 = pf.lend(2 * MiB)                     # fits: reused
-    assert loan2.offset == off and pf.reused == 1 and len(view2) == 2 * MiB
+    assert loan2.offset == off and pf.reused == 1 and len(view2) == 3 * MiB
     loan3, view3 = pf.lend(MiB)                         # too small to reuse 3M
     assert loan3.offset != off
     del view2, view3

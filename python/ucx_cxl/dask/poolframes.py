@@ -210,7 +210,8 @@ class PoolFrames:
 
     def lend(self, n: int, count_refusal: bool = True
              ) -> Optional[Tuple[Loan, memoryview]]:
-        """A loan of n bytes and the view of them, or None (no room)."""
+        """A loan of at least n bytes and the view of all of it, or None
+        (no room)."""
         book = self.book
         loan, new = book.take(n)
         if loan is None and new:
@@ -231,10 +232,14 @@ class PoolFrames:
         if loan is None:
             self.no_room += count_refusal
             return None
-        arr = (ctypes.c_char * max(n, 1)).from_address(self.base + loan.offset)
+        # The view covers the whole extent, not just n: an idle extent
+        # reused here may be up to 2n long, the loan tells the sender its
+        # length, and an offer may be filled to it.
+        size = max(loan.length, 1)
+        arr = (ctypes.c_char * size).from_address(self.base + loan.offset)
         weakref.finalize(arr, book.back, loan)
         self.lent += 1
-        return loan, memoryview(arr).cast("B")[:n]
+        return loan, memoryview(arr).cast("B")[:loan.length]
 
     def trim(self, now: float) -> None:
         self.book.trim(now)
