@@ -17,6 +17,10 @@ import dask.array as da
 import dask.dataframe as dd
 from distributed import Client, LocalCluster, wait
 
+# A computation that stalls (a message lost or garbled between workers:
+# distributed logs it and waits) fails the test instead of hanging it.
+RESULT_TIMEOUT = 120
+
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.filterwarnings("ignore:Running on a single-machine")]
 
@@ -51,7 +55,7 @@ def test_addresses_are_cxl(clients):
 def array_result(client):
     x = da.random.RandomState(42).random((3000, 3000), chunks=(500, 500))
     y = (x + x.T).sum(axis=0) + x[::2, ::3].mean()
-    return client.compute(y, optimize_graph=False).result()
+    return client.compute(y, optimize_graph=False).result(timeout=RESULT_TIMEOUT)
 
 
 def test_array_reduction_equals_tcp(clients):
@@ -78,8 +82,9 @@ def frame_result(client):
     sh = df.shuffle("k", shuffle="tasks", npartitions=8)
     # each key in one partition after the shuffle
     per_part = sh.map_partitions(lambda p: p.groupby("k").v.sum())
-    res = client.compute(per_part).result().sort_index()
-    parts = client.compute(sh.map_partitions(lambda p: pd.Series([sorted(set(p.k))]))).result()
+    res = client.compute(per_part).result(timeout=RESULT_TIMEOUT).sort_index()
+    parts = client.compute(sh.map_partitions(lambda p: pd.Series([sorted(set(p.k))]))).result(
+        timeout=RESULT_TIMEOUT)
     return pdf, res, parts
 
 
@@ -105,7 +110,7 @@ def test_in_process_cluster():
                       processes=False, dashboard_address=":0",
                       host="127.0.0.1") as lc, Client(lc) as client:
         x = da.ones((2000, 2000), chunks=(250, 250))
-        assert client.compute((x + x.T).sum()).result() == 2 * 2000 ** 2
+        assert client.compute((x + x.T).sum()).result(timeout=RESULT_TIMEOUT) == 2 * 2000 ** 2
 
 
 def slow_chunk(block, delay):
