@@ -32,6 +32,15 @@ def _settle(pf, held_before, timeout=5.0):
     return False
 
 
+
+async def _until(cond, timeout=1.0) -> bool:
+    """Let the loop run until cond() holds (True) or timeout passes."""
+    for _ in range(int(timeout / 0.01)):
+        if cond():
+            return True
+        await asyncio.sleep(0.01)
+    return cond()
+
 def test_large_message_lands_in_the_pool(run):
     x = arr(16 * MiB + 5, seed=3)
     f = np.arange(1000, dtype=np.int64)
@@ -285,11 +294,8 @@ def test_offer_on_a_reused_extent_covers_all_of_it(run):
                   arr(2 * MiB - MiB // 10, seed=23))
 
     async def offer_of(a):
-        for _ in range(500):
-            if a._offer is not None:
-                return a._offer[0]
-            await asyncio.sleep(0.01)
-        raise AssertionError("no offer came")
+        assert await _until(lambda: a._offer is not None, 5.0), "no offer came"
+        return a._offer[0]
 
     async def main():
         a, b = await comm_pair()
@@ -331,18 +337,12 @@ def test_offers_too_small_or_stale_go_back(run):
         await a.write(to_serialize(big))
         g2 = await b.read()
         after_big = (a.grants, a.offers_used, first_offer in b._offered)
-        for _ in range(100):                    # the offer for the next
-            if a._offer is not None:
-                break
-            await asyncio.sleep(0.01)
+        await _until(lambda: a._offer is not None)  # the offer for the next
         a._return_stale_offer(time.monotonic())             # not stale yet
         assert a._offer is not None
         a._return_stale_offer(time.monotonic() + poolframes.IDLE_S + 1)
         assert a._offer is None
-        for _ in range(100):
-            if not b._offered:
-                break
-            await asyncio.sleep(0.01)
+        await _until(lambda: not b._offered)
         left = dict(b._offered)
         await a.close()
         await b.close()
