@@ -37,6 +37,7 @@ typedef struct cxl_comm_req      cxl_comm_req_t;
 const char *cxl_comm_last_error(void);
 
 int      cxl_comm_worker_create(cxl_comm_worker_t **worker_p);
+/* Closes the listeners and endpoints still open (forced), then the worker. */
 void     cxl_comm_worker_destroy(cxl_comm_worker_t *worker);
 /* File descriptor that becomes readable on events; -1 without wake-up. */
 int      cxl_comm_worker_efd(cxl_comm_worker_t *worker);

@@ -62,3 +62,33 @@ def test_multiprocessing_child_detaches_at_exit(cxl_pool, tmp_path):
     assert code == 0, r.stdout + r.stderr
     left = [a for a in _attachments(cxl_pool) if a.get("pid") == pid]
     assert left == [], f"the child (pid {pid}) left {left} on {cxl_pool}"
+
+
+OPEN_LISTENER = r"""
+import asyncio
+from distributed.comm import listen
+
+async def main():
+    lst = await listen("cxl://127.0.0.1", lambda comm: None)
+    print("listening", lst.contact_address, flush=True)
+
+asyncio.run(main())         # the loop closes with the listener still open
+print("done", flush=True)
+"""
+
+
+def test_listener_left_open_is_closed_with_its_worker(cxl_pool, tmp_path):
+    """A program that never stops a listener: its worker, destroyed when
+    the loop is gone, closes the listener first.  Destroyed with it open,
+    UCP printed 'async ... handler ... not released' and 'releasing async
+    context with 1 handlers' warnings (on stdout, into the program's
+    output)."""
+    script = tmp_path / "open_listener.py"
+    script.write_text(OPEN_LISTENER)
+    r = subprocess.run([sys.executable, str(script)], env=dict(os.environ),
+                       capture_output=True, text=True, timeout=120,
+                       cwd=str(PYDIR))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "done" in r.stdout, out
+    assert "UCX  WARN" not in out, out

@@ -284,7 +284,15 @@ int cxl_comm_listen(cxl_comm_worker_t *w, const char *host, unsigned port,
     } else {
         l->port = port;
     }
-    *listener_p = l;
+    /* linked, so that a worker destroyed with it open closes it first:
+     * UCP warns about the listener's async handler otherwise */
+    l->next  = w->listeners;
+    l->pprev = &w->listeners;
+    if (w->listeners != NULL) {
+        w->listeners->pprev = &l->next;
+    }
+    w->listeners = l;
+    *listener_p  = l;
     return CXL_COMM_OK;
 }
 
@@ -340,6 +348,10 @@ void cxl_comm_listener_close(cxl_comm_listener_t *l)
         cxl_comm_ep_close(ep, 1);
     }
     cxl_comm_news_drop(l->worker, &l->news);
+    if (l->next != NULL) {
+        l->next->pprev = l->pprev;
+    }
+    *l->pprev = l->next;
     ucp_listener_destroy(l->listener);
     free(l->accepted);
     free(l);

@@ -80,6 +80,7 @@ struct cxl_comm_listener {
     unsigned           port;
     cxl_comm_ep_t    **accepted;    /* queue of endpoints not yet taken */
     unsigned           naccepted, cap;
+    cxl_comm_listener_t *next, **pprev; /* the worker's open listeners */
 };
 
 KHASH_MAP_INIT_INT64(cxl_comm_eps, cxl_comm_ep_t*)
@@ -89,6 +90,7 @@ struct cxl_comm_worker {
     ucp_worker_h       worker;
     int                efd;
     cxl_comm_ep_t     *eps;
+    cxl_comm_listener_t *listeners; /* open ones: closed before the worker */
     unsigned           nfreeing;    /* closed endpoints UCP still holds */
     unsigned           nsweep;      /* endpoints with lingering/send_ack */
     unsigned long      ncompleted;  /* requests completed, ever */

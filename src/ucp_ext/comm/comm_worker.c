@@ -103,6 +103,9 @@ void cxl_comm_worker_destroy(cxl_comm_worker_t *w)
 {
     unsigned i;
 
+    while (w->listeners != NULL) {    /* (their accepted endpoints too) */
+        cxl_comm_listener_close(w->listeners);
+    }
     while (w->eps != NULL) {
         cxl_comm_ep_close(w->eps, 1);
     }
