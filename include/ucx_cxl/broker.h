@@ -188,6 +188,15 @@ typedef struct {
 cxl_broker_status_t cxl_broker_read_batch(cxl_broker_ds_t *ds,
                                           cxl_broker_iov_t *iov, size_t n);
 
+/* Read samples idx[0..n), each exactly row bytes long, back to back into
+ * buf (n * row bytes): sample idx[k] at buf + k * row.  A batch of
+ * samples of one length without a request vector from the caller (the
+ * Python binding's batch path).  CXL_BROKER_ERR_INVAL names the first
+ * index out of range or sample of another length; nothing is read then. */
+cxl_broker_status_t cxl_broker_read_rows(cxl_broker_ds_t *ds,
+                                         const uint64_t *idx, size_t n,
+                                         void *buf, size_t row);
+
 /* A zero-copy view of resident sample i in this process's mapping of the
  * pool (cxl_broker_is_local()); its chunk stays pinned until released. */
 typedef struct {

@@ -121,6 +121,7 @@ def _bind(lib: ctypes.CDLL) -> None:
         "cxl_broker_sample_path": ([P, U64, ctypes.POINTER(SZ)], P),
         "cxl_broker_read": ([P, U64, P, SZ, ctypes.POINTER(SZ)], ctypes.c_int),
         "cxl_broker_read_batch": ([P, ctypes.POINTER(_Iov), SZ], ctypes.c_int),
+        "cxl_broker_read_rows": ([P, P, SZ, P, SZ], ctypes.c_int),
         "cxl_broker_view": ([P, U64, ctypes.POINTER(_View)], ctypes.c_int),
         "cxl_broker_view_release": ([P, ctypes.POINTER(_View)], None),
         "cxl_broker_epoch": ([P, ctypes.c_uint32, P, U64], ctypes.c_int),

@@ -256,7 +256,12 @@ class BrokerDataset:
         # flat, one array per process: no object per sample
         self.lens = np.empty(self.nsamples, dtype=np.uint64)
         lib.cxl_broker_sample_lens(h, self.lens.ctypes.data_as(ctypes.c_void_p))
+        # the length of every sample when they have one (else 0): batches
+        # of such a dataset are rows of one array (read_rows)
+        self.row_len = (int(self.lens[0]) if self.nsamples and
+                        self.lens.min() == self.lens.max() else 0)
         self._iov_cache: Optional[ctypes.Array] = None
+        self._f_rows = lib.cxl_broker_read_rows
         self._f_view = lib.cxl_broker_view
         self._f_release = lib.cxl_broker_view_release
 
@@ -371,6 +376,36 @@ class BrokerDataset:
         if st != OK:
             _raise(st, f"{self.name}: batch of {n}")
         return offs
+
+    def read_rows(self, indices, out) -> None:
+        """Read samples ``indices`` into the rows of ``out``; one call.
+
+        For a dataset whose samples have one length (``row_len``, not 0):
+        sample ``indices[k]`` lands at ``out[k * row_len:]``.  ``out``: a
+        writable contiguous buffer of at least ``len(indices) * row_len``
+        bytes.  IndexError for an index out of range.
+        """
+        idx = self.check_indices(indices)
+        row = self.row_len
+        if not row:
+            raise ValueError(f"{self.name}: samples of different lengths "
+                             "are no rows (read_many reads them)")
+        mv = memoryview(out).cast("B")
+        if mv.readonly or len(mv) < idx.size * row:
+            raise ValueError(f"read_rows: a writable buffer of {idx.size * row} "
+                             f"bytes is needed, not {len(mv)}"
+                             f"{' (read-only)' if mv.readonly else ''}")
+        if idx.size == 0:
+            return
+        st = self._read_rows_at(idx, ctypes.addressof(ctypes.c_char.from_buffer(mv)))
+        if st != OK:
+            _raise(st, f"{self.name}: rows of {idx.size}")
+
+    def _read_rows_at(self, idx: np.ndarray, addr: int) -> int:
+        """read_rows of a C-contiguous int64 array into memory at addr (its
+        room checked by the caller): the C status.  Negative indices fail
+        with CXL_BROKER_ERR_INVAL (as huge unsigned ones)."""
+        return self._f_rows(self._h, idx.ctypes.data, idx.size, addr, self.row_len)
 
     def view(self, i: int) -> np.ndarray:
         """A read-only uint8 array over sample i in the pool (zero-copy).

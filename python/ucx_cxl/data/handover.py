@@ -219,7 +219,9 @@ class BatchRows(list):
     __slots__ = ("whole",)
 
     def __init__(self, whole: "torch.Tensor") -> None:
-        super().__init__(whole.as_subclass(torch.Tensor).unbind(0))
+        plain = whole if type(whole) is torch.Tensor else \
+            whole.as_subclass(torch.Tensor)
+        super().__init__(plain.unbind(0))
         self.whole: Optional["torch.Tensor"] = whole
 
 

@@ -718,6 +718,55 @@ cxl_broker_status_t cxl_broker_read_batch(cxl_broker_ds_t *ds,
     return first;
 }
 
+cxl_broker_status_t cxl_broker_read_rows(cxl_broker_ds_t *ds,
+                                         const uint64_t *idx, size_t n,
+                                         void *buf, size_t row)
+{
+    cxl_broker_iov_t iov[BRK_BATCH_INFLIGHT];
+    cxl_broker_status_t st, first = CXL_BROKER_OK;
+    size_t k, m, piece;
+    uint64_t len;
+
+    /* checked whole before anything is read: a bad index fails the batch
+     * as read_batch does, not half way through it */
+    for (k = 0; k < n; ++k) {
+        if (idx[k] >= ds->rep.nsamples) {
+            return brk_cerr(CXL_BROKER_ERR_INVAL, "%s: sample %" PRIu64 " of %"
+                            PRIu64, ds->name, idx[k], ds->rep.nsamples);
+        }
+        len = __atomic_load_n(&ds->samples[idx[k]].len, __ATOMIC_RELAXED);
+        if (len != row) {
+            return brk_cerr(CXL_BROKER_ERR_INVAL, "%s: sample %" PRIu64 " has "
+                            "%" PRIu64 " bytes, the rows %zu", ds->name, idx[k],
+                            len, row);
+        }
+    }
+    for (k = 0; k < n; k += piece) {
+        piece = (n - k < BRK_BATCH_INFLIGHT) ? n - k : BRK_BATCH_INFLIGHT;
+        for (m = 0; m < piece; ++m) {
+            iov[m].index  = idx[k + m];
+            iov[m].buf    = (uint8_t*)buf + (k + m) * row;
+            iov[m].len    = row;
+            iov[m].got    = 0;
+            iov[m].status = CXL_BROKER_OK;
+        }
+        st = cxl_broker_read_batch(ds, iov, piece);
+        /* a record rewritten in the pool since the check above: a row
+         * must never be left partly unwritten without an error */
+        for (m = 0; (st == CXL_BROKER_OK) && (m < piece); ++m) {
+            if (iov[m].got != row) {
+                st = brk_cerr(CXL_BROKER_ERR_CORRUPT, "%s: sample %" PRIu64
+                              " read %zu bytes of a %zu-byte row", ds->name,
+                              iov[m].index, iov[m].got, row);
+            }
+        }
+        if ((st != CXL_BROKER_OK) && (first == CXL_BROKER_OK)) {
+            first = st;
+        }
+    }
+    return first;
+}
+
 cxl_broker_status_t cxl_broker_view(cxl_broker_ds_t *ds, uint64_t i,
                                     cxl_broker_view_t *view)
 {
