@@ -102,8 +102,9 @@ typedef struct {
     int                      size;
     cxl_coll_oob_allgather_t oob_allgather;
     void                    *oob_arg;
-    /* Pool to use; NULL: CXL_COLL_POOL, else the first pool of
-     * UCX_CXL_POOL (unless "auto"), else the per-user default pool. */
+    /* Pool to use; NULL: CXL_COLL_POOL, else the pool the cxl transport
+     * attaches first (the first of UCX_CXL_POOL unless "auto", else the
+     * first devdax device that holds a pool, else the per-user default). */
     const char              *pool_path;
     /* Bytes of pool memory each rank owns for the team; 0: the
      * configuration (CXL_COLL_REGION_SIZE). */

@@ -150,8 +150,10 @@ static int coll_cxl_register(void)
     c->pool = "";
     coll_cxl_var("pool",
                  "CXL pool the teams use (a path or emulate-nc:PATH); empty: "
-                 "the library's choice (CXL_COLL_POOL, else the first pool "
-                 "of UCX_CXL_POOL, else the per-user default pool)",
+                 "the library's choice (CXL_COLL_POOL, else the pool the "
+                 "cxl transport attaches first: the first of UCX_CXL_POOL, "
+                 "else a devdax device holding a pool, else the per-user "
+                 "default pool)",
                  MCA_BASE_VAR_TYPE_STRING, &c->pool);
     coll_cxl_var("region_size",
                  "Bytes of pool memory each rank owns for one communicator's "

@@ -7,6 +7,7 @@
 #endif
 #include "brk_client_int.h"
 #include "brk_wire.h"
+#include "../common/cxl_pool_pick.h"
 #include "../common/cxl_uct_load.h"
 
 #include <arpa/inet.h>
@@ -243,25 +244,29 @@ static int brk_same_file(const char *path, const struct stat *st)
 
 /*
  * This process maps the broker's pool, but its cxl transport may attach
- * other pools (UCX_CXL_POOL unset picks the per-user default): then every
- * request and every get goes over tcp, about ten times slower, and nothing
- * would say so.  Say it once, with the fix.
+ * other pools (UCX_CXL_POOL unset picks the devdax pools, else the
+ * per-user default): then every request and every get goes over tcp,
+ * about ten times slower, and nothing would say so.  Say it once, with
+ * the fix.
  */
 static void brk_check_transport_pool(const cxl_broker_t *b)
 {
     const char *env = getenv("UCX_CXL_POOL");
-    char def[256], *list, *tok, *save = NULL;
+    char pick[256], *list, *tok, *save = NULL;
+    cxl_pool_pick_src_t src;
     struct stat st;
     int found = 0;
 
-    if (stat(b->pool_path, &st) != 0) {
+    if ((stat(b->pool_path, &st) != 0) ||
+        (cxl_pool_pick(pick, sizeof(pick), &src) != 0)) {
         return;                 /* cannot tell */
     }
-    if ((env == NULL) || !strcmp(env, "auto")) {
+    if (src != CXL_POOL_PICK_LISTED) {
         if (!strncmp(b->pool_path, "/dev/dax", 8)) {
             return;             /* auto attaches every devdax pool */
         }
-        found = brk_same_file(cxlpool_default_path(def, sizeof(def)), &st);
+        /* the default only where no devdax device holds a pool */
+        found = (src == CXL_POOL_PICK_DEFAULT) && brk_same_file(pick, &st);
     } else if ((list = strdup(env)) != NULL) {
         for (tok = strtok_r(list, ",", &save); (tok != NULL) && !found;
              tok = strtok_r(NULL, ",", &save)) {

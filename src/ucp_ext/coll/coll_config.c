@@ -36,8 +36,10 @@ static const cxl_coll_cfg_field_t cxl_coll_cfg_table[] = {
     {"POOL", "", CXL_COLL_CFG_STRING, CXL_COLL_CFG_OFF(pool), 0, 0,
      "Pool of the teams whose caller names none (cxl_coll_team_params_t.\n"
      "pool_path NULL): a pool file, a devdax device or emulate-nc:PATH.\n"
-     "Empty: the first pool of UCX_CXL_POOL unless that is 'auto', else the\n"
-     "per-user emulated default /dev/shm/ucx-cxl-<uid>.pool."},
+     "Empty: the pool the cxl transport attaches first: the first of\n"
+     "UCX_CXL_POOL unless that is 'auto', else the first devdax device that\n"
+     "holds a pool, else the per-user emulated default\n"
+     "/dev/shm/ucx-cxl-<uid>.pool (created on first use)."},
     {"REGION_SIZE", "4m", CXL_COLL_CFG_SIZE, CXL_COLL_CFG_OFF(region_size),
      CXL_COLL_MIN_REGION, 1ull << 36,
      "Pool bytes each rank owns for a team (its partition: control lines and\n"

@@ -7,6 +7,7 @@
  * on the verdict in a second exchange so every rank fails alike.
  */
 #include "coll_int.h"
+#include "../common/cxl_pool_pick.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,55 +29,47 @@ int cxl_coll_team_size(const cxl_coll_team_t *team)
 }
 
 /*
- * The pool of the team: the caller's, CXL_COLL_POOL, the first pool of
- * UCX_CXL_POOL unless 'auto', else NULL (the per-user default).
+ * The pool of the team: the caller's, CXL_COLL_POOL, else the transport's
+ * (cxl_pool_pick: the first of UCX_CXL_POOL unless 'auto', else the first
+ * devdax device that holds a pool, else the per-user emulated default), so
+ * that the team is where the transport's peers are and buffers in the
+ * transport's pool are read in place.  *create: it is that default, which
+ * the first user creates, as the transport does.
  */
-static const char *cxl_coll_pool_path(const cxl_coll_team_params_t *params,
-                                      const cxl_coll_config_t *cfg,
-                                      char *buf, size_t len)
+static cxl_coll_status_t cxl_coll_pool_path(const cxl_coll_team_params_t *params,
+                                            const cxl_coll_config_t *cfg,
+                                            char *buf, size_t len,
+                                            const char **path, int *create)
 {
-    const char *env;
-    size_t n;
+    cxl_pool_pick_src_t src;
 
+    *create = 0;
     if ((params->pool_path != NULL) && (params->pool_path[0] != '\0')) {
-        return params->pool_path;
+        *path = params->pool_path;
+        return CXL_COLL_OK;
     }
     if (cfg->pool[0] != '\0') {
-        return cfg->pool;
+        *path = cfg->pool;
+        return CXL_COLL_OK;
     }
-    env = getenv("UCX_CXL_POOL");
-    if ((env == NULL) || (env[0] == '\0') || !strcmp(env, "auto")) {
-        return NULL;
+    if (cxl_pool_pick(buf, len, &src) != 0) {
+        return cxl_coll_error(CXL_COLL_ERR_POOL, "the first pool of "
+                              "UCX_CXL_POOL is longer than %zu characters",
+                              len - 1);
     }
-    n = strcspn(env, ",");
-    if ((n == 0) || (n >= len) || !strncmp(env, "auto", n)) {
-        return NULL;
-    }
-    memcpy(buf, env, n);
-    buf[n] = '\0';
-    return buf;
+    *path   = buf;
+    *create = (src == CXL_POOL_PICK_DEFAULT);
+    return CXL_COLL_OK;
 }
 
 static cxl_coll_status_t cxl_coll_team_open_pool(cxl_coll_team_t *team,
-                                                 const char *path)
+                                                 const char *path, int create)
 {
     cxlpool_params_t params;
     cxl_coll_status_t status;
     cxlpool_info_t info;
-    char defpath[256];
 
-    cxlpool_params_init(&params);
-    params.path = path;
-    if (path == NULL) {
-        /* only the emulated default is created on first use, like the
-         * transport does */
-        params.flags = CXLPOOL_CREATE;
-        params.size  = cxlpool_default_size();
-        path = cxlpool_default_path(defpath, sizeof(defpath));
-    }
-    /* the mode the pool was created with (emulate-nc: always sw) */
-    params.coherence = (cxlpool_probe(path, &info) == CXLPOOL_OK) ?
-                       info.coherence : CXL_COH_HW;
+    cxl_pool_pick_params(path, create, &params);
     status = cxl_coll_pool_get(path, &params, &team->pool);
     if (status != CXL_COLL_OK) {
         team->pool = NULL;
@@ -265,8 +258,9 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
     cxlpool_extent_t ext;
     cxlpool_info_t info;
     cxl_coll_team_t *team;
-    const char *path;
+    const char *path = NULL;
     char pathbuf[256];
+    int create = 0;
     char detail[512];
     int i;
 
@@ -322,8 +316,11 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
         }
     }
     if (local == CXL_COLL_OK) {
-        path  = cxl_coll_pool_path(params, &team->cfg, pathbuf, sizeof(pathbuf));
-        local = cxl_coll_team_open_pool(team, path);
+        local = cxl_coll_pool_path(params, &team->cfg, pathbuf,
+                                   sizeof(pathbuf), &path, &create);
+    }
+    if (local == CXL_COLL_OK) {
+        local = cxl_coll_team_open_pool(team, path, create);
     }
     if (local == CXL_COLL_OK) {
         local = cxl_coll_team_alloc_part(team, &ext);

@@ -2,14 +2,16 @@
  * Frames in the pool: loans of pool memory from a receiver to a sender
  * (see include/ucx_cxl/comm.h and doc/design/comm-pool-frames.md).
  *
- * The pool is the one the cxl transport of the process attaches: the
- * first of UCX_CXL_POOL, else the first devdax device that holds a pool,
- * else the per-user emulated default (created on first use, as the
- * transport does).  One handle per process, counted per opener (the
- * binding opens it once per process and keeps it until exit, so frames a
- * program keeps stay mapped after the worker that received them is gone).
+ * The pool is the one the cxl transport of the process attaches
+ * (cxl_pool_pick: the first of UCX_CXL_POOL unless 'auto', else the first
+ * devdax device that holds a pool, else the per-user emulated default,
+ * created on first use as the transport does).  One handle per process,
+ * counted per opener (the binding opens it once per process and keeps it
+ * until exit, so frames a program keeps stay mapped after the worker that
+ * received them is gone).
  */
 #include "comm_int.h"
+#include "../common/cxl_pool_pick.h"
 
 #include <ucx_cxl/coherence.h>
 #include <ucx_cxl/cxlpool.h>
@@ -32,65 +34,19 @@ struct cxl_comm_pool {
 static pthread_mutex_t  cxl_comm_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static cxl_comm_pool_t *cxl_comm_pool_proc;
 
-typedef struct {
-    char *buf;
-    size_t len;
-} cxl_comm_dax_pick_t;
-
-static void cxl_comm_pool_dax_cb(const cxlpool_devdax_info_t *dax, void *arg)
-{
-    cxl_comm_dax_pick_t *pick = arg;
-    cxlpool_info_t info;
-
-    if ((pick->buf[0] == '\0') && dax->enabled && !dax->system_ram &&
-        (cxlpool_probe(dax->path, &info) == CXLPOOL_OK) &&
-        (strlen(dax->path) < pick->len)) {
-        strcpy(pick->buf, dax->path);
-    }
-}
-
-/* The transport's pool (its "auto" rule), into buf; 1 when it is the
- * emulated default, which may be created. */
-static int cxl_comm_pool_path(char *buf, size_t len)
-{
-    const char *env = getenv("UCX_CXL_POOL");
-    cxl_comm_dax_pick_t pick = {buf, len};
-    size_t n;
-
-    buf[0] = '\0';
-    if ((env != NULL) && (env[0] != '\0')) {
-        n = strcspn(env, ",");
-        if ((n > 0) && (n < len) && strncmp(env, "auto", n)) {
-            memcpy(buf, env, n);
-            buf[n] = '\0';
-            return 0;
-        }
-    }
-    cxlpool_devdax_foreach(cxl_comm_pool_dax_cb, &pick);
-    if (buf[0] != '\0') {
-        return 0;
-    }
-    cxlpool_default_path(buf, len);
-    return 1;
-}
-
 static int cxl_comm_pool_do_open(cxl_comm_pool_t *p)
 {
     cxlpool_params_t params;
     cxlpool_info_t info;
+    cxl_pool_pick_src_t src;
     char path[256];
-    int dflt;
 
-    dflt = cxl_comm_pool_path(path, sizeof(path));
-    cxlpool_params_init(&params);
-    params.path = path;
-    if (dflt) {
-        params.flags = CXLPOOL_CREATE;
-        params.size  = cxlpool_default_size();
+    if (cxl_pool_pick(path, sizeof(path), &src) != 0) {
+        return cxl_comm_error(UCS_ERR_INVALID_PARAM, "the first pool of "
+                              "UCX_CXL_POOL is longer than %zu characters",
+                              sizeof(path) - 1);
     }
-    /* the mode the pool was created with (emulate-nc: always sw) */
-    params.coherence = (cxlpool_probe(path, &info) == CXLPOOL_OK) ?
-                       info.coherence : CXL_COH_HW;
+    cxl_pool_pick_params(path, src == CXL_POOL_PICK_DEFAULT, &params);
     if (cxlpool_open(&params, &p->pool) != CXLPOOL_OK) {
         return cxl_comm_error(UCS_ERR_NO_DEVICE, "pool %s: %s", path,
                               cxlpool_last_error());
