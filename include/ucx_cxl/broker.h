@@ -159,6 +159,10 @@ const char *cxl_broker_sample_info(const cxl_broker_ds_t *ds, uint64_t i,
                                    size_t *len);
 const char *cxl_broker_sample_path(const cxl_broker_ds_t *ds, uint64_t i,
                                    size_t *len);
+/* The format info every file of the dataset has (so every sample: one
+ * dtype and row shape of .npy files), *len bytes, not NUL-terminated;
+ * NULL when files differ or there are none. */
+const char *cxl_broker_common_info(const cxl_broker_ds_t *ds, size_t *len);
 
 /* Chunks: the unit of residency; chunk c holds samples [*first, *first +
  * *count), in order.  Streaming readers go chunk by chunk. */

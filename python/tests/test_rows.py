@@ -96,3 +96,49 @@ def test_loader_default_collate_over_rows(datasets):
         assert np.array_equal(batch.numpy(), want), f"batch at {k}"
         k += len(batch)
     assert k == spec.n
+
+
+def _npy_dataset(workdir, name, arrays):
+    from conftest import Spec, add
+    d = workdir / name
+    d.mkdir()
+    paths = []
+    for k, a in enumerate(arrays):
+        np.save(d / f"part{k}.npy", a)
+        paths.append(str(d / f"part{k}.npy"))
+    return add(Spec(name, "npy", paths), chunk_size=16 << 10)
+
+
+def test_npy_rows_of_one_type(broker, workdir):
+    """.npy files of one row type: the batch is (n, *shape) of their dtype,
+    rows decoded as ds[i] decodes them; decode=False gives the bytes."""
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal((30, 2, 5)).astype(np.float32) for _ in range(3)]
+    spec = _npy_dataset(workdir, "t-npy-one", arrays)
+    ds = CXLDataset(spec.name)
+    assert ds.handle.common_info() == "descr=<f4 shape=2,5"
+    idx = [89, 0, 31, 60, 2]
+    assert ds._rows_batch(idx) is not None
+    got = ds.__getitems__(idx)
+    for x, i in zip(got, idx):
+        assert x.dtype == torch.float32 and x.shape == (2, 5)
+        assert same(x, spec.expected(i)) and same(x, ds[i].numpy())
+    whole = default_collate(got)
+    assert whole.shape == (5, 2, 5) and whole.dtype == torch.float32
+    raw = CXLDataset(spec.name, decode=False).__getitems__(idx)
+    assert raw[0].dtype == torch.uint8 and raw[0].shape == (40,)
+    assert raw[0].numpy().tobytes() == spec.expected(89).tobytes()
+
+
+def test_npy_rows_of_one_length_but_two_types(broker, workdir):
+    """Rows of the same length but another dtype in another file: not one
+    array (the general path decodes each sample by its own file)."""
+    a = np.arange(40, dtype=np.float32).reshape(10, 4)
+    b = np.arange(40, dtype=np.int32).reshape(10, 4)
+    spec = _npy_dataset(workdir, "t-npy-two", [a, b])
+    ds = CXLDataset(spec.name)
+    assert ds.handle.row_len == 16 and ds.handle.common_info() is None
+    assert ds._rows_batch([0, 15]) is None
+    x, y = ds.__getitems__([0, 15])
+    assert x.dtype == torch.float32 and same(x, a[0])
+    assert y.dtype == torch.int32 and same(y, b[5])

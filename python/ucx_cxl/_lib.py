@@ -119,6 +119,7 @@ def _bind(lib: ctypes.CDLL) -> None:
         "cxl_broker_sample_len": ([P, U64], U64),
         "cxl_broker_sample_info": ([P, U64, ctypes.POINTER(SZ)], P),
         "cxl_broker_sample_path": ([P, U64, ctypes.POINTER(SZ)], P),
+        "cxl_broker_common_info": ([P, ctypes.POINTER(SZ)], P),
         "cxl_broker_read": ([P, U64, P, SZ, ctypes.POINTER(SZ)], ctypes.c_int),
         "cxl_broker_read_batch": ([P, ctypes.POINTER(_Iov), SZ], ctypes.c_int),
         "cxl_broker_read_rows": ([P, P, SZ, P, SZ], ctypes.c_int),

@@ -295,6 +295,13 @@ class BrokerDataset:
     def sample_path(self, i: int) -> str:
         return self._string(_lib.lib().cxl_broker_sample_path, i)
 
+    def common_info(self) -> Optional[str]:
+        """The format info all files share (a .npy row's dtype and shape),
+        or None when they differ."""
+        n = ctypes.c_size_t()
+        p = _lib.lib().cxl_broker_common_info(self._h, ctypes.byref(n))
+        return ctypes.string_at(p, n.value).decode(errors="replace") if p else None
+
     def chunk_samples(self, c: int) -> Tuple[int, int]:
         first, count = ctypes.c_uint64(), ctypes.c_uint64()
         if _lib.lib().cxl_broker_chunk_samples(self._h, c, ctypes.byref(first),

@@ -239,30 +239,47 @@ class CXLDataset(Dataset):
                                   else batch)
 
     def _rows_batch(self, indices: Any) -> Optional[List[Any]]:
-        """__getitems__ of a dataset whose samples are uint8 rows of one
-        length, in the process that consumes the batch: one C call writes
-        the rows of a fresh (n, row) tensor (the request vector, offsets
-        and checks of the general path cost as much as the reads of 64
-        samples of 4 KiB).  None where it does not apply or a check fails:
-        the general path then gives the answer or the error."""
+        """__getitems__ of a dataset whose samples are rows of one length,
+        dtype and shape (raw bytes, or .npy files of one row type), in the
+        process that consumes the batch: one C call writes the rows of a
+        fresh buffer (the request vector, offsets and checks of the general
+        path cost as much as the reads of 64 samples of 4 KiB).  None where
+        it does not apply or a check fails: the general path then gives the
+        answer or the error."""
         ds = self.handle
         row = ds.row_len
         if not row or not self._rows_ok:
             return None
+        kind = self._row_kind(ds)
+        if kind is None:
+            return None
         idx = np.asarray(indices, dtype=np.int64)
         if idx.ndim != 1 or idx.size == 0 or self._handing():
             return None
-        t = torch.empty((idx.size, row), dtype=torch.uint8)
-        if ds._read_rows_at(idx, t.data_ptr()) != 0:
+        flat = np.empty(idx.size * row, dtype=np.uint8)
+        if ds._read_rows_at(idx, flat.ctypes.data) != 0:
             return None             # (negative, out of range: see there)
-        return handover.BatchRows(t)
+        return handover.BatchRows(self._finish(None, flat, 0, flat.size, kind[0],
+                                               (idx.size,) + kind[1]))
 
     @property
     def _rows_ok(self) -> bool:
-        """Samples of this dataset are plain uint8 tensors, read with copy."""
+        """Samples of this dataset are tensors, read with copy."""
         return (self._batchable() and self.output == "tensor" and
-                self.device is None and
-                not (self.decode and self.format in ("npy", "tar")))
+                self.device is None)
+
+    def _row_kind(self, ds: BrokerDataset):
+        """(dtype, shape) of every sample as decoded, or None when the files
+        differ (.npy rows of other types); kept with the process's handle."""
+        cache = ds.__dict__.setdefault("_row_kinds", {})
+        decode_npy = self.decode and self.format == "npy"
+        if decode_npy not in cache:
+            if decode_npy:
+                info = ds.common_info()
+                cache[decode_npy] = decode.npy_row(info) if info else None
+            else:
+                cache[decode_npy] = (np.dtype(np.uint8), (ds.row_len,))
+        return cache[decode_npy]
 
     def get_batch(self, indices: Any) -> Any:
         """The samples ``indices`` as one batch, read with one call.

@@ -529,6 +529,31 @@ const char *cxl_broker_sample_info(const cxl_broker_ds_t *ds, uint64_t i,
     return brk_ds_string(ds, i, 1, len);
 }
 
+const char *cxl_broker_common_info(const cxl_broker_ds_t *ds, size_t *len)
+{
+    const char *first = NULL, *p;
+    uint32_t f, off, n;
+
+    for (f = 0; f < ds->mh.nfiles; ++f) {
+        off = __atomic_load_n(&ds->files[f].info_off, __ATOMIC_RELAXED);
+        n   = __atomic_load_n(&ds->files[f].info_len, __ATOMIC_RELAXED);
+        if ((off > ds->mh.strings_len) || (n > ds->mh.strings_len - off)) {
+            brk_cerr(CXL_BROKER_ERR_CORRUPT, "%s: file %u: its record in the "
+                     "pool is corrupt (%u bytes at %u of %" PRIu64 ")",
+                     ds->name, f, n, off, ds->mh.strings_len);
+            return NULL;
+        }
+        p = ds->strings + off;
+        if (first == NULL) {
+            first = p;
+            *len  = n;
+        } else if ((n != *len) || memcmp(p, first, n)) {
+            return NULL;
+        }
+    }
+    return first;
+}
+
 const char *cxl_broker_sample_path(const cxl_broker_ds_t *ds, uint64_t i,
                                    size_t *len)
 {
