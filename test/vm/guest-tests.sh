@@ -9,7 +9,8 @@
 #         reason and switched back, `cxlpool create/info/check`, a killed
 #         holder seen dead by pid and reclaimed, ucp_cxl_test (loopback,
 #         two processes, peer failure) and ucx_perftest between two
-#         processes over UCX_TLS=cxl on the device
+#         processes over UCX_TLS=cxl on the device; a collectives team
+#         with UCX_CXL_POOL unset has its partition on the device
 #   a     first of two guests sharing one NVDIMM backing file: creates the
 #         devdax namespace (1 GiB alignment; labels live in the shared file)
 #         and the pool,
@@ -407,6 +408,52 @@ perf_local() {
     no_leftovers "after ucx_perftest"
 }
 
+# ---------------------------------------------------------- collectives ---
+# coll_auto: with UCX_CXL_POOL unset, a team whose caller names no pool is
+# in the pool the transport's 'auto' attaches (this device), not in the
+# emulated default (it was, before the extensions shared one rule)
+coll_auto() {
+    rm -f /dev/shm/ucx-cxl-*.pool
+    # a default pool that fits the guest's /dev/shm, should one be made:
+    # then a wrong pick shows where the team went, not a failed create
+    env -u UCX_CXL_POOL -u CXL_COLL_POOL UCX_CXL_POOL_SIZE=64m \
+        timeout 120 vm_coll_pool 90 >/tmp/cp.out 2>&1 &
+    cp=$!
+    if ! wait_for /tmp/cp.out '^ready pid' 60; then
+        show /tmp/cp.out
+        fail "a collectives team with UCX_CXL_POOL unset" "not created"
+        kill $cp 2>/dev/null
+        wait $cp 2>/dev/null
+        return
+    fi
+    name=cxl-coll:$(printf %x "$(sed -n 's/^ready pid //p' /tmp/cp.out)"):
+    cxlpool info "$DEV" >/tmp/cpi.out 2>&1
+    ls /dev/shm >/tmp/cpshm.out 2>&1
+    kill -TERM $cp
+    wait $cp
+    rc=$?
+    if grep -q "^  $name" /tmp/cpi.out; then
+        ok "a team with UCX_CXL_POOL unset has its partition on $DEV: $(grep "^  $name" /tmp/cpi.out | head -n 1 | tr -s ' ')"
+    else
+        show /tmp/cpi.out
+        fail "a team with UCX_CXL_POOL unset has its partition on $DEV" \
+             "no $name... in cxlpool info (/dev/shm: $(oneline /tmp/cpshm.out))"
+    fi
+    if grep -q 'ucx-cxl-.*\.pool' /tmp/cpshm.out; then
+        fail "no emulated default pool is made for the team" "$(oneline /tmp/cpshm.out)"
+        rm -f /dev/shm/ucx-cxl-*.pool
+    else
+        ok "no emulated default pool is made for the team"
+    fi
+    if [ $rc = 0 ] && grep -q '^done' /tmp/cp.out; then
+        ok "the team is destroyed on SIGTERM"
+    else
+        show /tmp/cp.out
+        fail "the team is destroyed on SIGTERM" "exit $rc"
+    fi
+    no_leftovers "after the team"
+}
+
 # ------------------------------------------------------------ broker ------
 # the dataset-chunk broker on the device: its arena is an extent of the
 # device pool, local readers read through zero-copy views, and the views'
@@ -471,6 +518,7 @@ role_solo() {
     holder_local
     ucp_local
     perf_local
+    coll_auto
     check_clean "at the end"
     destroy_pool
 }

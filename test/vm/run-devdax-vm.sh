@@ -20,7 +20,9 @@
 #          switched back; cxlpool create/info/check; a holder killed -9 is
 #          seen dead by pid and reclaimed; ucp_cxl_test loopback, server +
 #          client and peer-failure, ucx_perftest tag_bw between two processes
-#          over UCX_TLS=cxl (the lanes say cxl/dax0.0).
+#          over UCX_TLS=cxl (the lanes say cxl/dax0.0); a collectives team
+#          whose caller names no pool, UCX_CXL_POOL unset, has its partition
+#          on the device (test/vm/vm_coll_pool), as the transport's 'auto'.
 #   a, b   two guests (pc, nvdimm=on), each with an NVDIMM backed by ONE host
 #          file (memory-backend-file share=on, 2 GiB + 128 KiB of labels,
 #          sparse): two kernels, two boot ids.  a creates a devdax namespace
@@ -97,7 +99,8 @@ done
     skip "/bin/busybox is not the static one (Debian: busybox-static)"
 [ -x "$B/cxlpool" ] && [ -f "$B/.libs/libuct_cxl.so" ] || {
     echo "$NAME: no build in $B (contrib/build.sh release)" >&2; exit 99; }
-make -C "$B" test/ucp/ucp_cxl_test test/helpers/cxlpool_holder test/vm/vm_atomics >/dev/null 2>&1 || {
+make -C "$B" test/ucp/ucp_cxl_test test/helpers/cxlpool_holder test/vm/vm_atomics \
+    test/vm/vm_coll_pool >/dev/null 2>&1 || {
     echo "$NAME: cannot build the test programs in $B" >&2; exit 99; }
 
 SCR=$(mktemp -d /var/tmp/ucx-cxl-vm.XXXXXX) || exit 99
@@ -289,6 +292,6 @@ else
 fi
 fi
 
-echo "# timings: image ${T_IMAGE}s, accelerator probe ${T_PROBE}s, solo ${GTIME_solo:-?}s, a ready after ${T_A_READY}s, a ${GTIME_a:-?}s, b ${GTIME_b:-?}s, whole test $((SECONDS - T_START))s ($ACCEL)"
+echo "# timings: image ${T_IMAGE}s, accelerator probe ${T_PROBE}s, solo ${GTIME_solo:-?}s, a ready after ${T_A_READY:-?}s, a ${GTIME_a:-?}s, b ${GTIME_b:-?}s, whole test $((SECONDS - T_START))s ($ACCEL)"
 echo "$NAME: $PASS passed, $FAIL failed"
 [ $FAIL = 0 ]
