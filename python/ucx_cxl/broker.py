@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _exit, _lib
+from . import _exit, _lib, _pid
 
 # cxl_broker_status_t
 OK, ERR_INVAL, ERR_NOT_FOUND, ERR_CONNECT, ERR_DISCONNECTED, ERR_TIMEOUT, \
@@ -73,7 +73,7 @@ _fork_tainted = False
 def _before_fork() -> None:
     global _fork_tainted
     for b in list(_live):
-        if b._pid != os.getpid() or not b._h:
+        if b._pid != _pid.pid() or not b._h:
             continue
         if b._pins:
             _fork_tainted = True
@@ -106,7 +106,7 @@ def _on_sigterm(signum, frame) -> None:
 
 def _close_at_exit() -> None:
     for b in list(_live):
-        if b._pid == os.getpid() and b._h:
+        if b._pid == _pid.pid() and b._h:
             try:
                 b.close()
             except Exception:   # exiting: nothing to report to
@@ -146,7 +146,7 @@ class Broker:
         if st != OK:
             _raise(st)
         self._h = h
-        self._pid = os.getpid()
+        self._pid = _pid.pid()
         self._pins = 0
         self._datasets: "weakref.WeakSet[BrokerDataset]" = weakref.WeakSet()
         self._lock = threading.Lock()
@@ -168,12 +168,12 @@ class Broker:
         return not getattr(self, "_h", None)
 
     def close(self) -> None:
-        if getattr(self, "_h", None) and self._pid == os.getpid():
+        if getattr(self, "_h", None) and self._pid == _pid.pid():
             for ds in list(self._datasets):
                 ds.close()
         h, self._h = getattr(self, "_h", None), None
         # a forked child must not tear down its parent's connection
-        if h and self._pid == os.getpid():
+        if h and self._pid == _pid.pid():
             _lib.lib().cxl_broker_disconnect(h)
 
     def __del__(self) -> None:
@@ -267,7 +267,7 @@ class BrokerDataset:
 
     def close(self) -> None:
         h, self._h = getattr(self, "_h", None), None
-        if h and self._broker._h and self._broker._pid == os.getpid():
+        if h and self._broker._h and self._broker._pid == _pid.pid():
             _lib.lib().cxl_broker_close(h)
 
     def __del__(self) -> None:
@@ -469,7 +469,7 @@ class _Pin:
             return
         ds = self._ds
         b = ds._broker
-        if ds._h and b._pid == os.getpid():
+        if ds._h and b._pid == _pid.pid():
             ds._f_release(ds._h, ctypes.byref(v))
         b._pins -= 1
 

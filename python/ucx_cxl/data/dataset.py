@@ -13,7 +13,6 @@ the DataLoader forks its workers, unless it reads samples itself.
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any, List, Optional
 
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
+from .. import _pid
 from ..broker import Broker, BrokerDataset
 from . import decode, handover
 
@@ -125,13 +125,13 @@ class CXLDataset(Dataset):
     def _open(self, version: Optional[int]) -> BrokerDataset:
         self._broker = Broker(self.broker_addr, timeout=self.timeout)
         self._ds = self._broker.open(self.name, version)
-        self._pid = os.getpid()
+        self._pid = _pid.pid()
         return self._ds
 
     @property
     def handle(self) -> BrokerDataset:
         """This process's open dataset (connecting if it has none)."""
-        if (self._pid != os.getpid() or self._ds is None or
+        if (self._pid != _pid.pid() or self._ds is None or
                 self._broker is None or self._broker.closed):
             # a forked worker: leave the parent's objects alone
             self._ds = None
@@ -150,7 +150,7 @@ class CXLDataset(Dataset):
         self.__dict__.update(st)
 
     def close(self) -> None:
-        if self._pid == os.getpid() and self._broker is not None:
+        if self._pid == _pid.pid() and self._broker is not None:
             self._broker.close()
         self._ds = self._broker = None
 
@@ -389,7 +389,7 @@ class CXLDataset(Dataset):
         Uses this process's connection if it has one, else a short-lived
         one, so that workers forked afterwards inherit no UCX state.
         """
-        if (self._pid == os.getpid() and self._ds is not None and
+        if (self._pid == _pid.pid() and self._ds is not None and
                 not self._broker.closed):
             self._ds.epoch(epoch, order)
             return

@@ -39,6 +39,8 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 import torch
 
+from .. import _pid
+
 ENTRIES = 1024
 MAPPED = 2048                   # header byte: the main process mapped it
 HDR = 4096
@@ -75,7 +77,7 @@ class _Handle:
     def unused(self) -> None:
         """The worker's last array over the batch went: free the place
         unless the batch was sent (then the main process frees it)."""
-        if not self.sent and self.arena.pid == os.getpid():
+        if not self.sent and self.arena.pid == _pid.pid():
             self.arena.state[self.entry] = 0
 
 
@@ -85,7 +87,7 @@ class _Arena:
     ``size``), so that the pages it touches stay few."""
 
     def __init__(self, size: int) -> None:
-        self.pid = os.getpid()
+        self.pid = _pid.pid()
         self.key = f"{self.pid}-{secrets.token_hex(4)}"
         fd = os.memfd_create("ucx-cxl-handover", os.MFD_CLOEXEC)
         try:
@@ -162,7 +164,7 @@ def buffer(nbytes: int) -> Tuple[Optional[_Handle], Optional[np.ndarray]]:
     """A worker's place for a batch of nbytes: (handle, uint8 array over
     it), or (None, None) where it has none (torch's path then)."""
     global _arena, _arena_failed
-    if _arena is None or _arena.pid != os.getpid():
+    if _arena is None or _arena.pid != _pid.pid():
         _arena = None
         if _arena_failed:
             _stats["fallback"] += 1
@@ -267,7 +269,7 @@ _maps: Dict[str, Tuple[int, mmap.mmap, np.ndarray]] = {}
 
 
 def _release(pid: int, state: np.ndarray, entry: int) -> None:
-    if os.getpid() == pid:          # not in a child forked meanwhile
+    if _pid.pid() == pid:          # not in a child forked meanwhile
         state[entry] = 0
 
 
@@ -292,7 +294,7 @@ def _forget_gone() -> None:
 def _rebuild(key: str, df: Any, entry: int, off: int, nbytes: int,
              dtype: str, shape: Tuple[int, ...]) -> "torch.Tensor":
     m = _maps.get(key)
-    if m is not None and m[0] != os.getpid():
+    if m is not None and m[0] != _pid.pid():
         m = None                    # a forked child: its own mappings
     fd = df.detach() if df is not None else -1
     try:
@@ -303,7 +305,7 @@ def _rebuild(key: str, df: Any, entry: int, off: int, nbytes: int,
                                    "this process mapped it")
             _forget_gone()
             mm = mmap.mmap(fd, 0)
-            m = (os.getpid(), mm,
+            m = (_pid.pid(), mm,
                  np.frombuffer(mm, dtype=np.uint8, count=ENTRIES))
             _maps[key] = m
             mm[MAPPED] = 1          # the worker stops sending the fd
