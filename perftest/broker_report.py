@@ -639,6 +639,23 @@ L.append("- The memcpy limit is measured in the same run, by the same program (s
          "smaller than that LLC (the VM reports the host's), so a mode reading a warm dataset can run "
          "above the limit; memcpy-ds (1 MiB) copies out of a dataset-sized buffer for comparison."
          % meta.get("llc", "?"))
+# page faults in the timed windows (broker_bench's faults column): per
+# mode, faults per 1000 samples over every run; a window that is mostly
+# faults measures the kernel, not the copy
+flt = OrderedDict()
+for (rec, nr, lab), reps in data.items():
+    for r in reps.values():
+        f_, n_ = num(r.get("faults")), num(r.get("samples"), 0)
+        if f_ is None or n_ <= 0:
+            continue
+        a_ = flt.setdefault(lab, [0.0, 0.0])
+        a_[0] += f_
+        a_[1] += n_
+if flt:
+    L.append("- Page faults in the timed windows, per 1000 samples (all sizes and reader counts; "
+             "the memcpy source is mapped into every reader's page tables before it is timed): "
+             + ", ".join("%s %.3g" % (lab, 1000.0 * f_ / n_) for lab, (f_, n_) in flt.items())
+             + ".")
 if over:
     L.append("- %s readers on %d cores: oversubscribed; aggregate rates there show the cores' "
              "throughput shared by more processes, not more parallelism." % (
