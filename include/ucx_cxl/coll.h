@@ -207,6 +207,18 @@ cxl_coll_status_t cxl_coll_alltoall(cxl_coll_team_t *team, const void *sbuf,
 void *cxl_coll_mem_alloc(cxl_coll_team_t *team, size_t length);
 void  cxl_coll_mem_free(cxl_coll_team_t *team, void *ptr);
 
+/*
+ * The same without a team, for allocators that run apart from any team
+ * (Open MPI's MPI_Alloc_mem through mpool/cxl): from the pool a team of
+ * this process would use given the same pool_path (NULL: CXL_COLL_POOL,
+ * else the transport's pool), so a team there reads the buffer in place.
+ * align: 0 or a power of 2 (at least a page is used).  NULL on failure
+ * (cxl_coll_last_error() says why).  Free in the process that allocated.
+ */
+void             *cxl_coll_pool_mem_alloc(const char *pool_path, size_t length,
+                                          size_t align);
+cxl_coll_status_t cxl_coll_pool_mem_free(void *ptr);
+
 #ifdef __cplusplus
 }
 #endif

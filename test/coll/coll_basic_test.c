@@ -294,6 +294,48 @@ static int rank_teams(cxl_th_rank_t *r)
     return 0;
 }
 
+/* CXL_COLL_LOG on, this rank's stderr into a log file of its own */
+static int log_begin(cxl_th_rank_t *r, const char *what, char *path,
+                     size_t len)
+{
+    snprintf(path, len, "/tmp/coll-%s-%d-%d.log", what, (int)getppid(),
+             r->rank);
+    if (freopen(path, "w", stderr) == NULL) {
+        FAILF("rank %d: freopen: %s\n", r->rank, strerror(errno));
+    }
+    setenv("CXL_COLL_LOG", "y", 1);
+    return 0;
+}
+
+/* 0 when the log's first line containing `line` says "read in place"
+ * (the log is removed either way) */
+static int log_inplace(cxl_th_rank_t *r, const char *path, const char *line)
+{
+    char text[8192];
+    const char *at, *eol;
+    size_t got;
+    FILE *f;
+
+    fflush(stderr);
+    f = fopen(path, "r");
+    got = (f != NULL) ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    if (f != NULL) {
+        fclose(f);
+    }
+    text[got] = '\0';
+    unlink(path);
+    at  = strstr(text, line);
+    eol = (at != NULL) ? strchr(at, '\n') : NULL;
+    if ((at == NULL) || (strstr(at, "read in place") == NULL) ||
+        ((eol != NULL) && (strstr(at, "read in place") > eol))) {
+        /* stderr is the unlinked log file now */
+        printf("rank %d: '%s' not read in place; its log:\n%s\n", r->rank,
+               line, text);
+        return 1;
+    }
+    return 0;
+}
+
 /*
  * A buffer in another mapping of the pool (as the transport's, where UCP
  * puts MPI_Alloc_mem memory) is read in place: each rank maps the pool a
@@ -308,17 +350,12 @@ static int rank_alias(cxl_th_rank_t *r)
     cxl_coll_team_t *team;
     int32_t *buf, *out;
     cxlpool_t *pool;
-    char logpath[128], text[8192];
-    size_t i, got;
-    FILE *f;
-    int inplace;
+    char logpath[128];
+    size_t i;
 
-    snprintf(logpath, sizeof(logpath), "/tmp/coll-alias-%d-%d.log",
-             (int)getppid(), r->rank);
-    if (freopen(logpath, "w", stderr) == NULL) {
-        FAILF("rank %d: freopen: %s\n", r->rank, strerror(errno));
+    if (log_begin(r, "alias", logpath, sizeof(logpath)) != 0) {
+        return 1;
     }
-    setenv("CXL_COLL_LOG", "y", 1);
     /* mapped before the team, as the transport maps the pool in
      * MPI_Init before the communicators get their collectives */
     cxlpool_params_init(&params);
@@ -356,24 +393,89 @@ static int rank_alias(cxl_th_rank_t *r)
     cxlpool_free(pool, ext.offset);
     cxlpool_close(pool);
     free(out);
-    fflush(stderr);
-    f = fopen(logpath, "r");
-    got = (f != NULL) ? fread(text, 1, sizeof(text) - 1, f) : 0;
-    if (f != NULL) {
-        fclose(f);
-    }
-    text[got] = '\0';
-    unlink(logpath);
-    /* the root's bcast line and every rank's allgather line */
-    inplace = (strstr(text, "allgather 32768 x int32: flat") != NULL) &&
-              (strstr(strstr(text, "allgather 32768 x int32: flat"),
-                      "read in place") != NULL);
-    if (!inplace) {
-        /* stderr is the unlinked log file now */
-        printf("rank %d: not read in place; its log:\n%s\n", r->rank, text);
+    return log_inplace(r, logpath, "allgather 32768 x int32: flat");
+}
+
+/*
+ * cxl_coll_pool_mem_alloc() (MPI_Alloc_mem through mpool/cxl): memory
+ * allocated before any team, from the pool the team then uses, is read in
+ * place by bcast and allgather, the results right; its misuse is an error
+ * (length 0, an alignment not a power of 2, a pointer it did not give, a
+ * second free, a forked child freeing its parent's buffer), NULL is a
+ * no-op, and freed memory goes back to the pool.
+ */
+static int rank_pmem(cxl_th_rank_t *r)
+{
+    const size_t n = 32768; /* 128 KiB of int32: not inline */
+    cxl_coll_team_t *team;
+    int32_t *buf, *out, *big;
+    char logpath[128];
+    int status;
+    size_t i;
+    pid_t pid;
+
+    if (log_begin(r, "pmem", logpath, sizeof(logpath)) != 0) {
         return 1;
     }
-    return 0;
+    if ((cxl_coll_pool_mem_alloc(r->pool, 0, 0) != NULL) ||
+        (cxl_coll_pool_mem_alloc(r->pool, 4096, 3) != NULL)) {
+        FAILF("rank %d: length 0 or alignment 3 allocated\n", r->rank);
+    }
+    buf = cxl_coll_pool_mem_alloc(r->pool, n * 4, 0);
+    big = cxl_coll_pool_mem_alloc(r->pool, 3 << 20, 1 << 20);
+    if ((buf == NULL) || (big == NULL)) {
+        FAILF("rank %d: pool_mem_alloc: %s\n", r->rank, cxl_coll_last_error());
+    }
+    if (((uintptr_t)buf % 4096) || ((uintptr_t)big % (1 << 20))) {
+        FAILF("rank %d: %p / %p not aligned\n", r->rank, (void*)buf,
+              (void*)big);
+    }
+    memset(big, 0x5a, 3 << 20);
+    if ((cxl_coll_pool_mem_free(big) != CXL_COLL_OK) ||
+        (cxl_coll_pool_mem_free(big) != CXL_COLL_ERR_INVAL) ||
+        (cxl_coll_pool_mem_free(buf + 1) != CXL_COLL_ERR_INVAL) ||
+        (cxl_coll_pool_mem_free(NULL) != CXL_COLL_OK)) {
+        FAILF("rank %d: a second free or a foreign pointer not refused\n",
+              r->rank);
+    }
+    pid = fork();
+    if (pid == 0) {
+        _exit((cxl_coll_pool_mem_free(buf) == CXL_COLL_ERR_INVAL) ? 0 : 1);
+    }
+    if ((pid < 0) || (waitpid(pid, &status, 0) != pid) ||
+        !WIFEXITED(status) || (WEXITSTATUS(status) != 0)) {
+        FAILF("rank %d: a forked child freed its parent's buffer\n", r->rank);
+    }
+    if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
+        FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
+    }
+    out = xmalloc(n * 4 * r->size);
+    for (i = 0; i < n; ++i) {
+        buf[i] = (int32_t)(r->rank * 100000 + i);
+    }
+    if (cxl_coll_bcast(team, (r->rank == 0) ? buf : out, n, CXL_COLL_INT32,
+                       0) != CXL_COLL_OK) {
+        FAILF("rank %d: bcast: %s\n", r->rank, cxl_coll_last_error());
+    }
+    for (i = 0; (r->rank != 0) && (i < n); ++i) {
+        if (out[i] != (int32_t)i) {
+            FAILF("rank %d: bcast element %zu = %d\n", r->rank, i, out[i]);
+        }
+    }
+    if (cxl_coll_allgather(team, buf, out, n, CXL_COLL_INT32) != CXL_COLL_OK) {
+        FAILF("rank %d: allgather: %s\n", r->rank, cxl_coll_last_error());
+    }
+    for (i = 0; i < n * r->size; ++i) {
+        if (out[i] != (int32_t)((i / n) * 100000 + i % n)) {
+            FAILF("rank %d: allgather element %zu = %d\n", r->rank, i, out[i]);
+        }
+    }
+    cxl_coll_team_destroy(team);
+    if (cxl_coll_pool_mem_free(buf) != CXL_COLL_OK) {
+        FAILF("rank %d: pool_mem_free: %s\n", r->rank, cxl_coll_last_error());
+    }
+    free(out);
+    return log_inplace(r, logpath, "allgather 32768 x int32: flat");
 }
 
 static int rank_same_pool(cxl_th_rank_t *r)
@@ -1127,6 +1229,11 @@ int main(int argc, char **argv)
         failed = cxl_th_run(2, g_hw_spec, 0, rank_alias, NULL, 60, NULL);
         cxl_th_check(failed == 0, "buffers in another mapping of the pool "
                      "(the transport's) are read in place");
+    }
+    if (want("pmem", argc, argv)) {
+        failed = cxl_th_run(2, g_hw_spec, 0, rank_pmem, NULL, 60, NULL);
+        cxl_th_check(failed == 0, "cxl_coll_pool_mem_alloc() memory (before "
+                     "any team) is read in place; misuse is refused");
     }
     if (want("same-pool", argc, argv)) {
         failed = cxl_th_run(2, g_hw_spec, 0, rank_same_pool, NULL, 60, NULL);

@@ -30,8 +30,10 @@
  *                MPI_COLL_AVX=require makes anything but "wrapped" a failure
  *
  * MPI_COLL_ONLY=avx,split... runs only the sections named (barrier,
- * reductions, moves, fallbacks, split, dup, progress, avx; and winbuf,
- * run only when named: an MPI_Win_allocate buffer as MPI_Bcast's root).
+ * reductions, moves, fallbacks, split, dup, progress, avx; and winbuf and
+ * allocmem, run only when named: an MPI_Win_allocate buffer as MPI_Bcast's
+ * root; MPI_Alloc_mem buffers for bcast, allgather, alltoall and
+ * allreduce).
  *
  * Every call gets data derived from (rank, peer, index, call number), so
  * no two calls see the same bytes.  Which path ran is checked per call
@@ -1088,6 +1090,101 @@ static void test_winbuf(void)
     MPI_Win_free(&win);
 }
 
+/*
+ * allocmem (only when named in MPI_COLL_ONLY): MPI_Alloc_mem buffers (from
+ * the pool with mpool/cxl) as inputs of bcast, allgather, alltoall and
+ * allreduce, each result checked; the script checks, with CXL_COLL_LOG,
+ * whether coll/cxl's library read them in place.  Data changes with every
+ * call (g_call), so a buffer left stale by an in-place read shows.
+ */
+static void test_allocmem(void)
+{
+    const int n = 1 << 16;      /* ints per rank: 256 KiB */
+    int *in = NULL, *out = NULL, i, r, bad, rc, call, c;
+
+    snprintf(g_check, sizeof(g_check), "allocmem: MPI_Alloc_mem buffers");
+    rc = MPI_Alloc_mem((MPI_Aint)n * g_size * (MPI_Aint)sizeof(int),
+                       MPI_INFO_NULL, &in);
+    mpi_ok(rc);
+    if (rc != MPI_SUCCESS) {
+        return;
+    }
+    rc = MPI_Alloc_mem((MPI_Aint)n * g_size * (MPI_Aint)sizeof(int),
+                       MPI_INFO_NULL, &out);
+    mpi_ok(rc);
+    if (rc != MPI_SUCCESS) {
+        MPI_Free_mem(in);
+        return;
+    }
+    for (call = 0; call < 3; ++call) {
+        snprintf(g_check, sizeof(g_check), "allocmem: bcast %d", call);
+        c = (int)(++g_call % 1000);
+        for (i = 0; i < n; ++i) {
+            in[i] = (g_rank == 0) ? i + c : -1;
+        }
+        path_begin();
+        rc = MPI_Bcast(in, n, MPI_INT, 0, MPI_COMM_WORLD);
+        path_end(PATH_LIB);
+        mpi_ok(rc);
+        for (i = 0, bad = 0; i < n; ++i) {
+            bad += (in[i] != i + c);
+        }
+        check(bad == 0, "bcast from MPI_Alloc_mem memory");
+
+        snprintf(g_check, sizeof(g_check), "allocmem: allgather %d", call);
+        c = (int)(++g_call % 1000);
+        for (i = 0; i < n; ++i) {
+            in[i] = g_rank * 1000003 + i + c;
+        }
+        path_begin();
+        rc = MPI_Allgather(in, n, MPI_INT, out, n, MPI_INT, MPI_COMM_WORLD);
+        path_end(PATH_LIB);
+        mpi_ok(rc);
+        for (r = 0, bad = 0; r < g_size; ++r) {
+            for (i = 0; i < n; ++i) {
+                bad += (out[(size_t)r * n + i] != r * 1000003 + i + c);
+            }
+        }
+        check(bad == 0, "allgather from MPI_Alloc_mem memory");
+
+        snprintf(g_check, sizeof(g_check), "allocmem: alltoall %d", call);
+        c = (int)(++g_call % 1000);
+        for (r = 0; r < g_size; ++r) {
+            for (i = 0; i < n / g_size; ++i) {
+                in[r * (n / g_size) + i] = g_rank * 7919 + r * 31 + i + c;
+            }
+        }
+        path_begin();
+        rc = MPI_Alltoall(in, n / g_size, MPI_INT, out, n / g_size, MPI_INT,
+                          MPI_COMM_WORLD);
+        path_end(PATH_LIB);
+        mpi_ok(rc);
+        for (r = 0, bad = 0; r < g_size; ++r) {
+            for (i = 0; i < n / g_size; ++i) {
+                bad += (out[r * (n / g_size) + i] !=
+                        r * 7919 + g_rank * 31 + i + c);
+            }
+        }
+        check(bad == 0, "alltoall from MPI_Alloc_mem memory");
+
+        snprintf(g_check, sizeof(g_check), "allocmem: allreduce %d", call);
+        c = (int)(++g_call % 1000);
+        for (i = 0; i < n; ++i) {
+            in[i] = g_rank + i + c;
+        }
+        path_begin();
+        rc = MPI_Allreduce(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        path_end(PATH_LIB);
+        mpi_ok(rc);
+        for (i = 0, bad = 0; i < n; ++i) {
+            bad += (out[i] != g_size * (i + c) + g_size * (g_size - 1) / 2);
+        }
+        check(bad == 0, "allreduce from MPI_Alloc_mem memory");
+    }
+    mpi_ok(MPI_Free_mem(out));
+    mpi_ok(MPI_Free_mem(in));
+}
+
 static void test_dup_inter(void)
 {
     MPI_Comm dup, half, inter;
@@ -1321,6 +1418,9 @@ int main(int argc, char **argv)
     }
     if ((getenv("MPI_COLL_ONLY") != NULL) && section("winbuf")) {
         test_winbuf();
+    }
+    if ((getenv("MPI_COLL_ONLY") != NULL) && section("allocmem")) {
+        test_allocmem();
     }
 
     snprintf(g_check, sizeof(g_check), "summary");

@@ -35,6 +35,13 @@
 #                progress engine never called while waiting
 #                (coll_cxl_progress_interval 2000000000) the program's
 #                progress check must hang until its watchdog ends it
+#   mpool/cxl    ompi_info lists mpool/cxl and its parameters with help;
+#                np 3 with contrib/openmpi-cxl.conf (mpool_cxl_priority
+#                60): MPI_Alloc_mem buffers as bcast, allgather, alltoall
+#                and allreduce inputs, results right, and CXL_COLL_LOG says
+#                bcast and allgather read them in place from the pool; the
+#                same with --mca mpool_cxl_priority 0 (malloc'd memory):
+#                results right, copied through the slot
 #   op/avx       an observation, no check: Open MPI's default operations
 #                on 262144 MPI_INT8_T values (op/avx) without coll/cxl;
 #                with coll/cxl the sum must wrap as C does (np N cxl)
@@ -232,6 +239,43 @@ if [ "$COHERENCE" != sw ]; then
         fail "winbuf" "rc $RC, '${RES:-no result line}': not read in place" "$out"
     fi
 fi
+
+# --- MPI_Alloc_mem from the pool (mpool/cxl): read in place -----------------
+OMPI_MCA_mca_base_component_path="$BUILD/.libs:$OMPI_COMPDIR" \
+    ompi_info --param mpool cxl --level 9 --parsable >"$SCR/minfo.out" 2>&1
+nparam=$(grep -c '^mca:mpool:cxl:param:mpool_cxl_[a-z_]*:value:' "$SCR/minfo.out")
+nhelp=$(grep -cE '^mca:mpool:cxl:param:mpool_cxl_[a-z_]*:help:.{20,}' "$SCR/minfo.out")
+if grep -q '^mca:mpool:cxl:version:"api:3.0.0"' "$SCR/minfo.out" &&
+   [ "$nparam" -ge 3 ] && [ "$nparam" -eq "$nhelp" ]; then
+    ok "ompi_info: mpool/cxl (mpool API 3.0.0), $nparam parameters, each with help"
+else
+    fail "ompi_info (mpool)" "$nparam parameters, $nhelp with help" "$SCR/minfo.out"
+fi
+# np 3: allgather and alltoall blocks of a rank are not the whole buffer
+for prio in conf 0; do
+    out=$SCR/allocmem.$prio.out
+    pr=()
+    [ "$prio" = 0 ] && pr=(--mca mpool_cxl_priority 0)
+    job "$out" -np 3 "${pr[@]}" "${ENVS[@]}" -x CXL_COLL_LOG=y \
+        -x MPI_COLL_EXPECT=cxl -x MPI_COLL_ONLY=allocmem "$BIN"
+    # bcast: the root's line says how it published (in place or through
+    # the slot); allgather: every rank's
+    inb=$(grep -c 'bcast 262144 x uint8 root 0: .*read in place from the pool buffer' "$out")
+    ing=$(grep -c 'allgather 262144 x uint8: .*read in place from the pool buffer' "$out")
+    sg=$(grep -c 'allgather 262144 x uint8: .*through the slot' "$out")
+    if [ "$prio" = conf ]; then
+        # 3 calls: the root's 3 bcast lines, 3 ranks' 9 allgather lines
+        if passed && [ "$inb" -eq 3 ] && [ "$ing" -eq 9 ] && [ "$sg" -eq 0 ]; then
+            ok "mpool/cxl: MPI_Alloc_mem buffers, np 3: ${RES#mpi-coll: }; read in place by bcast ($inb of 3 root calls) and allgather ($ing of 9)"
+        else
+            fail "mpool/cxl" "rc $RC, '${RES:-no result line}': in place: bcast $inb of 3, allgather $ing of 9; allgather through the slot $sg" "$out"
+        fi
+    elif passed && [ "$inb" -eq 0 ] && [ "$ing" -eq 0 ] && [ "$sg" -eq 9 ]; then
+        ok "mpool/cxl off (mpool_cxl_priority 0): MPI_Alloc_mem is malloc, np 3: ${RES#mpi-coll: }; allgather copied through the slot"
+    else
+        fail "mpool/cxl off" "rc $RC, '${RES:-no result line}': in place $inb + $ing, allgather through the slot $sg of 9" "$out"
+    fi
+done
 
 # --- op/avx: Open MPI's default operations, an observation --------------------
 out=$SCR/avx.out

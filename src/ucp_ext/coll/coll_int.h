@@ -198,6 +198,13 @@ const void *cxl_coll_alias(const cxl_coll_team_t *team, const void *p,
 cxl_coll_status_t cxl_coll_pool_get(const char *key, cxlpool_params_t *params,
                                     cxlpool_t **pool_p);
 void              cxl_coll_pool_put(cxlpool_t *pool);
+/* The pool of a team or of cxl_coll_pool_mem_alloc(): `given`, else
+ * CXL_COLL_POOL, else the transport's (cxl_pool_pick), counted as above;
+ * *path: its key (given, cfg->pool or buf). */
+cxl_coll_status_t cxl_coll_pool_pick_get(const char *given,
+                                         const cxl_coll_config_t *cfg,
+                                         char *buf, size_t len,
+                                         const char **path, cxlpool_t **pool_p);
 
 /* ---- pool steps (coll_step.c) ---- */
 /* Step may publish: every peer's done >= step - NSIG (its signal line),

@@ -8,6 +8,7 @@
  * (a direct mapping) are different attachments of one pool.
  */
 #include "coll_int.h"
+#include "../common/cxl_pool_pick.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -79,4 +80,55 @@ void cxl_coll_pool_put(cxlpool_t *pool)
         }
     }
     pthread_mutex_unlock(&cxl_coll_pools_lock);
+}
+
+/*
+ * The pool of a team or of cxl_coll_pool_mem_alloc(): the caller's,
+ * CXL_COLL_POOL, else the transport's (cxl_pool_pick: the first of UCX_CXL_POOL unless 'auto', else the first
+ * devdax device that holds a pool, else the per-user emulated default), so
+ * that the team is where the transport's peers are and buffers in the
+ * transport's pool are read in place.  *create: it is that default, which
+ * the first user creates, as the transport does.
+ */
+static cxl_coll_status_t cxl_coll_pool_path(const char *given,
+                                            const cxl_coll_config_t *cfg,
+                                            char *buf, size_t len,
+                                            const char **path, int *create)
+{
+    cxl_pool_pick_src_t src;
+
+    *create = 0;
+    if ((given != NULL) && (given[0] != '\0')) {
+        *path = given;
+        return CXL_COLL_OK;
+    }
+    if (cfg->pool[0] != '\0') {
+        *path = cfg->pool;
+        return CXL_COLL_OK;
+    }
+    if (cxl_pool_pick(buf, len, &src) != 0) {
+        return cxl_coll_error(CXL_COLL_ERR_POOL, "the first pool of "
+                              "UCX_CXL_POOL is longer than %zu characters",
+                              len - 1);
+    }
+    *path   = buf;
+    *create = (src == CXL_POOL_PICK_DEFAULT);
+    return CXL_COLL_OK;
+}
+
+cxl_coll_status_t cxl_coll_pool_pick_get(const char *given,
+                                         const cxl_coll_config_t *cfg,
+                                         char *buf, size_t len,
+                                         const char **path, cxlpool_t **pool_p)
+{
+    cxlpool_params_t params;
+    cxl_coll_status_t status;
+    int create;
+
+    status = cxl_coll_pool_path(given, cfg, buf, len, path, &create);
+    if (status != CXL_COLL_OK) {
+        return status;
+    }
+    cxl_pool_pick_params(*path, create, &params);
+    return cxl_coll_pool_get(*path, &params, pool_p);
 }

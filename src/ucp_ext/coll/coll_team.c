@@ -7,7 +7,6 @@
  * on the verdict in a second exchange so every rank fails alike.
  */
 #include "coll_int.h"
-#include "../common/cxl_pool_pick.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,49 +27,16 @@ int cxl_coll_team_size(const cxl_coll_team_t *team)
     return team->size;
 }
 
-/*
- * The pool of the team: the caller's, CXL_COLL_POOL, else the transport's
- * (cxl_pool_pick: the first of UCX_CXL_POOL unless 'auto', else the first
- * devdax device that holds a pool, else the per-user emulated default), so
- * that the team is where the transport's peers are and buffers in the
- * transport's pool are read in place.  *create: it is that default, which
- * the first user creates, as the transport does.
- */
-static cxl_coll_status_t cxl_coll_pool_path(const cxl_coll_team_params_t *params,
-                                            const cxl_coll_config_t *cfg,
-                                            char *buf, size_t len,
-                                            const char **path, int *create)
-{
-    cxl_pool_pick_src_t src;
-
-    *create = 0;
-    if ((params->pool_path != NULL) && (params->pool_path[0] != '\0')) {
-        *path = params->pool_path;
-        return CXL_COLL_OK;
-    }
-    if (cfg->pool[0] != '\0') {
-        *path = cfg->pool;
-        return CXL_COLL_OK;
-    }
-    if (cxl_pool_pick(buf, len, &src) != 0) {
-        return cxl_coll_error(CXL_COLL_ERR_POOL, "the first pool of "
-                              "UCX_CXL_POOL is longer than %zu characters",
-                              len - 1);
-    }
-    *path   = buf;
-    *create = (src == CXL_POOL_PICK_DEFAULT);
-    return CXL_COLL_OK;
-}
-
 static cxl_coll_status_t cxl_coll_team_open_pool(cxl_coll_team_t *team,
-                                                 const char *path, int create)
+                                                 const char *given)
 {
-    cxlpool_params_t params;
     cxl_coll_status_t status;
+    char pathbuf[256];
     cxlpool_info_t info;
+    const char *path;
 
-    cxl_pool_pick_params(path, create, &params);
-    status = cxl_coll_pool_get(path, &params, &team->pool);
+    status = cxl_coll_pool_pick_get(given, &team->cfg, pathbuf,
+                                    sizeof(pathbuf), &path, &team->pool);
     if (status != CXL_COLL_OK) {
         team->pool = NULL;
         return status;
@@ -258,9 +224,6 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
     cxlpool_extent_t ext;
     cxlpool_info_t info;
     cxl_coll_team_t *team;
-    const char *path = NULL;
-    char pathbuf[256];
-    int create = 0;
     char detail[512];
     int i;
 
@@ -316,11 +279,7 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
         }
     }
     if (local == CXL_COLL_OK) {
-        local = cxl_coll_pool_path(params, &team->cfg, pathbuf,
-                                   sizeof(pathbuf), &path, &create);
-    }
-    if (local == CXL_COLL_OK) {
-        local = cxl_coll_team_open_pool(team, path, create);
+        local = cxl_coll_team_open_pool(team, params->pool_path);
     }
     if (local == CXL_COLL_OK) {
         local = cxl_coll_team_alloc_part(team, &ext);
