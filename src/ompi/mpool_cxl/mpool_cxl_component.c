@@ -127,6 +127,9 @@ static void *mpool_cxl_alloc(mca_mpool_base_module_t *mpool, size_t size,
 
     (void)mpool;
     (void)flags;
+    if (size == 0) {
+        return NULL;    /* Open MPI's default allocator answers it */
+    }
     p = cxl_coll_pool_mem_alloc(path, size, align);
     if (p == NULL) {
         ++c->fails;
