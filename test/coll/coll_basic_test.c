@@ -336,39 +336,13 @@ static int log_inplace(cxl_th_rank_t *r, const char *path, const char *line)
     return 0;
 }
 
-/*
- * A buffer in another mapping of the pool (as the transport's, where UCP
- * puts MPI_Alloc_mem memory) is read in place: each rank maps the pool a
- * second time, allocates its input there, and the log line of bcast and
- * allgather must say "read in place"; the results must be right.
- */
-static int rank_alias(cxl_th_rank_t *r)
+/* bcast (root 0) and allgather of n int32 from buf (this rank's values),
+ * into out (n x size); 0 when every result is right */
+static int bcast_allgather_from(cxl_th_rank_t *r, cxl_coll_team_t *team,
+                                int32_t *buf, int32_t *out, size_t n)
 {
-    const size_t n = 32768; /* 128 KiB of int32: not inline */
-    cxlpool_params_t params;
-    cxlpool_extent_t ext;
-    cxl_coll_team_t *team;
-    int32_t *buf, *out;
-    cxlpool_t *pool;
-    char logpath[128];
     size_t i;
 
-    if (log_begin(r, "alias", logpath, sizeof(logpath)) != 0) {
-        return 1;
-    }
-    /* mapped before the team, as the transport maps the pool in
-     * MPI_Init before the communicators get their collectives */
-    cxlpool_params_init(&params);
-    params.path = r->pool;
-    if ((cxlpool_open(&params, &pool) != CXLPOOL_OK) ||
-        (cxlpool_alloc(pool, n * 4, 4096, NULL, 0, &ext) != CXLPOOL_OK)) {
-        FAILF("rank %d: a second mapping: %s\n", r->rank, cxlpool_last_error());
-    }
-    if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
-        FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
-    }
-    buf = (int32_t*)((uint8_t*)cxlpool_base(pool) + ext.offset);
-    out = xmalloc(n * 4 * r->size);
     for (i = 0; i < n; ++i) {
         buf[i] = (int32_t)(r->rank * 100000 + i);
     }
@@ -388,6 +362,44 @@ static int rank_alias(cxl_th_rank_t *r)
         if (out[i] != (int32_t)((i / n) * 100000 + i % n)) {
             FAILF("rank %d: allgather element %zu = %d\n", r->rank, i, out[i]);
         }
+    }
+    return 0;
+}
+
+/*
+ * A buffer in another mapping of the pool (as the transport's, where UCP
+ * puts MPI_Alloc_mem memory) is read in place: each rank maps the pool a
+ * second time, allocates its input there, and the log line of bcast and
+ * allgather must say "read in place"; the results must be right.
+ */
+static int rank_alias(cxl_th_rank_t *r)
+{
+    const size_t n = 32768; /* 128 KiB of int32: not inline */
+    cxlpool_params_t params;
+    cxlpool_extent_t ext;
+    cxl_coll_team_t *team;
+    int32_t *buf, *out;
+    cxlpool_t *pool;
+    char logpath[128];
+
+    if (log_begin(r, "alias", logpath, sizeof(logpath)) != 0) {
+        return 1;
+    }
+    /* mapped before the team, as the transport maps the pool in
+     * MPI_Init before the communicators get their collectives */
+    cxlpool_params_init(&params);
+    params.path = r->pool;
+    if ((cxlpool_open(&params, &pool) != CXLPOOL_OK) ||
+        (cxlpool_alloc(pool, n * 4, 4096, NULL, 0, &ext) != CXLPOOL_OK)) {
+        FAILF("rank %d: a second mapping: %s\n", r->rank, cxlpool_last_error());
+    }
+    if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
+        FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
+    }
+    buf = (int32_t*)((uint8_t*)cxlpool_base(pool) + ext.offset);
+    out = xmalloc(n * 4 * r->size);
+    if (bcast_allgather_from(r, team, buf, out, n) != 0) {
+        return 1;
     }
     cxl_coll_team_destroy(team);
     cxlpool_free(pool, ext.offset);
@@ -411,7 +423,6 @@ static int rank_pmem(cxl_th_rank_t *r)
     int32_t *buf, *out, *big;
     char logpath[128];
     int status;
-    size_t i;
     pid_t pid;
 
     if (log_begin(r, "pmem", logpath, sizeof(logpath)) != 0) {
@@ -450,25 +461,8 @@ static int rank_pmem(cxl_th_rank_t *r)
         FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
     }
     out = xmalloc(n * 4 * r->size);
-    for (i = 0; i < n; ++i) {
-        buf[i] = (int32_t)(r->rank * 100000 + i);
-    }
-    if (cxl_coll_bcast(team, (r->rank == 0) ? buf : out, n, CXL_COLL_INT32,
-                       0) != CXL_COLL_OK) {
-        FAILF("rank %d: bcast: %s\n", r->rank, cxl_coll_last_error());
-    }
-    for (i = 0; (r->rank != 0) && (i < n); ++i) {
-        if (out[i] != (int32_t)i) {
-            FAILF("rank %d: bcast element %zu = %d\n", r->rank, i, out[i]);
-        }
-    }
-    if (cxl_coll_allgather(team, buf, out, n, CXL_COLL_INT32) != CXL_COLL_OK) {
-        FAILF("rank %d: allgather: %s\n", r->rank, cxl_coll_last_error());
-    }
-    for (i = 0; i < n * r->size; ++i) {
-        if (out[i] != (int32_t)((i / n) * 100000 + i % n)) {
-            FAILF("rank %d: allgather element %zu = %d\n", r->rank, i, out[i]);
-        }
+    if (bcast_allgather_from(r, team, buf, out, n) != 0) {
+        return 1;
     }
     cxl_coll_team_destroy(team);
     if (cxl_coll_pool_mem_free(buf) != CXL_COLL_OK) {

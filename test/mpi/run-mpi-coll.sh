@@ -125,17 +125,23 @@ ok()   { PASS=$((PASS + 1)); echo "ok $1"; }
 fail() { FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; sed 's/^/    /' "$3" | grep -E 'FAIL|rror|coll:cxl|mpi-coll:|timeout|[Ss]ignal|Illegal|backtrace|^ *[0-9]+ +0x' | head -40; }
 
 # --- ompi_info: the component and every parameter with its help -------------
+# info_check FRAMEWORK API MIN: ompi_info lists FRAMEWORK/cxl of API version
+# API with at least MIN parameters, each with a help text
 # (ompi_info takes the component path from the environment, not --mca)
-OMPI_MCA_mca_base_component_path="$BUILD/.libs:$OMPI_COMPDIR" \
-    ompi_info --param coll cxl --level 9 --parsable >"$SCR/info.out" 2>&1
-nparam=$(grep -c '^mca:coll:cxl:param:coll_cxl_[a-z_]*:value:' "$SCR/info.out")
-nhelp=$(grep -cE '^mca:coll:cxl:param:coll_cxl_[a-z_]*:help:.{20,}' "$SCR/info.out")
-if grep -q '^mca:coll:cxl:version:"api:2.0.0"' "$SCR/info.out" &&
-   [ "$nparam" -ge 9 ] && [ "$nparam" -eq "$nhelp" ]; then
-    ok "ompi_info: coll/cxl (coll API 2.0.0), $nparam parameters, each with help"
-else
-    fail "ompi_info" "$nparam parameters, $nhelp with help" "$SCR/info.out"
-fi
+info_check() {
+    local fw=$1 api=$2 min=$3 out=$SCR/info.$1.out nparam nhelp
+    OMPI_MCA_mca_base_component_path="$BUILD/.libs:$OMPI_COMPDIR" \
+        ompi_info --param "$fw" cxl --level 9 --parsable >"$out" 2>&1
+    nparam=$(grep -c "^mca:$fw:cxl:param:${fw}_cxl_[a-z_]*:value:" "$out")
+    nhelp=$(grep -cE "^mca:$fw:cxl:param:${fw}_cxl_[a-z_]*:help:.{20,}" "$out")
+    if grep -q "^mca:$fw:cxl:version:\"api:$api\"" "$out" &&
+       [ "$nparam" -ge "$min" ] && [ "$nparam" -eq "$nhelp" ]; then
+        ok "ompi_info: $fw/cxl ($fw API $api), $nparam parameters, each with help"
+    else
+        fail "ompi_info ($fw)" "$nparam parameters, $nhelp with help" "$out"
+    fi
+}
+info_check coll 2.0.0 9
 
 # job OUT ARGS...: one mpirun; sets RC, RES (its "mpi-coll:" line), DIGEST
 job() {
@@ -241,16 +247,7 @@ if [ "$COHERENCE" != sw ]; then
 fi
 
 # --- MPI_Alloc_mem from the pool (mpool/cxl): read in place -----------------
-OMPI_MCA_mca_base_component_path="$BUILD/.libs:$OMPI_COMPDIR" \
-    ompi_info --param mpool cxl --level 9 --parsable >"$SCR/minfo.out" 2>&1
-nparam=$(grep -c '^mca:mpool:cxl:param:mpool_cxl_[a-z_]*:value:' "$SCR/minfo.out")
-nhelp=$(grep -cE '^mca:mpool:cxl:param:mpool_cxl_[a-z_]*:help:.{20,}' "$SCR/minfo.out")
-if grep -q '^mca:mpool:cxl:version:"api:3.0.0"' "$SCR/minfo.out" &&
-   [ "$nparam" -ge 3 ] && [ "$nparam" -eq "$nhelp" ]; then
-    ok "ompi_info: mpool/cxl (mpool API 3.0.0), $nparam parameters, each with help"
-else
-    fail "ompi_info (mpool)" "$nparam parameters, $nhelp with help" "$SCR/minfo.out"
-fi
+info_check mpool 3.0.0 3
 # np 3: allgather and alltoall blocks of a rank are not the whole buffer
 for prio in conf 0; do
     out=$SCR/allocmem.$prio.out
