@@ -23,7 +23,6 @@
 
 #include "opal/mca/base/base.h"
 #include "opal/mca/mpool/mpool.h"
-#include "opal/util/output.h"
 
 #include <ucx_cxl/coll.h>
 
@@ -35,8 +34,7 @@ typedef struct {
     int                        priority;
     int                        verbose;
     char                      *pool;
-    int                        warned;
-    unsigned long long         allocs, fails;
+    int                        warned;  /* a failure was reported */
 } mca_mpool_cxl_component_t;
 
 static int mpool_cxl_register(void);
@@ -132,7 +130,6 @@ static void *mpool_cxl_alloc(mca_mpool_base_module_t *mpool, size_t size,
     }
     p = cxl_coll_pool_mem_alloc(path, size, align);
     if (p == NULL) {
-        ++c->fails;
         if (!c->warned || c->verbose) {
             fprintf(stderr, "mpool/cxl: MPI_Alloc_mem of %zu bytes from %s "
                     "failed: %s; Open MPI hands out malloc'd memory instead "
@@ -145,7 +142,6 @@ static void *mpool_cxl_alloc(mca_mpool_base_module_t *mpool, size_t size,
         }
         return NULL;
     }
-    ++c->allocs;
     if (c->verbose) {
         fprintf(stderr, "mpool/cxl: %zu bytes at %p from %s\n", size, p,
                 path ? path : "the collectives' pool");

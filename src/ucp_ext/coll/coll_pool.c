@@ -84,10 +84,11 @@ void cxl_coll_pool_put(cxlpool_t *pool)
 
 /*
  * The pool of a team or of cxl_coll_pool_mem_alloc(): the caller's,
- * CXL_COLL_POOL, else the transport's (cxl_pool_pick: the first of UCX_CXL_POOL unless 'auto', else the first
- * devdax device that holds a pool, else the per-user emulated default), so
- * that the team is where the transport's peers are and buffers in the
- * transport's pool are read in place.  *create: it is that default, which
+ * CXL_COLL_POOL, else the transport's (cxl_pool_pick: the first of
+ * UCX_CXL_POOL unless 'auto', else the first devdax device that holds a
+ * pool, else the per-user emulated default), so that the team is where the
+ * transport's peers are and buffers in the transport's pool are read in
+ * place.  *create: it is that default, which
  * the first user creates, as the transport does.
  */
 static cxl_coll_status_t cxl_coll_pool_path(const char *given,
