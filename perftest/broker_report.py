@@ -171,6 +171,21 @@ def rcell(r):
     return "%.2f× [%.2f–%.2f]" % (r["median"], r["min"], r["max"])
 
 
+def pool_pages_line(m):
+    """The pages behind the pool's mapping, as cxlpool info reported them."""
+    try:
+        size = int(m.get("pool_page_size", ""))
+    except ValueError:
+        return "not recorded"
+    text = ("**%d MiB**" % (size >> 20)) if size >= 1 << 20 else "**%d KiB**" % (size >> 10)
+    text += " (%s)" % m.get("pool_page_source", "?")
+    if size < 2 << 20:
+        text += ": every reader process takes a fault per 4 KiB page it first touches (a DAX device maps 2 MiB pages)"
+    if m.get("pool_note"):
+        text += "; " + m["pool_note"]
+    return text
+
+
 def size_label(n):
     if n >= 1048576 and n % 1048576 == 0:
         return "%d MiB" % (n // 1048576)
@@ -344,8 +359,9 @@ dsd = ", ".join("%s: %s samples = %s MiB" % (size_label(int(a)), b, c)
 L.append("| datasets | one raw file of fixed-size records per size, on %s (%s): %s; "
          "registered `--format raw --policy pin`, warmed, all resident |"
          % (meta.get("data_fs", "?"), meta.get("data_dir", "?"), dsd))
-L.append("| pool | %s, 1 GiB (tmpfs), broker cache %s MiB, 4 MiB chunks |" % (
+L.append("| pool | %s, 1 GiB, broker cache %s MiB, 4 MiB chunks |" % (
     meta.get("pool", "?"), meta.get("capacity_mib", "?")))
+L.append("| pool pages | %s |" % pool_pages_line(meta))
 L.append("| run | %s mode, %d repetitions, modes alternating (broker, broker-get, view, pread, mmap, memcpy[, memcpy-ds]) "
          "per size and reader count; %s s timed after %s s untimed warm-up per run; batch %s; "
          "%s s in all |" % (meta.get("mode", "?"), REPS, meta.get("seconds", "?"),

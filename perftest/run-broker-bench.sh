@@ -70,7 +70,8 @@
 # Usage: perftest/run-broker-bench.sh [--reps N] [--quick] [--smoke]
 #          [--out DIR] [--builddir DIR] [--sizes LIST] [--readers LIST]
 #          [--cold-readers LIST] [--batch K] [--seconds S] [--warmup S]
-#          [--mib LIST] [--drop global|file] [--no-cold] [--no-profile]
+#          [--mib LIST] [--drop global|file] [--pool-dir huge|shm|DIR]
+#          [--no-cold] [--no-profile]
 #          [--timeout S] [--wait-idle PCT] [--wait-max S] [--help]
 #   --reps N       repetitions (default 5; --quick 1; --smoke 1)
 #   --quick        1 repetition, 0.5 s runs
@@ -91,6 +92,13 @@
 #                  in a 1 GiB pool with a 400 MiB cache)
 #   --drop M       global: drop_caches (default when /proc/sys/vm/drop_caches
 #                  is writable); file: posix_fadvise DONTNEED of our files
+#   --pool-dir D   where the 1 GiB pool lives: huge (default) a private
+#                  tmpfs mounted huge=within_size for the run, so the pool
+#                  is mapped with 2 MiB pages as a DAX device is (falls
+#                  back to shm, said in the report, where mounting is
+#                  refused); shm: /dev/shm (4 KiB pages unless it is
+#                  mounted with huge=); or a directory.  `cxlpool info`
+#                  says which pages the pool got; the report shows it
 #   --no-cold      no cold epoch; --no-profile: no perf record
 #   --timeout S    limit of one broker_bench run (default 120)
 #   --wait-idle P  before every warm run wait until the CPUs were at most
@@ -107,7 +115,7 @@ REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 
 REPS="" QUICK=0 SMOKE=0 OUT="" BUILDDIR="" SIZES="4k,64k,1m" READERS=""
 COLD_READERS="" BATCH=16 SECS="" WARMUP="" MIBS="" DROP="" COLD=1 PROFILE=1
-RUN_TO=120 MEMSRC=1g WAIT_IDLE=0 WAIT_MAX=300
+RUN_TO=120 MEMSRC=1g WAIT_IDLE=0 WAIT_MAX=300 POOL_DIR=huge
 
 . "$SCRIPT_DIR/bench-common.sh"
 
@@ -126,6 +134,7 @@ while (($#)); do
         --warmup) need "$1" $#; WARMUP=$2; shift ;;
         --mib) need "$1" $#; MIBS=$2; shift ;;
         --drop) need "$1" $#; DROP=$2; shift ;;
+        --pool-dir) need "$1" $#; POOL_DIR=$2; shift ;;
         --no-cold) COLD=0 ;;
         --no-profile) PROFILE=0 ;;
         --timeout) need "$1" $#; RUN_TO=$2; shift ;;
@@ -231,7 +240,7 @@ unset LD_PRELOAD
 # Data, pool, broker
 # ---------------------------------------------------------------------------
 DATA=$(mktemp -d "${BBENCH_DATA_DIR:-/var/tmp}/ucx-cxl-bbench.XXXXXX") || die "mktemp failed"
-POOL="/dev/shm/ucx-cxl-bbench-$$-$RANDOM.pool"
+POOL="" POOL_MNT="" POOL_NOTE=""
 BROKER_PID="" RUN_PID=""
 cleanup() {
     if [[ -n $RUN_PID ]]; then kill -TERM "$RUN_PID" 2>/dev/null; wait "$RUN_PID" 2>/dev/null; fi
@@ -242,14 +251,34 @@ cleanup() {
         wait "$BROKER_PID" 2>/dev/null
         BROKER_PID=""
     fi
-    if [[ -e $POOL ]]; then
+    if [[ -n $POOL && -e $POOL ]]; then
         "$CXLPOOL" destroy "$POOL" >>"$LOGS/pool.log" 2>&1 ||
             "$CXLPOOL" destroy "$POOL" --force >>"$LOGS/pool.log" 2>&1 || rm -f -- "$POOL"
     fi
+    if [[ -n $POOL_MNT ]]; then umount "$POOL_MNT" && rmdir "$POOL_MNT"; fi
     rm -rf -- "$DATA"
 }
 trap cleanup EXIT
 trap 'msg "interrupted"; exit 130' INT TERM
+
+# The pool's pages: 4 KiB ones cost every reader process a fault per page
+# it first touches (about 1.6 us each under shadow paging: 27 ms for a
+# 64 MiB dataset, per reader); a DAX device maps 2 MiB ones.
+case $POOL_DIR in
+    huge)
+        POOL_MNT=$(mktemp -d /tmp/ucx-cxl-bbench-pool.XXXXXX) || die "mktemp failed"
+        if mount -t tmpfs -o huge=within_size,size=1100m,mode=0700 ucx-cxl-bbench "$POOL_MNT" 2>"$LOGS/pool-mount.log"; then
+            POOL_DIR=$POOL_MNT
+        else
+            rmdir "$POOL_MNT"; POOL_MNT=""
+            POOL_NOTE="a huge-page tmpfs could not be mounted ($(head -n1 "$LOGS/pool-mount.log")): the pool is in /dev/shm"
+            msg "$POOL_NOTE"
+            POOL_DIR=/dev/shm
+        fi ;;
+    shm) POOL_DIR=/dev/shm ;;
+    *) [[ -d $POOL_DIR && -w $POOL_DIR ]] || die "--pool-dir $POOL_DIR: not a writable directory" ;;
+esac
+POOL="$POOL_DIR/ucx-cxl-bbench-$$-$RANDOM.pool"
 
 TOTAL_MIB=0
 for m in "${MIB_LIST[@]}"; do TOTAL_MIB=$((TOTAL_MIB + m)); done
@@ -258,6 +287,10 @@ CAP_MIB=$((TOTAL_MIB + TOTAL_MIB / 4 + 32))
 ((CAP_MIB <= 900)) || die "datasets of $TOTAL_MIB MiB do not fit a 1 GiB pool (--mib)"
 "$CXLPOOL" create "$POOL" --size 1g >"$LOGS/pool.log" 2>&1 ||
     die "cxlpool create $POOL failed: $(tail -n1 "$LOGS/pool.log")"
+"$CXLPOOL" info "$POOL" --json >"$RAW/pool-info.json" 2>>"$LOGS/pool.log" ||
+    die "cxlpool info $POOL failed: $(tail -n1 "$LOGS/pool.log")"
+POOL_PAGES=$("$PY" -c 'import json, sys; i = json.load(open(sys.argv[1])); print(i["page_size"], i["page_source"], sep="|")' "$RAW/pool-info.json") ||
+    die "cxlpool info $POOL: no page_size"
 PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 ADDR="127.0.0.1:$PORT"
 # only what uses UCX gets the module: the pread/mmap readers' PSS is theirs
@@ -330,6 +363,9 @@ brk ls --json >"$RAW/ls-warm.json" 2>>"$LOGS/broker-cli.log"
     printf 'wait_idle=%s\n' "$WAIT_IDLE"
     printf 'cold=%s\n' "$COLD"
     printf 'pool=%s\n' "$POOL"
+    printf 'pool_page_size=%s\n' "${POOL_PAGES%%|*}"
+    printf 'pool_page_source=%s\n' "${POOL_PAGES#*|}"
+    printf 'pool_note=%s\n' "$POOL_NOTE"
     printf 'capacity_mib=%s\n' "$CAP_MIB"
     printf 'data_dir=%s\n' "$DATA"
     printf 'data_fs=%s\n' "$(df -T "$DATA" 2>/dev/null | awk 'NR == 2 { print $2 " on " $1 }')"

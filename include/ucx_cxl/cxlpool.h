@@ -157,6 +157,11 @@ typedef struct {
     uint32_t         nr_hosts;     /* host partitions in the layout */
     uint32_t         host_index;   /* this process's partition */
     char             path[256];
+    /* the pages the mapping is backed by: 4 KiB pages cost every process
+     * a fault per page it first touches, 2 MiB ones (DAX, hugetlbfs, tmpfs
+     * with huge=) 512 times fewer */
+    uint64_t         page_size;
+    char             page_source[48]; /* e.g. "tmpfs huge=within_size" */
 } cxlpool_info_t;
 
 void        cxlpool_params_init(cxlpool_params_t *params);

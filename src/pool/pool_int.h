@@ -48,6 +48,8 @@ struct cxlpool {
     uint8_t               *base;
     uint64_t               size;
     uint64_t               map_align;
+    uint64_t               page_size;   /* what the mapping is backed by */
+    char                   page_source[48]; /* why (pool_pages.c) */
     cxl_coh_mode_t         coh;
     cxlpool_sb_t          *sb;          /* &sb_copy: the validated copy */
     cxlpool_sb_t           sb_copy;     /* read and checked at open; the
@@ -72,6 +74,10 @@ struct cxlpool {
     pthread_cond_t         hb_cond;
     int                    hb_stop;
 };
+
+/* The page size a store's mapping gets, and why (pool_pages.c). */
+uint64_t cxlpool_store_page_size(cxlpool_backend_t kind, int fd,
+                                 uint64_t align, char *source, size_t len);
 
 /* errors */
 cxlpool_status_t cxlpool_error(cxlpool_status_t status, const char *fmt, ...)

@@ -196,9 +196,11 @@ cxlpool_status_t cxlpool_probe(const char *path, cxlpool_info_t *info)
     }
 
     status = cxlpool_read_sb(path, fd, kind, size, align, &sb);
-    close(fd);
     if ((status == CXLPOOL_OK) && (info != NULL)) {
         memset(info, 0, sizeof(*info));
+        info->page_size = cxlpool_store_page_size(kind, fd, align,
+                                                  info->page_source,
+                                                  sizeof(info->page_source));
         memcpy(info->uuid, sb.uuid, sizeof(info->uuid));
         info->size          = sb.size;
         info->version_major = sb.version_major;
@@ -216,6 +218,7 @@ cxlpool_status_t cxlpool_probe(const char *path, cxlpool_info_t *info)
             info->coherence = CXL_COH_SW;
         }
     }
+    close(fd);
     return status;
 }
 
@@ -254,6 +257,11 @@ cxlpool_status_t cxlpool_map_fd(cxlpool_t *pool, int fd, int prot,
         return cxlpool_error_errno(err, pool->path, "mmap");
     }
 
+    if (pool->backend != CXLPOOL_BACKEND_DEVDAX) {
+        /* a tmpfs mounted huge=advise backs it with 2 MiB pages only when
+         * asked; elsewhere this is a no-op (pool_pages.c) */
+        (void)madvise(map, pool->size, MADV_HUGEPAGE);
+    }
     if (head > 0) {
         munmap(resv, head);
     }
@@ -335,6 +343,11 @@ static cxlpool_status_t cxlpool_open_store(cxlpool_t *pool,
         }
         /* created, or lost the race to another creator: open what is there */
     }
+
+    pool->page_size = cxlpool_store_page_size(pool->backend, pool->fd,
+                                              pool->map_align,
+                                              pool->page_source,
+                                              sizeof(pool->page_source));
 
     /* a peer that may map the pool may write its superblock at any time:
      * the layout is taken from this validated copy only */
@@ -573,6 +586,9 @@ void cxlpool_info(cxlpool_t *pool, cxlpool_info_t *info)
     info->backend       = pool->backend;
     info->coherence     = pool->coh;
     info->map_align     = pool->map_align;
+    info->page_size     = pool->page_size;
+    snprintf(info->page_source, sizeof(info->page_source), "%s",
+             pool->page_source);
     info->nr_hosts      = pool->nr_hosts;
     info->host_index    = pool->host_index;
     snprintf(info->path, sizeof(info->path), "%s", pool->path);

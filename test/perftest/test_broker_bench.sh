@@ -18,6 +18,8 @@
 #   - report.md (targets, correctness line), results.csv and the plots
 # A negative control runs broker_bench --check --inject-error: the check
 # must find the corrupted samples and exit non-zero.
+# The pool's page size (cxlpool info) is in the report: 2 MiB on the
+# run's own huge-page tmpfs, where it may mount one.
 # The memcpy limit run with no warm-up takes (almost) no page fault in its
 # timed window: it measures the copy, not the kernel.
 # No timing is asserted.  Ends with "broker-bench: N passed, N failed".
@@ -161,6 +163,25 @@ if grep -q '^## Targets (issue 13)' "$R/report.md" 2>/dev/null &&
     ok "report.md: targets evaluated, all reads correct"
 else
     bad "report.md: no targets table or no 'All reads correct'"
+fi
+
+# the pool's pages: what cxlpool info said, in the report; the run's own
+# huge-page tmpfs (the default where mounting is allowed) gave 2 MiB pages
+# and is unmounted at the end
+psize=$(sed -n 's/^pool_page_size=//p' "$R/meta.env")
+ppath=$(sed -n 's/^pool=//p' "$R/meta.env")
+pline=$(grep '^| pool pages |' "$R/report.md" 2>/dev/null)
+case $ppath in
+    /tmp/ucx-cxl-bbench-pool.*) pwant=2097152 ;;
+    *) pwant=$psize ;;
+esac
+if [ -n "$psize" ] && [ "$psize" = "$pwant" ] &&
+   grep -q "\"page_size\":$psize," "$R/raw/pool-info.json" &&
+   case $psize in 2097152) [[ $pline == *"2 MiB"* ]] ;; 4096) [[ $pline == *"4 KiB"* ]] ;; *) false ;; esac &&
+   ! grep -q " ${ppath%/*} " /proc/self/mounts; then
+    ok "pool pages: $psize bytes (${ppath%/*}), in the report, the run's mount gone"
+else
+    bad "pool pages: meta $psize (want $pwant) for $ppath, report '$pline'"
 fi
 
 # negative control: the check sees corrupted samples

@@ -397,6 +397,22 @@ static void coherence_as_made(cxlpool_params_t *params)
     }
 }
 
+/* The pages behind the mapping, and what to do when they are small. */
+static void info_pages(const cxlpool_info_t *info)
+{
+    uint64_t p = info->page_size;
+
+    printf("pages         %" PRIu64 " %s (%s)\n",
+           (p >= (1ull << 20)) ? p >> 20 : p >> 10,
+           (p >= (1ull << 20)) ? "MiB" : "KiB", info->page_source);
+    if ((p < (2ull << 20)) && (info->backend != CXLPOOL_BACKEND_DEVDAX)) {
+        printf("              every process faults on each page it first "
+               "touches; a tmpfs\n              mounted with "
+               "huge=within_size backs the pool with 2 MiB pages,\n"
+               "              as a DAX device maps it\n");
+    }
+}
+
 static int cmd_info(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -451,13 +467,15 @@ static int cmd_info(int argc, char **argv)
                ",\"largest_free\":%" PRIu64 ",\"free_ranges\":%u"
                ",\"fragmentation\":%.4f,\"extents_used\":%u,\"extents_max\":%u"
                ",\"attach_used\":%u,\"attach_max\":%u,\"nr_hosts\":%u"
-               ",\"coherence\":\"%s\",\"attachments\":[",
+               ",\"coherence\":\"%s\",\"page_size\":%" PRIu64
+               ",\"page_source\":\"%s\",\"attachments\":[",
                backend_name(info.backend), uuid, info.size, info.version_major,
                info.version_minor, info.create_ns, info.heap_offset,
                st.heap_size, st.used_bytes, st.free_bytes, st.largest_free,
                st.free_ranges, st.fragmentation, st.extents_used,
                st.extents_max, st.attach_used, st.attach_max, info.nr_hosts,
-               cxl_coh_mode_name(info.coherence));
+               cxl_coh_mode_name(info.coherence), info.page_size,
+               info.page_source);
         cxlpool_foreach_attach(pool, info_attach_cb, &ctx);
         printf("],\"named\":[");
         ctx.count = 0;
@@ -475,6 +493,7 @@ static int cmd_info(int argc, char **argv)
         printf("layout        %u.%u\n", info.version_major, info.version_minor);
         printf("hosts         %u host partition(s)\n", info.nr_hosts);
         printf("coherence     %s\n", cxl_coh_mode_name(info.coherence));
+        info_pages(&info);
         printf("created       %s\n", tbuf);
         printf("heap          %" PRIu64 " bytes at offset 0x%" PRIx64 "\n",
                st.heap_size, info.heap_offset);
