@@ -307,12 +307,13 @@ static int log_begin(cxl_th_rank_t *r, const char *what, char *path,
     return 0;
 }
 
-/* 0 when the log's first line containing `line` says "read in place"
+/* 0 when the log's first line containing `line` also contains `word`
  * (the log is removed either way) */
-static int log_inplace(cxl_th_rank_t *r, const char *path, const char *line)
+static int log_says(cxl_th_rank_t *r, const char *path, const char *line,
+                    const char *word)
 {
     char text[8192];
-    const char *at, *eol;
+    const char *at, *eol, *w;
     size_t got;
     FILE *f;
 
@@ -326,14 +327,19 @@ static int log_inplace(cxl_th_rank_t *r, const char *path, const char *line)
     unlink(path);
     at  = strstr(text, line);
     eol = (at != NULL) ? strchr(at, '\n') : NULL;
-    if ((at == NULL) || (strstr(at, "read in place") == NULL) ||
-        ((eol != NULL) && (strstr(at, "read in place") > eol))) {
+    w   = (at != NULL) ? strstr(at, word) : NULL;
+    if ((w == NULL) || ((eol != NULL) && (w > eol))) {
         /* stderr is the unlinked log file now */
-        printf("rank %d: '%s' not read in place; its log:\n%s\n", r->rank,
-               line, text);
+        printf("rank %d: '%s' does not say '%s'; its log:\n%s\n", r->rank,
+               line, word, text);
         return 1;
     }
     return 0;
+}
+
+static int log_inplace(cxl_th_rank_t *r, const char *path, const char *line)
+{
+    return log_says(r, path, line, "read in place");
 }
 
 /* bcast (root 0) and allgather of n int32 from buf (this rank's values),
@@ -406,6 +412,34 @@ static int rank_alias(cxl_th_rank_t *r)
     cxlpool_close(pool);
     free(out);
     return log_inplace(r, logpath, "allgather 32768 x int32: flat");
+}
+
+/*
+ * The allreduce algorithm by team size: 2 ranks reduce one-shot at every
+ * size, in rounds (the same bytes cross as in two-shot, in half the
+ * steps); 3 ranks two-shot.  A vector of 2 rounds, results checked.
+ */
+static int rank_alg(cxl_th_rank_t *r)
+{
+    const size_t n = (3u << 20) / 4 + 5; /* more than a slot */
+    char logpath[128], line[64];
+    cxl_coll_team_t *team;
+    long bad;
+
+    if (log_begin(r, "alg", logpath, sizeof(logpath)) != 0) {
+        return 1;
+    }
+    if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
+        FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
+    }
+    bad = run_one(team, CXL_COLL_ALLREDUCE, n, 0, 7, 0, NULL);
+    if (bad != 0) {
+        FAILF("rank %d: allreduce: %ld wrong\n", r->rank, bad);
+    }
+    cxl_coll_team_destroy(team);
+    snprintf(line, sizeof(line), "allreduce %zu x int32 sum:", n);
+    return log_says(r, logpath, line, (r->size == 2) ? "one-shot in rounds" :
+                                      "two-shot");
 }
 
 /*
@@ -1223,6 +1257,15 @@ int main(int argc, char **argv)
         failed = cxl_th_run(2, g_hw_spec, 0, rank_alias, NULL, 60, NULL);
         cxl_th_check(failed == 0, "buffers in another mapping of the pool "
                      "(the transport's) are read in place");
+    }
+    if (want("alg", argc, argv)) {
+        for (k = 2; k <= 3; ++k) {
+            failed = cxl_th_run((int)k, g_hw_spec, 0, rank_alg, NULL, 60,
+                                NULL);
+            cxl_th_check(failed == 0, "allreduce in rounds on %d ranks: %s, "
+                         "results right", (int)k,
+                         (k == 2) ? "one-shot" : "two-shot");
+        }
     }
     if (want("pmem", argc, argv)) {
         failed = cxl_th_run(2, g_hw_spec, 0, rank_pmem, NULL, 60, NULL);

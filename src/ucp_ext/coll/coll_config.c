@@ -54,7 +54,8 @@ static const cxl_coll_cfg_field_t cxl_coll_cfg_table[] = {
      "Allreduce and reduce of up to this many bytes: one-shot (every rank\n"
      "publishes its vector, the result ranks reduce all of them).  Above:\n"
      "two-shot (rank i reduces slice i of every vector, then all read all\n"
-     "slices), in rounds and chunks."},
+     "slices), in rounds and chunks.  Teams of 2 ranks always reduce\n"
+     "one-shot (in rounds): the same bytes cross, in one step, not two."},
     {"MAX_REQS", "16", CXL_COLL_CFG_UINT, CXL_COLL_CFG_OFF(max_reqs), 1, 1024,
      "Outstanding non-blocking collectives per team; one more posts fails\n"
      "with CXL_COLL_ERR_BUSY."},

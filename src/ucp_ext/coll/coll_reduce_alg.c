@@ -3,9 +3,10 @@
  * rank, always as ((x0 OP x1) OP x2) ... OP x(N-1), so every rank gets
  * bitwise identical results whatever the timing.
  *
- *  one-shot (bytes <= CXL_COLL_ONESHOT_MAX, one round): every rank
- *      publishes its vector (inline up to 40 B); the result ranks (all
- *      for allreduce, the root for reduce) reduce all of them.  1 step.
+ *  one-shot (bytes <= CXL_COLL_ONESHOT_MAX, one round; on 2 ranks, or
+ *      reduce on up to 3, any size in rounds): every rank publishes its
+ *      vector (inline up to 40 B); the result ranks (all for allreduce,
+ *      the root for reduce) reduce all of them.  1 step per round.
  *  two-shot (larger; in rounds of a slot): step A, every rank publishes
  *      the round of its vector; rank i reduces slice i of it from every
  *      rank, chunk by chunk as they arrive, into its slot of step B and
@@ -322,11 +323,14 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
     req->dst_stride = 0;
     cxl_coll_plan_rounds(req, rs ? (unsigned)team->size : 1);
     /* reduce on few ranks: the root reduces everything, in rounds (it
-     * reads p vectors once; two-shot moves more bytes through it) */
+     * reads p vectors once; two-shot moves more bytes through it).  On 2
+     * ranks two-shot crosses the same bytes as one-shot in twice the
+     * steps: one-shot at every size (doc/design/collectives.md) */
     req->oneshot = !rs && (((req->bytes <= team->cfg.oneshot_max) &&
                             (req->nrounds <= 1)) ||
                            ((a->type == CXL_COLL_REDUCE) &&
-                            (team->size <= CXL_COLL_RED_ROOTED_MAX)));
+                            (team->size <= CXL_COLL_RED_ROOTED_MAX)) ||
+                           (team->size == 2));
     /* the own input is read from src, unless the result overwrites it
      * under the reduction (one-shot in place: rbuf is the own input and
      * the result; safe only for ranks 0 and 1, see cxl_coll_red_chunk) */
@@ -369,7 +373,9 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
                      (req->nsteps == 0) ? "local" :
                      rs ? "flat reduce-scatter" :
                      !req->oneshot ? "two-shot" :
-                     (req->nrounds > 1) ? "rooted" : "one-shot",
+                     (req->nrounds <= 1) ? "one-shot" :
+                     (a->type == CXL_COLL_REDUCE) ? "rooted" :
+                     "one-shot in rounds",
                      (unsigned long long)req->nrounds,
                      cxl_coll_bytes_str(req->round, b1, sizeof(b1)),
                      cxl_coll_bytes_str(team->cfg.chunk_size, b2, sizeof(b2)),
