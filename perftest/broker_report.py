@@ -25,6 +25,9 @@ import statistics
 import sys
 from collections import OrderedDict
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_pages import pool_pages_line  # noqa: E402
+
 OUT = sys.argv[1]
 PLOTS = os.path.join(OUT, "plots")
 os.makedirs(PLOTS, exist_ok=True)
@@ -169,21 +172,6 @@ def rcell(r):
     if r["min"] is None or r["min"] == r["max"]:
         return "%.2f×" % r["median"]
     return "%.2f× [%.2f–%.2f]" % (r["median"], r["min"], r["max"])
-
-
-def pool_pages_line(m):
-    """The pages behind the pool's mapping, as cxlpool info reported them."""
-    try:
-        size = int(m.get("pool_page_size", ""))
-    except ValueError:
-        return "not recorded"
-    text = ("**%d MiB**" % (size >> 20)) if size >= 1 << 20 else "**%d KiB**" % (size >> 10)
-    text += " (%s)" % m.get("pool_page_source", "?")
-    if size < 2 << 20:
-        text += ": every reader process takes a fault per 4 KiB page it first touches (a DAX device maps 2 MiB pages)"
-    if m.get("pool_note"):
-        text += "; " + m["pool_note"]
-    return text
 
 
 def size_label(n):

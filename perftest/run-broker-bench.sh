@@ -255,29 +255,13 @@ cleanup() {
         "$CXLPOOL" destroy "$POOL" >>"$LOGS/pool.log" 2>&1 ||
             "$CXLPOOL" destroy "$POOL" --force >>"$LOGS/pool.log" 2>&1 || rm -f -- "$POOL"
     fi
-    if [[ -n $POOL_MNT ]]; then umount "$POOL_MNT" && rmdir "$POOL_MNT"; fi
+    bench_pool_unmount
     rm -rf -- "$DATA"
 }
 trap cleanup EXIT
 trap 'msg "interrupted"; exit 130' INT TERM
 
-# The pool's pages: 4 KiB ones cost every reader process a fault per page
-# it first touches (about 1.6 us each under shadow paging: 27 ms for a
-# 64 MiB dataset, per reader); a DAX device maps 2 MiB ones.
-case $POOL_DIR in
-    huge)
-        POOL_MNT=$(mktemp -d /tmp/ucx-cxl-bbench-pool.XXXXXX) || die "mktemp failed"
-        if mount -t tmpfs -o huge=within_size,size=1100m,mode=0700 ucx-cxl-bbench "$POOL_MNT" 2>"$LOGS/pool-mount.log"; then
-            POOL_DIR=$POOL_MNT
-        else
-            rmdir "$POOL_MNT"; POOL_MNT=""
-            POOL_NOTE="a huge-page tmpfs could not be mounted ($(head -n1 "$LOGS/pool-mount.log")): the pool is in /dev/shm"
-            msg "$POOL_NOTE"
-            POOL_DIR=/dev/shm
-        fi ;;
-    shm) POOL_DIR=/dev/shm ;;
-    *) [[ -d $POOL_DIR && -w $POOL_DIR ]] || die "--pool-dir $POOL_DIR: not a writable directory" ;;
-esac
+bench_pool_dir "$POOL_DIR" 1100 "$LOGS/pool-mount.log"
 POOL="$POOL_DIR/ucx-cxl-bbench-$$-$RANDOM.pool"
 
 TOTAL_MIB=0
@@ -287,10 +271,8 @@ CAP_MIB=$((TOTAL_MIB + TOTAL_MIB / 4 + 32))
 ((CAP_MIB <= 900)) || die "datasets of $TOTAL_MIB MiB do not fit a 1 GiB pool (--mib)"
 "$CXLPOOL" create "$POOL" --size 1g >"$LOGS/pool.log" 2>&1 ||
     die "cxlpool create $POOL failed: $(tail -n1 "$LOGS/pool.log")"
-"$CXLPOOL" info "$POOL" --json >"$RAW/pool-info.json" 2>>"$LOGS/pool.log" ||
+POOL_PAGES=$(bench_pool_pages "$CXLPOOL" "$POOL" "$RAW/pool-info.json" 2>>"$LOGS/pool.log") ||
     die "cxlpool info $POOL failed: $(tail -n1 "$LOGS/pool.log")"
-POOL_PAGES=$("$PY" -c 'import json, sys; i = json.load(open(sys.argv[1])); print(i["page_size"], i["page_source"], sep="|")' "$RAW/pool-info.json") ||
-    die "cxlpool info $POOL: no page_size"
 PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 ADDR="127.0.0.1:$PORT"
 # only what uses UCX gets the module: the pread/mmap readers' PSS is theirs

@@ -5,8 +5,9 @@
 # write, in one command (perftest/torch_bench.py measures, torch_report.py
 # writes the report).
 #
-# It creates a pool (cxlpool create --size 1g, in /dev/shm: memory, as a
-# CXL pool is, and not dropped with the page cache), two datasets in a
+# It creates a pool (cxlpool create --size 1g, on a tmpfs: memory, as a
+# CXL pool is, and not dropped with the page cache; 2 MiB pages, see
+# --pool-dir), two datasets in a
 # temporary folder on disk (small: 20000 samples of 4 KiB, large: 200 of
 # 1 MiB; one file per sample, and the same samples as the rows of one .npy
 # file), starts `cxl-broker serve` and registers the two file sets, then
@@ -71,11 +72,13 @@
 #   --no-perf       no perf record of the profiled epoch
 #   --keep-data     keep the temporary datasets (their folder is printed)
 #   --out DIR       output folder
-#   --pool-dir DIR  where the pool file goes (default /dev/shm: tmpfs with
-#                   4 KiB pages).  A CXL pool is a devdax device mapped
-#                   with 2 MiB pages; a tmpfs mounted with huge pages comes
-#                   closer (as root: mount -t tmpfs -o huge=within_size,
-#                   size=2g tmpfs DIR); the report says which it was
+#   --pool-dir D    where the 1 GiB pool lives: huge (default) a private
+#                   tmpfs mounted huge=within_size for the run, so the pool
+#                   is mapped with 2 MiB pages as a devdax CXL device is
+#                   (falls back to /dev/shm, said in the report, where
+#                   mounting is refused); shm: /dev/shm (4 KiB pages
+#                   unless it is mounted with huge=); or a folder.  The
+#                   report gives the pages `cxlpool info` reported
 #   --builddir DIR  build folder (default: build build-release/ with
 #                   contrib/build.sh)
 #   -h, --help      this text
@@ -88,7 +91,7 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 
 REPS="" QUICK=0 SMOKE=0 OUT="" BUILDDIR="" SMALL="" LARGE="" WORKERS=""
-WARM="" BATCH=64 CUDA=0 CPU=1 PERF=1 KEEP=0 COLDW="" POOL_DIR=/dev/shm
+WARM="" BATCH=64 CUDA=0 CPU=1 PERF=1 KEEP=0 COLDW="" POOL_DIR=huge
 
 . "$SCRIPT_DIR/bench-common.sh"
 
@@ -171,8 +174,7 @@ unset LD_PRELOAD
 # Pool, datasets, broker
 # ---------------------------------------------------------------------------
 TAG="ucx-cxl-torchbench-$$-$RANDOM"
-[[ -d $POOL_DIR && -w $POOL_DIR ]] || die "--pool-dir $POOL_DIR: not a writable folder"
-POOL="$POOL_DIR/$TAG.pool"
+POOL="" POOL_MNT="" POOL_NOTE=""
 DATA=$(mktemp -d "${TMPDIR:-/var/tmp}/$TAG.XXXXXX") || die "cannot create a data folder"
 BROKER_PID="" RUN_PID=""
 cleanup() {
@@ -184,10 +186,11 @@ cleanup() {
         wait "$BROKER_PID" 2>/dev/null
         BROKER_PID=""
     fi
-    if [[ -e $POOL ]]; then
+    if [[ -n $POOL && -e $POOL ]]; then
         "$CXLPOOL" destroy "$POOL" >>"$RAW/pool.log" 2>&1 ||
             "$CXLPOOL" destroy "$POOL" --force >>"$RAW/pool.log" 2>&1 || rm -f -- "$POOL"
     fi
+    bench_pool_unmount
     if ((KEEP)); then
         msg "datasets kept in $DATA"
     else
@@ -196,6 +199,8 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'msg "interrupted"; exit 130' INT TERM
+bench_pool_dir "$POOL_DIR" 1100 "$RAW/pool-mount.log"
+POOL="$POOL_DIR/$TAG.pool"
 
 export PYTHONPATH="$REPO_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
 export CXL_LIBDIR="$BUILDDIR/.libs"
@@ -210,6 +215,8 @@ msg "datasets: small $SMALL, large $LARGE in $DATA"
     die "torch_bench.py gen failed: $(tail -n1 "$RAW/gen.log")"
 "$CXLPOOL" create "$POOL" --size 1g >"$RAW/pool.log" 2>&1 ||
     die "cxlpool create $POOL failed: $(tail -n1 "$RAW/pool.log")"
+POOL_PAGES=$(bench_pool_pages "$CXLPOOL" "$POOL" "$RAW/pool-info.json" 2>>"$RAW/pool.log") ||
+    die "cxlpool info $POOL failed: $(tail -n1 "$RAW/pool.log")"
 PORT=""
 for _ in 1 2 3 4 5; do
     p=$((20000 + RANDOM % 20000))
@@ -265,12 +272,9 @@ CAN_DROP=0
     printf 'data=%s\n' "$DATA"
     printf 'data_fs=%s\n' "$(df -PT "$DATA" | awk 'NR == 2 {print $2 " on " $1}')"
     printf 'pool=%s\n' "$POOL"
-    # the pool folder's file system and, for tmpfs, its huge= option
-    printf 'pool_fs=%s\n' "$(df -PT "$POOL_DIR" | awk 'NR == 2 {print $2}')$(
-        awk -v d="$(df -P "$POOL_DIR" | awk 'NR == 2 {print $6}')" '$2 == d {
-            n = split($4, o, ","); h = "never"
-            for (i = 1; i <= n; i++) if (o[i] ~ /^huge=/) h = substr(o[i], 6)
-            if ($3 == "tmpfs") print ", huge=" h; exit }' /proc/mounts)"
+    printf 'pool_page_size=%s\n' "${POOL_PAGES%%|*}"
+    printf 'pool_page_source=%s\n' "${POOL_PAGES#*|}"
+    printf 'pool_note=%s\n' "$POOL_NOTE"
     printf 'broker=%s\n' "$CXL_BROKER"
     printf 'drop_caches=%s\n' "$CAN_DROP"
     printf 'cuda=%s\n' "$("$PY" -c 'from ucx_cxl.data import cuda_status; ok, why = cuda_status(); print("a GPU is usable" if ok else why)' 2>&1 | tail -n1)"

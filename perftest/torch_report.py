@@ -23,6 +23,7 @@ from collections import defaultdict
 from typing import Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_pages import pool_pages_line  # noqa: E402
 from torch_bench import BASELINES, COLUMNS, CXL_MODES, MODES  # noqa: E402
 
 WARM_X_SMALL = 2.0          # warm 4 KiB samples/s: >= 2x the baseline's
@@ -327,14 +328,6 @@ def main() -> int:
              f"the numbers are noisy (spreads in brackets).  Run time {meta.get('duration_s', '?')} s.")
     L.append(f"* Python {meta.get('python', '?')}, torch {meta.get('torch', '?')}, numpy "
              f"{meta.get('numpy', '?')}")
-    def pool_pages(fs: str) -> str:
-        """What the pool's file system maps it with, from pool_fs."""
-        if "huge=" not in fs:
-            return fs or "?"
-        huge = fs.split("huge=")[1]
-        return fs + (": 4 KiB pages (a devdax pool maps 2 MiB)" if huge in ("never", "deny")
-                     else ": 2 MiB pages where the kernel has them, as a devdax pool")
-
     lim = []
     if memcpy:
         lim.append(f"memcpy {memcpy:.2f} GB/s (numpy copies of 1 MiB blocks out of "
@@ -345,7 +338,7 @@ def main() -> int:
         L.append("* limits: " + "; ".join(lim))
     L.append(f"* datasets: small {meta.get('small', '?')}, large {meta.get('large', '?')} (samples:bytes), "
              f"in {meta.get('data_fs', '?')}; pool {meta.get('pool', '?')} "
-             f"({pool_pages(meta.get('pool_fs', ''))}; 1 GiB, broker capacity 768 MiB)")
+             f"(pages {pool_pages_line(meta)}; 1 GiB, broker capacity 768 MiB)")
     dropped = {r["dropped"] for r in rows if r["kind"] == "cold"}
     L.append("* cold epochs: the broker's copy evicted (`cxl-broker evict`), "
              + ("the page cache dropped (`echo 3 > /proc/sys/vm/drop_caches`)"

@@ -65,3 +65,25 @@ smoke_finish() {
     echo "$1: $pass passed, $fail failed"
     [ $fail -eq 0 ]
 }
+
+# smoke_pool_pages RUNDIR PROG: the pool's pages in meta.env as `cxlpool
+# info` said (RUNDIR/raw/pool-info.json), in report.md; 2 MiB where the run
+# mounted its own huge-page tmpfs (/tmp/PROG-pool.*), and that mount gone
+smoke_pool_pages() {
+    local psize ppath pline pwant
+    psize=$(sed -n 's/^pool_page_size=//p' "$1/meta.env")
+    ppath=$(sed -n 's/^pool=//p' "$1/meta.env")
+    pline=$(grep -m1 -E '^\| pool pages \||pages \*\*' "$1/report.md" 2>/dev/null)
+    case $ppath in
+        /tmp/"$2"-pool.*) pwant=2097152 ;;
+        *) pwant=$psize ;;
+    esac
+    if [ -n "$psize" ] && [ "$psize" = "$pwant" ] &&
+       grep -q "\"page_size\":$psize," "$1/raw/pool-info.json" &&
+       case $psize in 2097152) [[ $pline == *"2 MiB"* ]] ;; 4096) [[ $pline == *"4 KiB"* ]] ;; *) false ;; esac &&
+       ! grep -q " ${ppath%/*} " /proc/self/mounts; then
+        ok "pool pages: $psize bytes (${ppath%/*}), in the report, the run's mount gone"
+    else
+        bad "pool pages: meta $psize (want $pwant) for $ppath, report '$pline'"
+    fi
+}

@@ -165,24 +165,7 @@ else
     bad "report.md: no targets table or no 'All reads correct'"
 fi
 
-# the pool's pages: what cxlpool info said, in the report; the run's own
-# huge-page tmpfs (the default where mounting is allowed) gave 2 MiB pages
-# and is unmounted at the end
-psize=$(sed -n 's/^pool_page_size=//p' "$R/meta.env")
-ppath=$(sed -n 's/^pool=//p' "$R/meta.env")
-pline=$(grep '^| pool pages |' "$R/report.md" 2>/dev/null)
-case $ppath in
-    /tmp/ucx-cxl-bbench-pool.*) pwant=2097152 ;;
-    *) pwant=$psize ;;
-esac
-if [ -n "$psize" ] && [ "$psize" = "$pwant" ] &&
-   grep -q "\"page_size\":$psize," "$R/raw/pool-info.json" &&
-   case $psize in 2097152) [[ $pline == *"2 MiB"* ]] ;; 4096) [[ $pline == *"4 KiB"* ]] ;; *) false ;; esac &&
-   ! grep -q " ${ppath%/*} " /proc/self/mounts; then
-    ok "pool pages: $psize bytes (${ppath%/*}), in the report, the run's mount gone"
-else
-    bad "pool pages: meta $psize (want $pwant) for $ppath, report '$pline'"
-fi
+smoke_pool_pages "$R" run-broker-bench
 
 # negative control: the check sees corrupted samples
 bb=$build/perftest/broker_bench

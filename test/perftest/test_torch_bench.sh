@@ -10,7 +10,9 @@
 # column); the cold epochs of the CXL modes found nothing resident after
 # the eviction and made the broker read the whole dataset from the files
 # (its fill counter); results.csv, limits.csv and report.md (with its
-# targets table) are written.  A negative control runs torch_bench.py
+# targets table) are written; the report gives the pool's pages as
+# cxlpool info said (2 MiB on the run's own huge-page tmpfs, where it may
+# mount one), and the mount is gone.  A negative control runs torch_bench.py
 # epoch --check --inject-error (one bit of one sample flipped per epoch):
 # the check must report the sample and exit non-zero.
 # No timing is asserted.  Ends with "torch-bench: N passed, N failed".
@@ -104,6 +106,7 @@ else
     bad "limits.csv has no memcpy figure"
 fi
 R=$out/run/report.md
+smoke_pool_pages "$out/run" run-torch-bench
 if grep -q '^## Targets' "$R" 2>/dev/null && grep -q '^| 4 KiB warm samples/s' "$R" &&
     grep -q '^| 1 MiB copy=False' "$R" && grep -q '^| PSS flat in workers' "$R"; then
     ok "report.md has the three targets"
