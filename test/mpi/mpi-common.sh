@@ -7,7 +7,8 @@
 #   mpi_need FILE...
 #       mpicc and mpirun on PATH and every FILE present, else exit 99
 #   mpi_build SRC BIN
-#       mpicc -O2 -g -Wall -Wextra -Werror -o BIN SRC, else exit 99
+#       mpicc -O2 -g -Wall -Wextra -Werror -o BIN SRC, else exit 99; BIN
+#       is replaced in one rename, never seen half written
 #   mpi_coherence POOL NP
 #       from CXL_TEST_COHERENCE (hw, the default, or sw): COHERENCE, SPEC
 #       (the pool as the ranks name it: POOL, or emulate-nc:POOL) and
@@ -52,12 +53,19 @@ mpi_need() {
 }
 
 mpi_build() {
+    local tmp
     mkdir -p "$(dirname "$2")" || exit 99
     echo "$(basename "$0"): mpicc -O2 -g -Wall -Wextra -Werror -o $2 $1"
-    if ! mpicc -O2 -g -Wall -Wextra -Werror -o "$2" "$1"; then
+    # Several scripts build the same program while others run it (make
+    # check -j); the linker rewrites its output in place, so link beside it
+    # and rename: a reader sees the old program or the new one, whole.
+    tmp=$(mktemp "$2.XXXXXX") || exit 99
+    if ! mpicc -O2 -g -Wall -Wextra -Werror -o "$tmp" "$1"; then
+        rm -f "$tmp"
         echo "$(basename "$0"): building $1 failed" >&2
         exit 99
     fi
+    chmod 755 "$tmp" && mv -f "$tmp" "$2" || { rm -f "$tmp"; exit 99; }
 }
 
 mpi_coherence() {
