@@ -6,7 +6,8 @@
  *
  * Checked: every dtype x supported op x count (0, 1, 7, 1000, 65539) x
  * aliasing (dst distinct, dst == a, dst == b, dst == a == b), through the
- * dispatching entry and the portable loops alone; guard bytes around dst
+ * dispatching entry, the portable loops alone and each build of them (x86-64
+ * baseline and AVX2, where the CPU runs it); guard bytes around dst
  * and untouched inputs; unsupported combinations leave dst alone; wrap-
  * around (int8 127 + 1, 262144 int8 sums of 100 + 100); NaN/inf/signed
  * zero cases of min/max; the 16-bit conversions exhaustively (every value
@@ -174,17 +175,39 @@ static void test_case(test_apply_fn_t apply, const char *impl,
     free(b0);
 }
 
+/* the portable loops of each build, whichever the CPU would pick */
+static void test_apply_base(cxl_coll_dtype_t dt, cxl_coll_op_t op, void *dst,
+                            const void *a, const void *b, size_t n)
+{
+    cxl_coll_reduce_apply_isa(CXL_COLL_RED_ISA_BASE, dt, op, dst, a, b, n);
+}
+
+static void test_apply_avx2(cxl_coll_dtype_t dt, cxl_coll_op_t op, void *dst,
+                            const void *a, const void *b, size_t n)
+{
+    cxl_coll_reduce_apply_isa(CXL_COLL_RED_ISA_AVX2, dt, op, dst, a, b, n);
+}
+
 static void test_matrix(void)
 {
     static const size_t counts[] = {0, 1, 7, 1000, (1 << 16) + 3};
     static const struct {
-        test_apply_fn_t fn;
-        const char     *name;
-    } impls[] = {{cxl_coll_reduce_apply, "apply"},
-                 {cxl_coll_reduce_apply_generic, "generic"}};
+        test_apply_fn_t    fn;
+        const char         *name;
+        int                isa;   /* -1: the dispatching entries */
+    } impls[] = {{cxl_coll_reduce_apply, "apply", -1},
+                 {cxl_coll_reduce_apply_generic, "generic", -1},
+                 {test_apply_base, "base build", CXL_COLL_RED_ISA_BASE},
+                 {test_apply_avx2, "avx2 build", CXL_COLL_RED_ISA_AVX2}};
     unsigned dt, op, c, alias, k;
 
-    for (k = 0; k < 2; k++) {
+    for (k = 0; k < sizeof(impls) / sizeof(impls[0]); k++) {
+        if ((impls[k].isa >= 0) &&
+            !cxl_coll_reduce_isa_usable((cxl_coll_red_isa_t)impls[k].isa)) {
+            printf("test_coll_reduce: the %s does not run on this CPU: not "
+                   "checked here\n", impls[k].name);
+            continue;
+        }
         for (dt = 0; dt < CXL_COLL_DTYPE_LAST; dt++) {
             for (op = 0; op < CXL_COLL_OP_LAST; op++) {
                 if (!cxl_coll_op_supported(dt, op)) {

@@ -39,6 +39,23 @@ void cxl_coll_reduce_apply_generic(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
                                    void *dst, const void *a, const void *b,
                                    size_t count);
 
+/* The builds of the portable loops: the x86-64 baseline (SSE2) and AVX2.
+ * The generic entry runs the widest one the CPU has. */
+typedef enum {
+    CXL_COLL_RED_ISA_BASE,
+    CXL_COLL_RED_ISA_AVX2,
+    CXL_COLL_RED_ISA_LAST
+} cxl_coll_red_isa_t;
+
+/* 1 if this build has the kernels for isa and the CPU runs them */
+int cxl_coll_reduce_isa_usable(cxl_coll_red_isa_t isa);
+
+/* The portable loops of one build (the tests run every usable one); dst is
+ * not touched where isa is not usable. */
+void cxl_coll_reduce_apply_isa(cxl_coll_red_isa_t isa, cxl_coll_dtype_t dtype,
+                               cxl_coll_op_t op, void *dst, const void *a,
+                               const void *b, size_t count);
+
 static inline float cxl_coll_bits_to_f32(uint32_t bits)
 {
     float f;
