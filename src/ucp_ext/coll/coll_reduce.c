@@ -40,7 +40,7 @@
 #  define CXL_COLL_RED_HAVE_AVX2 0
 #endif
 
-/* the loops are compiled inside each clone of their kernel */
+/* the loops are compiled inside each build of their kernel */
 #define CXL_COLL_RED_INLINE static inline __attribute__((always_inline))
 
 /* elements per inner loop: 256 bytes of the widest type */
@@ -372,17 +372,16 @@ static void cxl_coll_red_misaligned(cxl_coll_red_fn_t fn, size_t es,
     }
 }
 
-void cxl_coll_reduce_apply_isa(cxl_coll_red_isa_t isa, cxl_coll_dtype_t dtype,
-                               cxl_coll_op_t op, void *dst, const void *a,
-                               const void *b, size_t count)
+/* the kernels of a build the CPU runs (checked by the callers, once) */
+static void cxl_coll_red_run(cxl_coll_red_isa_t isa, cxl_coll_dtype_t dtype,
+                             cxl_coll_op_t op, void *dst, const void *a,
+                             const void *b, size_t count)
 {
     cxl_coll_red_fn_t fn;
     size_t es;
 
-    if (((unsigned)isa >= CXL_COLL_RED_ISA_LAST) ||
-        ((unsigned)dtype >= CXL_COLL_DTYPE_LAST) ||
-        ((unsigned)op >= CXL_COLL_OP_LAST) ||
-        !cxl_coll_reduce_isa_usable(isa)) {
+    if (((unsigned)dtype >= CXL_COLL_DTYPE_LAST) ||
+        ((unsigned)op >= CXL_COLL_OP_LAST)) {
         return;
     }
     fn = cxl_coll_red_table[isa][dtype][op];
@@ -397,12 +396,20 @@ void cxl_coll_reduce_apply_isa(cxl_coll_red_isa_t isa, cxl_coll_dtype_t dtype,
     fn(dst, a, b, count);
 }
 
+void cxl_coll_reduce_apply_isa(cxl_coll_red_isa_t isa, cxl_coll_dtype_t dtype,
+                               cxl_coll_op_t op, void *dst, const void *a,
+                               const void *b, size_t count)
+{
+    if (cxl_coll_reduce_isa_usable(isa)) { /* 0 for an isa out of range */
+        cxl_coll_red_run(isa, dtype, op, dst, a, b, count);
+    }
+}
+
 void cxl_coll_reduce_apply_generic(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
                                    void *dst, const void *a, const void *b,
                                    size_t count)
 {
-    cxl_coll_reduce_apply_isa(cxl_coll_red_isa_best(), dtype, op, dst, a, b,
-                              count);
+    cxl_coll_red_run(cxl_coll_red_isa_best(), dtype, op, dst, a, b, count);
 }
 
 void cxl_coll_reduce_apply(cxl_coll_dtype_t dtype, cxl_coll_op_t op, void *dst,
