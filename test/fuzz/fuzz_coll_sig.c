@@ -17,11 +17,13 @@
  *   - every read stays inside the pool mapping (outside it faults).
  *
  * Input: byte 0 (ctl): bits 0-1 collectives - 1; bit 2: the harness stamps
- * seq of signal line k with the steps the team will use (1..8), bit 3: it
+ * seq of signal line k, and the flag of each of its flagged lines, with
+ * the steps the team will use (1..8), bit 3: it
  * stamps the step tag into each ready word (the fuzzer would have to find
  * both 64-bit values); then 4 bytes per collective (type, count low,
  * count high | root << 7, dtype/op); the rest is rank 1's partition from
- * offset 0 (header, done, abort, 8 signal lines, then its data slots).
+ * offset 0 (header, done, abort, 8 signal lines, their flagged lines and
+ * small slots, then its data slots).
  *
  * FUZZ_COLL_WRITE_SEEDS=DIR writes seed inputs into DIR and exits.
  */
@@ -93,14 +95,15 @@ static void fuzz_coll_make_pool(void)
 }
 
 /*
- * Seeds: per collective type, a small (inline) and a larger (slot) count,
+ * Seeds: per collective type, counts for each kind of publication
+ * (inline, flagged lines, small slot, data slot),
  * with rank 1's lines as an honest peer leaves them for the steps the
  * team uses: seq and ready stamped by the harness (ctl bits 2-3), ready
  * bytes covering the whole publication, done far ahead, abort 0.
  */
 static void fuzz_coll_write_seeds(const char *dir)
 {
-    static const uint16_t counts[2] = {3, 700};
+    static const uint16_t counts[] = {3, 25, 700, 3000};
     enum { PART = CXL_COLL_OFF_DATA + 8192 };
     uint8_t in[FUZZ_COLL_HDR_BYTES + PART];
     _Alignas(64) uint8_t part[PART];
@@ -108,10 +111,11 @@ static void fuzz_coll_write_seeds(const char *dir)
     cxl_coll_sig_t *sig;
     char path[4096];
     unsigned t, c, k;
+    size_t len;
     FILE *f;
 
     for (t = 0; t < CXL_COLL_TYPE_LAST; ++t) {
-        for (c = 0; c < 2; ++c) {
+        for (c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
             memset(in, 0, sizeof(in));
             memset(part, 0, sizeof(part));
             in[0] = 0x0c | 1;                   /* stamps, 2 collectives */
@@ -134,11 +138,14 @@ static void fuzz_coll_write_seeds(const char *dir)
                 sig->u.ext.stride  = (4u * counts[c] + 63) & ~63u;
             }
             memcpy(in + FUZZ_COLL_HDR_BYTES, part, sizeof(part));
+            /* the harness zeroes what the input leaves out */
+            for (len = sizeof(in); (len > 0) && (in[len - 1] == 0); --len) {
+            }
             snprintf(path, sizeof(path), "%s/seed-%s-%u", dir,
                      cxl_coll_type_name((cxl_coll_type_t)t), counts[c]);
             f = fopen(path, "wb");
             fuzz_coll_check((f != NULL) &&
-                            (fwrite(in, 1, sizeof(in), f) == sizeof(in)) &&
+                            (fwrite(in, 1, len, f) == len) &&
                             (fclose(f) == 0), "write a seed");
         }
     }
@@ -172,6 +179,7 @@ static void fuzz_coll_write_peer(uint8_t ctl, const uint8_t *data, size_t size)
 {
     cxl_coll_sig_t *sig;
     uint64_t step;
+    unsigned i;
 
     memset(fuzz_coll.peer_part, 0, FUZZ_COLL_REGION);
     memcpy(fuzz_coll.peer_part, data,
@@ -180,6 +188,9 @@ static void fuzz_coll_write_peer(uint8_t ctl, const uint8_t *data, size_t size)
         sig = cxl_coll_sig(fuzz_coll.peer_part, step);
         if (ctl & 0x4) {
             sig->seq = step;
+            for (i = 0; i < CXL_COLL_LL_LINES; ++i) {
+                cxl_coll_ll_line(fuzz_coll.peer_part, step, i)->flag = step;
+            }
         }
         if (ctl & 0x8) {
             sig->ready = cxl_coll_ready_make(step,

@@ -42,9 +42,10 @@ static const cxl_coll_cfg_field_t cxl_coll_cfg_table[] = {
      "/dev/shm/ucx-cxl-<uid>.pool (created on first use)."},
     {"REGION_SIZE", "4m", CXL_COLL_CFG_SIZE, CXL_COLL_CFG_OFF(region_size),
      CXL_COLL_MIN_REGION, 1ull << 36,
-     "Pool bytes each rank owns for a team (its partition: control lines and\n"
-     "two data slots).  Larger messages go through it in rounds; the pool\n"
-     "space a team uses never depends on message sizes.  Equal on all ranks."},
+     "Pool bytes each rank owns for a team (its partition: 40 KiB of control\n"
+     "lines, flagged lines and small slots, then two data slots).  Larger\n"
+     "messages go through it in rounds; the pool space a team uses never\n"
+     "depends on message sizes.  Equal on all ranks."},
     {"CHUNK_SIZE", "64k", CXL_COLL_CFG_SIZE, CXL_COLL_CFG_OFF(chunk_size),
      4096, 1ull << 30,
      "Pipelining unit: a writer signals readiness after each chunk, so\n"

@@ -51,10 +51,13 @@ typedef struct {
     uint64_t  token;      /* its pool attachment */
     uint32_t  host;
     uint64_t  done_lb;    /* lower bound of its done line (coll_step.c) */
+    uint64_t  ll_step;    /* step whose flagged lines ll_buf holds */
+    uint64_t  ll_bytes;   /* bytes of them copied so far */
+    uint8_t  *ll_buf;     /* CXL_COLL_LL_MAX: those bytes, in layout */
 } cxl_coll_peer_t;
 
 /* What each rank tells the others at creation (coll_team.c). */
-#define CXL_COLL_OOB_VERSION 1
+#define CXL_COLL_OOB_VERSION 2 /* 2: flagged lines (partition layout) */
 typedef struct {
     uint64_t magic;
     uint32_t version;
@@ -102,6 +105,8 @@ struct cxl_coll_team {
     uint8_t            *part;
     cxl_coll_peer_t    *peers;
     cxl_coll_mypub_t    mypub[CXL_COLL_NSIG];
+    uint8_t            *ll_own;      /* NSIG x LL_MAX: the own flagged
+                                        publications, in layout */
     uint64_t            data_step[CXL_COLL_NSLOTS]; /* last step that wrote
                                         data slot k (0: none yet) */
     struct cxl_coll_pub *pubs;       /* scratch: one per rank */
@@ -226,9 +231,23 @@ void     cxl_coll_put_wb(cxl_coll_team_t *team, const void *addr, size_t len);
 void     cxl_coll_publish(cxl_coll_team_t *team, uint64_t step,
                           const void *inl, size_t inl_len, const void *buf,
                           uint64_t stride, uint64_t ready);
+/* cxl_coll_publish, the data (if in no signal line or user buffer) in slot:
+ * the data slot of step, or the small slot of its signal line */
+void     cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
+                             const void *inl, size_t inl_len, const void *buf,
+                             const uint8_t *slot, uint64_t stride,
+                             uint64_t ready);
 /* More bytes of the slot of step are ready (a high-water mark). */
 void     cxl_coll_publish_ready(cxl_coll_team_t *team, uint64_t step,
                                 uint64_t ready);
+/* The own staging buffer of step's flagged lines (CXL_COLL_LL_MAX bytes). */
+uint8_t *cxl_coll_ll_stage(cxl_coll_team_t *team, uint64_t step);
+/*
+ * Publish step as flagged lines: layout bytes [0, len) of the staging
+ * buffer (blocks stride apart), len <= CXL_COLL_LL_MAX.
+ */
+void     cxl_coll_publish_ll(cxl_coll_team_t *team, uint64_t step,
+                             uint64_t len, uint64_t stride);
 void     cxl_coll_step_done(cxl_coll_team_t *team, uint64_t step);
 
 /* What a reader sees of a peer's publication of a step. */
@@ -236,12 +255,15 @@ typedef struct cxl_coll_pub {
     const uint8_t *base;   /* block 0 */
     uint64_t       stride; /* bytes between blocks */
     uint64_t       ready;  /* bytes of the layout ready from base */
-    int            inl;    /* data lies in the signal line */
+    int            inl;    /* nothing to invalidate: data lies in the
+                              signal line, or was copied out of flagged
+                              lines */
 } cxl_coll_pub_t;
 
 /*
  * Peer's publication of step, made of nblocks blocks of blk bytes laid
- * out at slot_stride in its slot (or as it says: inline, user buffer).
+ * out at slot_stride in its slot (or as it says: inline, user buffer; or
+ * in flagged lines or the small slot, where cxl_coll_pub_kind() says so).
  * INPROGRESS until published; ready grows on later calls.
  */
 cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,

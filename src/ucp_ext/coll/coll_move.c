@@ -61,18 +61,34 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
     uint64_t chunk        = team->cfg.chunk_size;
     uint8_t inl[CXL_COLL_INLINE_MAX];
     cxl_coll_status_t status;
-    uint8_t *slot;
+    uint8_t *slot, *stage;
     uint64_t x, n, pos;
+    cxl_coll_pub_kind_t kind;
     unsigned j;
-    int inl_step;
 
-    inl_step = (req->nblocks * len <= CXL_COLL_INLINE_MAX);
-    status   = cxl_coll_slot_acquire(team, step,
-                                     !inl_step && !req->src_in_pool);
+    kind   = cxl_coll_pub_kind(req->nblocks, len, req->slot_stride);
+    status = cxl_coll_slot_acquire(team, step, (kind == CXL_COLL_PUB_SLOT) &&
+                                               !req->src_in_pool);
     if (status != CXL_COLL_OK) {
         return status;
     }
-    if (inl_step) {
+    if (kind == CXL_COLL_PUB_LL) {
+        /* staged in layout: the own publication stays readable to this
+         * rank (cxl_coll_peek) even where src is the result buffer */
+        stage = cxl_coll_ll_stage(team, step);
+        for (j = 0; j < req->nblocks; ++j) {
+            memcpy(stage + j * req->slot_stride,
+                   req->src + j * req->src_stride + off, len);
+        }
+        cxl_coll_publish_ll(team, step,
+                            (req->nblocks - 1) * req->slot_stride + len,
+                            req->slot_stride);
+        if (req->fuse_dst != NULL) {
+            memcpy(req->fuse_dst + off, stage, len);
+        }
+        return CXL_COLL_OK;
+    }
+    if (kind == CXL_COLL_PUB_INLINE) {
         for (j = 0; j < req->nblocks; ++j) {
             memcpy(inl + j * len, req->src + j * req->src_stride + off, len);
         }
@@ -94,8 +110,9 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
         return CXL_COLL_OK;
     }
     /* signal first, so readers start on the first chunk */
-    cxl_coll_publish(team, step, NULL, 0, NULL, req->slot_stride, 0);
-    slot = cxl_coll_my_slot(team, step);
+    slot = (kind == CXL_COLL_PUB_SMALL) ? cxl_coll_small_slot(team->part, step) :
+           cxl_coll_my_slot(team, step);
+    cxl_coll_publish_in(team, step, NULL, 0, NULL, slot, req->slot_stride, 0);
     for (j = 0; j < req->nblocks; ++j) {
         for (x = 0; x < len; x += n) {
             pos = j * req->slot_stride + x;
@@ -291,7 +308,12 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
                                   (req->nblocks - 1) * req->src_stride +
                                   req->bytes);
     }
+    /* (not for what goes into a signal line or flagged lines: copying
+     * it costs less than the readers' extra transfer) */
     req->src_in_pool = team->cfg.pool_inplace && (req->nsteps > 0) &&
+                       (cxl_coll_pub_kind(req->nblocks, req->round,
+                                          req->slot_stride) >=
+                        CXL_COLL_PUB_SMALL) &&
                        cxl_coll_move_publishes(req, me) &&
                        !((a->type == CXL_COLL_ALLTOALL) && in_place) &&
                        cxl_coll_in_pool(team, req->src,

@@ -353,6 +353,9 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
     }
     req->src_in_pool = team->cfg.pool_inplace && !in_place &&
                        (req->nsteps > 0) &&
+                       (cxl_coll_pub_kind(req->nblocks, req->round,
+                                          req->slot_stride) >=
+                        CXL_COLL_PUB_SMALL) &&
                        cxl_coll_in_pool(team, req->src,
                                         (req->nblocks - 1) * req->src_stride +
                                         req->bytes);

@@ -7,7 +7,12 @@
  *   128               done line: the last step this rank fully consumed
  *   256               abort line: nonzero once this rank gave up
  *   384 + 128*k       signal line k (k < CXL_COLL_NSIG)
- *   4096 + k*slot     data of slot k (k < CXL_COLL_NSLOTS; slot bytes, a
+ *   4096 + 512*k      flagged lines of signal line k (k < CXL_COLL_NSIG):
+ *                     publications of up to CXL_COLL_LL_MAX bytes, 56 B a
+ *                     line, each line carrying its step
+ *   8192 + 4096*k     small slot of signal line k: publications of up to
+ *                     CXL_COLL_SMALL_MAX bytes
+ *   40960 + k*slot    data of slot k (k < CXL_COLL_NSLOTS; slot bytes, a
  *                     multiple of 4 KiB)
  *
  * Step s (the team's monotonic 64-bit step counter, 1 upward) uses signal
@@ -15,7 +20,16 @@
  * slot s % CXL_COLL_NSLOTS, so nobody needs to say which carries it.  More
  * signal lines than data slots: a small step reuses its line only after
  * NSIG steps, by when the peers' done lines are known without reading
- * them (coll_step.c).
+ * them (coll_step.c).  A publication too large for the signal line but
+ * of a few lines (<= CXL_COLL_LL_MAX bytes in its slot layout) goes into
+ * the flagged lines of its signal line instead: every line says by itself
+ * that it belongs to step s, so a reader needs one transfer of the lines
+ * (loaded together), not the signal line's and then the data's.  Up to
+ * CXL_COLL_SMALL_MAX bytes go into the small slot of the signal line.
+ * Both are reused like the signal line, after NSIG steps: no writer waits
+ * on the done line of a reader that read its previous publication
+ * (data slots come round every NSLOTS steps, before the peers' progress
+ * is known without reading it).
  */
 #ifndef CXL_COLL_REGION_H
 #define CXL_COLL_REGION_H
@@ -33,7 +47,17 @@
 #define CXL_COLL_OFF_DONE      128
 #define CXL_COLL_OFF_ABORT     256
 #define CXL_COLL_OFF_SIG       384
-#define CXL_COLL_OFF_DATA      4096
+#define CXL_COLL_OFF_LL        4096
+/* Flagged lines: word 0 the step, words 1-7 payload (56 B) */
+#define CXL_COLL_LL_PAYLOAD    56
+#define CXL_COLL_LL_LINES      5
+#define CXL_COLL_LL_MAX        (CXL_COLL_LL_LINES * CXL_COLL_LL_PAYLOAD)
+#define CXL_COLL_LL_STRIDE     512    /* bytes of lines per signal line */
+#define CXL_COLL_OFF_SMALL     (CXL_COLL_OFF_LL + \
+                                CXL_COLL_NSIG * CXL_COLL_LL_STRIDE)
+#define CXL_COLL_SMALL_MAX     4096   /* bytes of a small slot */
+#define CXL_COLL_OFF_DATA      (CXL_COLL_OFF_SMALL + \
+                                CXL_COLL_NSIG * CXL_COLL_SMALL_MAX)
 #define CXL_COLL_MIN_REGION    (64ull << 10)
 /* Bytes of payload in a signal line (words 2..6). */
 #define CXL_COLL_INLINE_MAX    40
@@ -78,6 +102,25 @@ typedef struct {
 
 _Static_assert(sizeof(cxl_coll_sig_t) == CXL_CACHE_LINE, "signal is one line");
 _Static_assert(sizeof(cxl_coll_word_line_t) == CXL_CACHE_LINE, "one line");
+
+/*
+ * A flagged line.  The writer stores the payload words, then flag = step;
+ * seq-like, flag is word 0 (a line reaches memory whole on hardware, the
+ * emulator writes word 0 back last and reloads it first), so a reader that
+ * loads the step from flag sees the payload stored before it.
+ */
+typedef struct {
+    uint64_t flag;
+    uint64_t w[7];
+} cxl_coll_ll_line_t;
+
+_Static_assert(sizeof(cxl_coll_ll_line_t) == CXL_CACHE_LINE, "one line");
+_Static_assert(CXL_COLL_LL_PAYLOAD == sizeof(((cxl_coll_ll_line_t*)0)->w),
+               "payload of a flagged line");
+_Static_assert(CXL_COLL_LL_LINES * CXL_CACHE_LINE <= CXL_COLL_LL_STRIDE,
+               "flagged lines fit");
+_Static_assert(CXL_COLL_LL_MAX < CXL_COLL_SMALL_MAX, "flagged lines first");
+_Static_assert(CXL_COLL_OFF_DATA % 4096 == 0, "slots page aligned");
 _Static_assert(CXL_COLL_OFF_SIG + CXL_COLL_NSIG * CXL_COLL_LINE_STRIDE <=
                CXL_COLL_OFF_DATA, "control area fits");
 _Static_assert(CXL_COLL_NSIG % CXL_COLL_NSLOTS == 0, "a line keeps its slot");
@@ -131,6 +174,51 @@ static inline cxl_coll_sig_t *cxl_coll_sig(uint8_t *part, uint64_t step)
 {
     return (cxl_coll_sig_t*)(part + CXL_COLL_OFF_SIG +
                              cxl_coll_sig_of(step) * CXL_COLL_LINE_STRIDE);
+}
+
+/* Flagged line i of the signal line of step. */
+static inline cxl_coll_ll_line_t *cxl_coll_ll_line(uint8_t *part,
+                                                   uint64_t step, unsigned i)
+{
+    return (cxl_coll_ll_line_t*)(part + CXL_COLL_OFF_LL +
+                                 cxl_coll_sig_of(step) * CXL_COLL_LL_STRIDE +
+                                 (size_t)i * CXL_CACHE_LINE);
+}
+
+/* The small slot of the signal line of step. */
+static inline uint8_t *cxl_coll_small_slot(uint8_t *part, uint64_t step)
+{
+    return part + CXL_COLL_OFF_SMALL +
+           (size_t)cxl_coll_sig_of(step) * CXL_COLL_SMALL_MAX;
+}
+
+/*
+ * Where a publication of nblocks blocks of blk bytes, slot_stride apart in
+ * its layout, goes.  Writer and readers decide alike from the arguments;
+ * slot_stride 0 (a reduced slice of two-shot step B) means a data slot.
+ */
+typedef enum {
+    CXL_COLL_PUB_INLINE,  /* the signal line's payload words */
+    CXL_COLL_PUB_LL,      /* flagged lines */
+    CXL_COLL_PUB_SMALL,   /* the small slot */
+    CXL_COLL_PUB_SLOT     /* a data slot (or a user buffer in the pool) */
+} cxl_coll_pub_kind_t;
+
+static inline cxl_coll_pub_kind_t
+cxl_coll_pub_kind(uint64_t nblocks, uint64_t blk, uint64_t slot_stride)
+{
+    uint64_t layout;
+
+    if (nblocks * blk <= CXL_COLL_INLINE_MAX) {
+        return CXL_COLL_PUB_INLINE;
+    }
+    if (slot_stride == 0) {
+        return CXL_COLL_PUB_SLOT;
+    }
+    layout = (nblocks - 1) * slot_stride + blk;
+    return (layout <= CXL_COLL_LL_MAX) ? CXL_COLL_PUB_LL :
+           (layout <= CXL_COLL_SMALL_MAX) ? CXL_COLL_PUB_SMALL :
+           CXL_COLL_PUB_SLOT;
 }
 
 /* Slot bytes of a partition of region bytes. */

@@ -108,6 +108,14 @@ void cxl_coll_publish(cxl_coll_team_t *team, uint64_t step, const void *inl,
                       size_t inl_len, const void *buf, uint64_t stride,
                       uint64_t ready)
 {
+    cxl_coll_publish_in(team, step, inl, inl_len, buf,
+                        cxl_coll_my_slot(team, step), stride, ready);
+}
+
+void cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
+                         const void *inl, size_t inl_len, const void *buf,
+                         const uint8_t *slot, uint64_t stride, uint64_t ready)
+{
     cxl_coll_sig_t *sig       = cxl_coll_sig(team->part, step);
     cxl_coll_mypub_t *mypub   = &team->mypub[cxl_coll_sig_of(step)];
 
@@ -123,15 +131,53 @@ void cxl_coll_publish(cxl_coll_team_t *team, uint64_t step, const void *inl,
     } else {
         sig->u.ext.buf_off = 0;
         sig->u.ext.stride  = stride;
-        mypub->base        = cxl_coll_my_slot(team, step);
+        mypub->base        = slot;
         mypub->stride      = stride;
-        team->data_step[cxl_coll_slot_of(step)] = step;
+        if (slot == cxl_coll_my_slot(team, step)) {
+            team->data_step[cxl_coll_slot_of(step)] = step;
+        }
     }
     /* data written back before the signal (sw); stores in order (hw) */
     cxl_coh_fence(team->coh);
     cxl_coll_store(&sig->ready, cxl_coll_ready_make(step, ready));
     cxl_coll_store(&sig->seq, step);
     cxl_coh_publish(team->coh, sig, sizeof(*sig));
+}
+
+uint8_t *cxl_coll_ll_stage(cxl_coll_team_t *team, uint64_t step)
+{
+    return team->ll_own + (size_t)cxl_coll_sig_of(step) * CXL_COLL_LL_MAX;
+}
+
+void cxl_coll_publish_ll(cxl_coll_team_t *team, uint64_t step, uint64_t len,
+                         uint64_t stride)
+{
+    const uint8_t *stage      = cxl_coll_ll_stage(team, step);
+    cxl_coll_mypub_t *mypub   = &team->mypub[cxl_coll_sig_of(step)];
+    /* test knob, sw only: the flags reach memory, the payload does not */
+    int payload = !team->cfg.skip_wb || (team->coh == CXL_COH_HW);
+    cxl_coll_ll_line_t *line;
+    uint64_t x;
+    unsigned i;
+
+    mypub->base   = stage;
+    mypub->stride = stride;
+    for (i = 0, x = 0; x < len; ++i, x += CXL_COLL_LL_PAYLOAD) {
+        line = cxl_coll_ll_line(team->part, step, i);
+        if (!payload) {
+            /* stale bytes under a new flag */
+        } else if (len - x >= CXL_COLL_LL_PAYLOAD) {
+            memcpy(line->w, stage + x, CXL_COLL_LL_PAYLOAD);
+        } else {
+            memcpy(line->w, stage + x, len - x);
+        }
+        /* after the payload (release; hw: stores in order) */
+        cxl_coll_store(&line->flag, step);
+    }
+    /* sw: each line goes to memory whole, so the flags need no fence of
+     * their own before them */
+    cxl_coh_publish(team->coh, cxl_coll_ll_line(team->part, step, 0),
+                    (size_t)i * CXL_CACHE_LINE);
 }
 
 void cxl_coll_publish_ready(cxl_coll_team_t *team, uint64_t step,
@@ -161,11 +207,76 @@ int cxl_coll_in_pool(const cxl_coll_team_t *team, const void *p, size_t len)
     return (a >= heap) && (a <= end) && (len <= end - a);
 }
 
+/*
+ * A peer's flagged lines of step: copy every further line that carries
+ * step into the peer's buffer, in order; pub says how many bytes of the
+ * layout are there (a prefix), or INPROGRESS while none is.
+ */
+static cxl_coll_status_t cxl_coll_peek_ll(cxl_coll_team_t *team, int peer,
+                                          uint64_t step, uint64_t len,
+                                          uint64_t stride, cxl_coll_pub_t *pub)
+{
+    cxl_coll_peer_t *p = &team->peers[peer];
+    unsigned i, nlines = (unsigned)((len + CXL_COLL_LL_PAYLOAD - 1) /
+                                    CXL_COLL_LL_PAYLOAD);
+    cxl_coll_ll_line_t *line;
+    uint64_t n, missing = 0;
+
+    if (p->ll_step != step) {
+        p->ll_step  = step;
+        p->ll_bytes = 0;
+    }
+    if (p->ll_bytes == 0) {
+        /*
+         * Poll all lines with independent loads and one branch: their
+         * transfers overlap.  Line by line, each line's load would wait
+         * for the branch on the one before, one transfer after the other.
+         */
+        for (i = 0; i < nlines; ++i) {
+            line = cxl_coll_ll_line(p->part, step, i);
+            cxl_coh_invalidate(team->coh, line, CXL_CACHE_LINE);
+            missing |= cxl_coll_load(&line->flag) ^ step;
+        }
+        if (missing != 0) {
+            team->blocked_peer = peer;
+            return CXL_COLL_INPROGRESS;
+        }
+    }
+    while (p->ll_bytes < len) {
+        /* sw: a line reaches memory whole, but lines in any order */
+        line = cxl_coll_ll_line(p->part, step,
+                                (unsigned)(p->ll_bytes / CXL_COLL_LL_PAYLOAD));
+        cxl_coh_invalidate(team->coh, line, CXL_CACHE_LINE);
+        if (cxl_coll_load(&line->flag) != step) {
+            break;
+        }
+        n = len - p->ll_bytes;
+        if (n >= CXL_COLL_LL_PAYLOAD) {
+            memcpy(p->ll_buf + p->ll_bytes, line->w, CXL_COLL_LL_PAYLOAD);
+            p->ll_bytes += CXL_COLL_LL_PAYLOAD;
+        } else {
+            memcpy(p->ll_buf + p->ll_bytes, line->w, n);
+            p->ll_bytes = len;
+        }
+    }
+    if (p->ll_bytes == 0) {
+        team->blocked_peer = peer;
+        return CXL_COLL_INPROGRESS;
+    }
+    cxl_coll_seen(team, peer, step);
+    pub->base   = p->ll_buf;
+    pub->stride = stride;
+    pub->ready  = p->ll_bytes;
+    pub->inl    = 1; /* a local copy: nothing to invalidate */
+    return CXL_COLL_OK;
+}
+
 cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
                                 unsigned nblocks, uint64_t blk,
                                 uint64_t slot_stride, cxl_coll_pub_t *pub)
 {
     uint64_t total = (uint64_t)nblocks * blk;
+    cxl_coll_pub_kind_t kind;
     cxl_coll_sig_t *sig;
     uint64_t off, stride, extent;
     int64_t ready;
@@ -179,6 +290,12 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
         return CXL_COLL_OK;
     }
 
+    kind = cxl_coll_pub_kind(nblocks, blk, slot_stride);
+    if (kind == CXL_COLL_PUB_LL) {
+        return cxl_coll_peek_ll(team, peer, step,
+                                (nblocks - 1) * slot_stride + blk,
+                                slot_stride, pub);
+    }
     sig = cxl_coll_sig(team->peers[peer].part, step);
     cxl_coh_invalidate(team->coh, sig, sizeof(*sig));
     if (cxl_coll_load(&sig->seq) != step) {
@@ -192,7 +309,7 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
     }
     cxl_coll_seen(team, peer, step);
 
-    if (total <= CXL_COLL_INLINE_MAX) {
+    if (kind == CXL_COLL_PUB_INLINE) {
         pub->base   = (const uint8_t*)sig->u.inl;
         pub->stride = blk;
         pub->ready  = total;
@@ -204,7 +321,9 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
     stride = sig->u.ext.stride;
     pub->inl = 0;
     if (off == 0) {
-        pub->base   = cxl_coll_slot_data(team->peers[peer].part, team->region,
+        pub->base   = (kind == CXL_COLL_PUB_SMALL) ?
+                      cxl_coll_small_slot(team->peers[peer].part, step) :
+                      cxl_coll_slot_data(team->peers[peer].part, team->region,
                                          step);
         pub->stride = slot_stride;
         pub->ready  = (uint64_t)ready;

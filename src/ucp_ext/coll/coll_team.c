@@ -169,8 +169,12 @@ static cxl_coll_status_t cxl_coll_team_setup(cxl_coll_team_t *team,
     team->got_mem = calloc((size_t)n * team->size, sizeof(uint64_t));
     team->queue   = calloc(n, sizeof(*team->queue));
     team->pubs    = calloc(team->size, sizeof(*team->pubs));
+    /* the own flagged publications, then one copy-out buffer per peer */
+    team->ll_own  = calloc((size_t)CXL_COLL_NSIG + team->size,
+                           CXL_COLL_LL_MAX);
     if ((team->pubs == NULL) || (team->peers == NULL) || (team->reqs == NULL) ||
-        (team->got_mem == NULL) || (team->queue == NULL)) {
+        (team->got_mem == NULL) || (team->queue == NULL) ||
+        (team->ll_own == NULL)) {
         return cxl_coll_error(CXL_COLL_ERR_NO_MEMORY, "team of %d ranks",
                               team->size);
     }
@@ -178,6 +182,8 @@ static cxl_coll_status_t cxl_coll_team_setup(cxl_coll_team_t *team,
         team->peers[i].part  = team->pool_base + recs[i].part_off;
         team->peers[i].token = recs[i].token;
         team->peers[i].host  = recs[i].host;
+        team->peers[i].ll_buf = team->ll_own +
+                                (size_t)(CXL_COLL_NSIG + i) * CXL_COLL_LL_MAX;
     }
     for (i = 0; i < n; ++i) {
         team->reqs[i].team = team;
@@ -202,6 +208,7 @@ static void cxl_coll_team_free(cxl_coll_team_t *team)
     free(team->got_mem);
     free(team->queue);
     free(team->pubs);
+    free(team->ll_own);
     free(team);
 }
 

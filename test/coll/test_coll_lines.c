@@ -1,0 +1,333 @@
+/*
+ * test_coll_lines - the flagged lines and small slots of a team partition
+ * (coll_region.h, doc/design/collectives.md), step by step: rank 0 is the
+ * real library, rank 1 a partition this program writes line by line, so
+ * every intermediate state a reader can meet is met on purpose.
+ *
+ *   - reader: a flagged publication of rank 1 is taken only once every
+ *     line carries the step (a line with an older step is not; a line of
+ *     the step alone is not), and the bytes are the lines' payloads;
+ *   - writer: rank 0's flagged lines and small slot hold the step and the
+ *     data in the layout the readers expect;
+ *   - reuse: a root publishes NSIG small publications while its reader
+ *     makes no progress (they go into the small slots of the signal lines,
+ *     not the two data slots), and one that comes back to a slot the
+ *     reader may still read waits (here: times out) instead of
+ *     overwriting it.
+ *
+ * hw coherence (the sw protocol runs in coll_check's sw configurations).
+ * Ends with "test_coll_lines: N passed, N failed".
+ */
+#include "coll_int.h"
+#include "coll_test_harness.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LINES_REGION (256ull << 10)
+
+static struct {
+    cxlpool_t        *pool;
+    cxlpool_extent_t  peer;      /* rank 1's partition */
+    uint8_t          *peer_part;
+    uint64_t          own_off;   /* rank 0's partition, from its record */
+    char              path[256];
+} g;
+
+/* The exchange: rank 0's record, and rank 1's made from it. */
+static int lines_oob(void *arg, const void *sbuf, void *rbuf, size_t len)
+{
+    cxl_coll_oob_rec_t *r1;
+
+    (void)arg;
+    memcpy(rbuf, sbuf, len);
+    memcpy((uint8_t*)rbuf + len, sbuf, len);
+    if (len == sizeof(cxl_coll_oob_rec_t)) {
+        /* rank 1 lives in this program's extent; its token is rank 0's,
+         * which is alive, so the liveness checks pass */
+        g.own_off     = ((const cxl_coll_oob_rec_t*)sbuf)->part_off;
+        r1            = (cxl_coll_oob_rec_t*)((uint8_t*)rbuf + len);
+        r1->rank      = 1;
+        r1->part_off  = g.peer.offset;
+        r1->part_len  = g.peer.length;
+        r1->ext_index = g.peer.index;
+        r1->ext_gen   = g.peer.gen;
+    }
+    return 0;
+}
+
+static void pattern(uint8_t *p, size_t len, unsigned seed)
+{
+    size_t i;
+
+    for (i = 0; i < len; ++i) {
+        p[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 8));
+    }
+}
+
+/* Rank 1 writes line i of step: its share of data, then flag. */
+static void peer_line(uint64_t step, unsigned i, const uint8_t *data,
+                      size_t len, uint64_t flag)
+{
+    cxl_coll_ll_line_t *line = cxl_coll_ll_line(g.peer_part, step, i);
+    size_t x = (size_t)i * CXL_COLL_LL_PAYLOAD;
+    size_t n = (len - x < CXL_COLL_LL_PAYLOAD) ? len - x : CXL_COLL_LL_PAYLOAD;
+
+    memcpy(line->w, data + x, n);
+    cxl_coll_store(&line->flag, flag);
+}
+
+static void peer_done(uint64_t v)
+{
+    cxl_coll_store(&cxl_coll_done_line(g.peer_part)->value, v);
+}
+
+static cxl_coll_status_t bcast_post(cxl_coll_team_t *team, void *buf,
+                                    size_t len, int root,
+                                    cxl_coll_req_t **req)
+{
+    cxl_coll_args_t a;
+
+    memset(&a, 0, sizeof(a));
+    a.type  = CXL_COLL_BCAST;
+    a.rbuf  = buf;
+    a.count = len;
+    a.dtype = CXL_COLL_UINT8;
+    a.root  = root;
+    return cxl_coll_post(team, &a, req);
+}
+
+/*
+ * Rank 0 reads a flagged bcast of len bytes from rank 1 at step, whose
+ * lines still carry old_flag: nothing is taken until every line carries
+ * step.
+ */
+static void check_reader(cxl_coll_team_t *team, uint64_t step, size_t len,
+                         uint64_t old_flag, unsigned seed)
+{
+    unsigned i, nlines = (unsigned)((len + CXL_COLL_LL_PAYLOAD - 1) /
+                                    CXL_COLL_LL_PAYLOAD);
+    uint8_t *data = malloc(len), *buf = malloc(len);
+    cxl_coll_req_t *req = NULL;
+    cxl_coll_status_t st;
+
+    pattern(data, len, seed);
+    memset(buf, 0xee, len);
+    for (i = 0; i < nlines; ++i) {
+        peer_line(step, i, data, len, old_flag);
+    }
+    st = bcast_post(team, buf, len, 1, &req);
+    cxl_th_check(st == CXL_COLL_OK, "reader step %llu: post",
+                 (unsigned long long)step);
+    if (st != CXL_COLL_OK) {
+        free(data);
+        free(buf);
+        return;
+    }
+    cxl_th_check(cxl_coll_test(req) == CXL_COLL_INPROGRESS,
+                 "reader step %llu, %zu B: lines of step %llu are not taken",
+                 (unsigned long long)step, len,
+                 (unsigned long long)old_flag);
+    /* all lines but the last, in reverse order */
+    for (i = nlines - 1; i-- > 0;) {
+        peer_line(step, i, data, len, step);
+        cxl_th_check(cxl_coll_test(req) == CXL_COLL_INPROGRESS,
+                     "reader step %llu: %u of %u lines published: waits",
+                     (unsigned long long)step, nlines - 1 - i, nlines);
+    }
+    peer_line(step, nlines - 1, data, len, step);
+    st = cxl_coll_test(req);
+    cxl_th_check(st == CXL_COLL_OK, "reader step %llu: all %u lines: done "
+                 "(%s)", (unsigned long long)step, nlines,
+                 cxl_coll_strerror(st));
+    cxl_th_check(memcmp(buf, data, len) == 0,
+                 "reader step %llu: %zu B as published",
+                 (unsigned long long)step, len);
+    cxl_coll_req_free(req);
+    free(data);
+    free(buf);
+}
+
+/* Rank 0 as root of a bcast of len bytes at step: what it wrote. */
+static cxl_coll_status_t root_bcast(cxl_coll_team_t *team, uint64_t step,
+                                    size_t len, unsigned seed, int verify)
+{
+    uint8_t *part = (uint8_t*)cxlpool_base(g.pool) + g.own_off;
+    uint8_t *data = malloc(len), *got = malloc(len);
+    cxl_coll_req_t *req = NULL;
+    cxl_coll_ll_line_t *line;
+    cxl_coll_status_t st;
+    cxl_coll_sig_t *sig;
+    unsigned i, nlines;
+    int64_t ready;
+    size_t x, n;
+
+    pattern(data, len, seed);
+    st = bcast_post(team, data, len, 0, &req);
+    if (st == CXL_COLL_OK) {
+        st = cxl_coll_wait(req);
+        cxl_coll_req_free(req);
+    }
+    if (!verify || (st != CXL_COLL_OK)) {
+        free(data);
+        free(got);
+        return st;
+    }
+    if (cxl_coll_pub_kind(1, len, (len + 63) & ~63ull) == CXL_COLL_PUB_LL) {
+        nlines = (unsigned)((len + CXL_COLL_LL_PAYLOAD - 1) /
+                            CXL_COLL_LL_PAYLOAD);
+        for (i = 0; i < nlines; ++i) {
+            line = cxl_coll_ll_line(part, step, i);
+            x    = (size_t)i * CXL_COLL_LL_PAYLOAD;
+            n    = (len - x < CXL_COLL_LL_PAYLOAD) ? len - x :
+                   CXL_COLL_LL_PAYLOAD;
+            cxl_th_check(cxl_coll_load(&line->flag) == step,
+                         "root step %llu: line %u carries the step "
+                         "(%llu)", (unsigned long long)step, i,
+                         (unsigned long long)line->flag);
+            memcpy(got + x, line->w, n);
+        }
+        cxl_th_check(memcmp(got, data, len) == 0, "root step %llu: %zu B in "
+                     "%u flagged lines", (unsigned long long)step, len,
+                     nlines);
+    } else {
+        sig   = cxl_coll_sig(part, step);
+        ready = cxl_coll_ready_bytes(sig->ready, step);
+        cxl_th_check((sig->seq == step) && (ready >= (int64_t)len) &&
+                     (sig->u.ext.buf_off == 0), "root step %llu: signal "
+                     "(seq %llu, ready %lld, buf_off %llu)",
+                     (unsigned long long)step, (unsigned long long)sig->seq,
+                     (long long)ready,
+                     (unsigned long long)sig->u.ext.buf_off);
+        cxl_th_check(memcmp(cxl_coll_small_slot(part, step), data, len) == 0,
+                     "root step %llu: %zu B in the small slot",
+                     (unsigned long long)step, len);
+    }
+    free(data);
+    free(got);
+    return st;
+}
+
+static cxl_coll_team_t *make_team(void)
+{
+    cxl_coll_team_params_t params;
+    cxl_coll_team_t *team = NULL;
+    cxl_coll_status_t st;
+
+    /* rank 1 as a fresh member leaves its partition */
+    memset(g.peer_part, 0, CXL_COLL_OFF_DATA);
+    cxl_coll_team_params_init(&params);
+    params.rank          = 0;
+    params.size          = 2;
+    params.oob_allgather = lines_oob;
+    params.pool_path     = g.path;
+    params.region_size   = LINES_REGION;
+    st = cxl_coll_team_create(&params, &team);
+    cxl_th_check(st == CXL_COLL_OK, "team of rank 0 and a written partition: "
+                 "%s", cxl_coll_last_error());
+    return (st == CXL_COLL_OK) ? team : NULL;
+}
+
+static void destroy_team(cxl_coll_team_t *team)
+{
+    peer_done(UINT64_MAX >> 1); /* whatever rank 0 may wait for */
+    cxl_coll_team_destroy(team);
+}
+
+/* Readers and writers of flagged lines and small slots. */
+static void team_a(void)
+{
+    cxl_coll_team_t *team = make_team();
+    cxl_coll_status_t st;
+    uint64_t step;
+
+    if (team == NULL) {
+        return;
+    }
+    /* steps 1-2: flagged publications of rank 1, 2 and 5 lines */
+    check_reader(team, 1, 100, 0, 1);
+    check_reader(team, 2, CXL_COLL_LL_MAX, 0, 2);
+    /* steps 3-8: rank 0's own, flagged and in the small slot */
+    st = root_bcast(team, 3, 200, 3, 1);
+    cxl_th_check(st == CXL_COLL_OK, "root step 3 (%s)", cxl_coll_strerror(st));
+    for (step = 4; step <= CXL_COLL_NSIG; ++step) {
+        st = root_bcast(team, step, 1000 + step, (unsigned)step, 1);
+        cxl_th_check(st == CXL_COLL_OK, "root step %llu (%s)",
+                     (unsigned long long)step, cxl_coll_strerror(st));
+    }
+    /* step 9: signal line 1 again, whose lines still carry step 1 */
+    check_reader(team, 9, 100, 1, 9);
+    destroy_team(team);
+}
+
+/*
+ * A root ahead of a reader that makes no progress (done line 0, nothing
+ * published): NSIG small publications go out, the next waits.
+ */
+static void team_b(void)
+{
+    cxl_coll_team_t *team = make_team();
+    cxl_coll_status_t st;
+    uint8_t *keep, *own;
+    uint64_t step;
+
+    if (team == NULL) {
+        return;
+    }
+    for (step = 1; step <= CXL_COLL_NSIG; ++step) {
+        st = root_bcast(team, step, 1000 + step, (unsigned)step, 1);
+        cxl_th_check(st == CXL_COLL_OK, "root step %llu: small publication "
+                     "without the reader's progress (two data slots would "
+                     "wait from step 3 on) (%s)", (unsigned long long)step,
+                     cxl_coll_strerror(st));
+    }
+    /* step 9: the small slot of step 1 may still be read: no overwrite */
+    own  = (uint8_t*)cxlpool_base(g.pool) + g.own_off;
+    keep = malloc(1001);
+    memcpy(keep, cxl_coll_small_slot(own, 1), 1001);
+    st = root_bcast(team, 9, 1000, 9, 0);
+    cxl_th_check(st == CXL_COLL_ERR_TIMEOUT, "root step 9: waits for the "
+                 "reader of step 1, then times out (%s)",
+                 cxl_coll_strerror(st));
+    cxl_th_check(memcmp(keep, cxl_coll_small_slot(own, 1), 1001) == 0,
+                 "root step 9: the small slot of step 1 is intact");
+    free(keep);
+    destroy_team(team);
+}
+
+int main(void)
+{
+    char spec[300];
+    cxlpool_params_t pp;
+
+    setenv("CXL_COLL_TIMEOUT", "100ms", 1);
+    setenv("CXL_COLL_PEER_CHECK", "10ms", 1);
+    setenv("CXL_COLL_SPIN", "0", 1);
+    unsetenv("CXL_COLL_TEST_SKIP_WB");
+    unsetenv("CXL_COLL_POOL_INPLACE");
+    if (cxl_th_pool_create("lines", 0, 64ull << 20, g.path, sizeof(g.path), spec,
+                           sizeof(spec)) != 0) {
+        return 1;
+    }
+    cxlpool_params_init(&pp);
+    pp.path = g.path;
+    if ((cxlpool_open(&pp, &g.pool) != CXLPOOL_OK) ||
+        (cxlpool_alloc(g.pool, LINES_REGION, 4096, "test-coll-lines-rank1", 0,
+                       &g.peer) != CXLPOOL_OK)) {
+        fprintf(stderr, "test_coll_lines: pool %s: %s\n", g.path,
+                cxlpool_last_error());
+        cxl_th_pool_destroy(g.path, 0);
+        return 1;
+    }
+    g.peer_part = (uint8_t*)cxlpool_base(g.pool) + g.peer.offset;
+
+    team_a();
+    team_b();
+
+    cxlpool_free(g.pool, g.peer.offset);
+    cxlpool_close(g.pool);
+    cxl_th_pool_destroy(g.path, 0);
+    return cxl_th_summary("test_coll_lines");
+}
