@@ -366,6 +366,21 @@ if runs:
                  % (statistics.median(busy), busy[0], busy[-1], loads[0], loads[-1],
                     ("; waited for ≤ %s %% busy" % meta["wait_idle"])
                     if meta.get("wait_idle", "0") != "0" else ""))
+if runs:
+    # the VM state each run met: every short collective pays line transfers
+    rtt = {}
+    for r in runs:
+        try:
+            rtt.setdefault(r["config"], []).append(float(r.get("rtt_ns") or "x"))
+        except ValueError:
+            pass
+    if rtt:
+        allv = sorted(v for vs in rtt.values() for v in vs)
+        L.append("| cache-line round trip right before each run | median %.0f ns, %.0f–%.0f; %s "
+                 "(runs.csv: the host moves this VM's vCPUs, and short collectives pay it) |"
+                 % (statistics.median(allv), allv[0], allv[-1],
+                    ", ".join("%s %s" % (c, " ".join("%.0f" % v for v in vs))
+                              for c, vs in rtt.items())))
 L.append("| run | %s mode, %d repetitions per configuration (alternating), budget %s s per "
          "collective and size, sizes %s, %s s in all |"
          % (meta.get("mode", "?"), REPS, meta.get("budget", "?"), meta.get("sizes", "?"),

@@ -42,7 +42,8 @@
 #                 ok_reps,note
 #   samples.csv   every CSV line of every run, with config and rep
 #   runs.csv      every measured run: config,rep,seconds,rc,cpu_busy_pct
-#                 (over the second before it),load1
+#                 (over the second before it),load1,rtt_ns (the cache-line
+#                 round trip between the two cores right before it)
 #   plots/*.png   latency vs size per collective, coll/cxl speed-up over
 #                 the best baseline (gnuplot)
 #   raw/, logs/   coll_bench output of every run, commands, selection logs
@@ -487,7 +488,16 @@ wait_idle() {   # sets BUSY: the busy share right before the run
     ((BUSY > WAIT_IDLE)) && msg "    still $BUSY % busy after ${WAIT_MAX}s: running anyway"
     return 0
 }
-echo "config,rep,seconds,rc,cpu_busy_pct,load1" >"$OUT/runs.csv"
+# The cache-line round trip between the two cores right before each run:
+# on a VM it changes while the host moves the vCPUs (this 2-vCPU VM flips
+# between ~110 and ~450 ns), and every short collective pays it
+rtt_probe() {   # sets RTT (ns, median of 21 chunks of 2000 round trips)
+    RTT=$(timeout -k 2 10 "$BIN/limits" --sizes 8K --ms 1 --trials 1 \
+              --chunks 21 --cpu-a 0 --cpu-b "$((NCPU > 1 ? 1 : 0))" 2>/dev/null |
+          awk -F, '$1 == "cacheline_rt" { printf "%.0f", $3 }')
+    [[ -n $RTT ]] || RTT=NA
+}
+echo "config,rep,seconds,rc,cpu_busy_pct,load1,rtt_ns" >"$OUT/runs.csv"
 RUN_ARGS=("${COMMON[@]}")
 ((SMOKE)) && RUN_ARGS+=(-c --iters 20 --warmup 2 --min-iters 2)
 msg "measuring: ${MEASURE[*]:-nothing} x $REPS reps (alternating)"
@@ -500,9 +510,11 @@ for ((rep = 1; rep <= REPS; ++rep)); do
         fi
         wait_idle
         load1=$(cut -d' ' -f1 /proc/loadavg)
+        rtt_probe
         run_job "$label" "$label-r$rep" "$MPI_TO" "${RUN_ARGS[@]}" --rep "$rep"
         rc=$?
-        printf '%s,%s,%s,%s,%s,%s\n' "$label" "$rep" "$JOB_SECS" "$rc" "$BUSY" "$load1" >>"$OUT/runs.csv"
+        printf '%s,%s,%s,%s,%s,%s,%s\n' "$label" "$rep" "$JOB_SECS" "$rc" "$BUSY" "$load1" \
+            "$RTT" >>"$OUT/runs.csv"
         append_samples "$label" "$rep" "$JOB_BASE.csv"
         n=$(csv_rows "$JOB_BASE.csv")
         if ((rc != 0)); then
@@ -511,7 +523,7 @@ for ((rep = 1; rep <= REPS; ++rep)); do
             FAILS[$label]="${FAILS[$label]:+${FAILS[$label]}; }r$rep: $why"
             ((rc == 124 || rc == 137)) && TIMED_OUT[$label]=1
         else
-            msg "  rep $rep/$REPS $label: $n rows in ${JOB_SECS}s (CPUs $BUSY % busy before, load $load1)"
+            msg "  rep $rep/$REPS $label: $n rows in ${JOB_SECS}s (CPUs $BUSY % busy before, load $load1, line round trip $RTT ns)"
         fi
     done
 done
