@@ -18,6 +18,7 @@
  * hw coherence (the sw protocol runs in coll_check's sw configurations).
  * Ends with "test_coll_lines: N passed, N failed".
  */
+#include "coll_fake_peer.h"
 #include "coll_int.h"
 #include "coll_test_harness.h"
 
@@ -30,33 +31,9 @@
 
 static struct {
     cxlpool_t        *pool;
-    cxlpool_extent_t  peer;      /* rank 1's partition */
-    uint8_t          *peer_part;
-    uint64_t          own_off;   /* rank 0's partition, from its record */
+    cxl_fake_peer_t   peer;      /* rank 1's partition, rank 0's offset */
     char              path[256];
 } g;
-
-/* The exchange: rank 0's record, and rank 1's made from it. */
-static int lines_oob(void *arg, const void *sbuf, void *rbuf, size_t len)
-{
-    cxl_coll_oob_rec_t *r1;
-
-    (void)arg;
-    memcpy(rbuf, sbuf, len);
-    memcpy((uint8_t*)rbuf + len, sbuf, len);
-    if (len == sizeof(cxl_coll_oob_rec_t)) {
-        /* rank 1 lives in this program's extent; its token is rank 0's,
-         * which is alive, so the liveness checks pass */
-        g.own_off     = ((const cxl_coll_oob_rec_t*)sbuf)->part_off;
-        r1            = (cxl_coll_oob_rec_t*)((uint8_t*)rbuf + len);
-        r1->rank      = 1;
-        r1->part_off  = g.peer.offset;
-        r1->part_len  = g.peer.length;
-        r1->ext_index = g.peer.index;
-        r1->ext_gen   = g.peer.gen;
-    }
-    return 0;
-}
 
 static void pattern(uint8_t *p, size_t len, unsigned seed)
 {
@@ -71,7 +48,7 @@ static void pattern(uint8_t *p, size_t len, unsigned seed)
 static void peer_line(uint64_t step, unsigned i, const uint8_t *data,
                       size_t len, uint64_t flag)
 {
-    cxl_coll_ll_line_t *line = cxl_coll_ll_line(g.peer_part, step, i);
+    cxl_coll_ll_line_t *line = cxl_coll_ll_line(g.peer.part, step, i);
     size_t x = (size_t)i * CXL_COLL_LL_PAYLOAD;
     size_t n = (len - x < CXL_COLL_LL_PAYLOAD) ? len - x : CXL_COLL_LL_PAYLOAD;
 
@@ -81,7 +58,7 @@ static void peer_line(uint64_t step, unsigned i, const uint8_t *data,
 
 static void peer_done(uint64_t v)
 {
-    cxl_coll_store(&cxl_coll_done_line(g.peer_part)->value, v);
+    cxl_coll_store(&cxl_coll_done_line(g.peer.part)->value, v);
 }
 
 static cxl_coll_status_t bcast_post(cxl_coll_team_t *team, void *buf,
@@ -154,7 +131,7 @@ static void check_reader(cxl_coll_team_t *team, uint64_t step, size_t len,
 static cxl_coll_status_t root_bcast(cxl_coll_team_t *team, uint64_t step,
                                     size_t len, unsigned seed, int verify)
 {
-    uint8_t *part = (uint8_t*)cxlpool_base(g.pool) + g.own_off;
+    uint8_t *part = (uint8_t*)cxlpool_base(g.pool) + g.peer.own_off;
     uint8_t *data = malloc(len), *got = malloc(len);
     cxl_coll_req_t *req = NULL;
     cxl_coll_ll_line_t *line;
@@ -212,19 +189,10 @@ static cxl_coll_status_t root_bcast(cxl_coll_team_t *team, uint64_t step,
 
 static cxl_coll_team_t *make_team(void)
 {
-    cxl_coll_team_params_t params;
     cxl_coll_team_t *team = NULL;
     cxl_coll_status_t st;
 
-    /* rank 1 as a fresh member leaves its partition */
-    memset(g.peer_part, 0, CXL_COLL_OFF_DATA);
-    cxl_coll_team_params_init(&params);
-    params.rank          = 0;
-    params.size          = 2;
-    params.oob_allgather = lines_oob;
-    params.pool_path     = g.path;
-    params.region_size   = LINES_REGION;
-    st = cxl_coll_team_create(&params, &team);
+    st = cxl_fake_peer_team(&g.peer, g.path, LINES_REGION, &team);
     cxl_th_check(st == CXL_COLL_OK, "team of rank 0 and a written partition: "
                  "%s", cxl_coll_last_error());
     return (st == CXL_COLL_OK) ? team : NULL;
@@ -284,7 +252,7 @@ static void team_b(void)
                      cxl_coll_strerror(st));
     }
     /* step 9: the small slot of step 1 may still be read: no overwrite */
-    own  = (uint8_t*)cxlpool_base(g.pool) + g.own_off;
+    own  = (uint8_t*)cxlpool_base(g.pool) + g.peer.own_off;
     keep = malloc(1001);
     memcpy(keep, cxl_coll_small_slot(own, 1), 1001);
     st = root_bcast(team, 9, 1000, 9, 0);
@@ -315,18 +283,18 @@ int main(void)
     pp.path = g.path;
     if ((cxlpool_open(&pp, &g.pool) != CXLPOOL_OK) ||
         (cxlpool_alloc(g.pool, LINES_REGION, 4096, "test-coll-lines-rank1", 0,
-                       &g.peer) != CXLPOOL_OK)) {
+                       &g.peer.ext) != CXLPOOL_OK)) {
         fprintf(stderr, "test_coll_lines: pool %s: %s\n", g.path,
                 cxlpool_last_error());
         cxl_th_pool_destroy(g.path, 0);
         return 1;
     }
-    g.peer_part = (uint8_t*)cxlpool_base(g.pool) + g.peer.offset;
+    g.peer.part = (uint8_t*)cxlpool_base(g.pool) + g.peer.ext.offset;
 
     team_a();
     team_b();
 
-    cxlpool_free(g.pool, g.peer.offset);
+    cxlpool_free(g.pool, g.peer.ext.offset);
     cxlpool_close(g.pool);
     cxl_th_pool_destroy(g.path, 0);
     return cxl_th_summary("test_coll_lines");

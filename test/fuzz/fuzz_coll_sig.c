@@ -28,6 +28,7 @@
  * FUZZ_COLL_WRITE_SEEDS=DIR writes seed inputs into DIR and exits.
  */
 #define _GNU_SOURCE
+#include "coll_fake_peer.h"
 #include "coll_int.h"
 #include "fuzz_pool_file.h"
 
@@ -52,30 +53,8 @@
 static struct {
     char              path[64];
     cxlpool_t        *pool;   /* the harness's own handle: rank 1's extent */
-    cxlpool_extent_t  peer;   /* rank 1's partition */
-    uint8_t          *peer_part;
+    cxl_fake_peer_t   peer;   /* rank 1's partition */
 } fuzz_coll;
-
-/* The exchange: rank 0's contribution, and rank 1's made from it. */
-static int fuzz_coll_oob(void *arg, const void *sbuf, void *rbuf, size_t len)
-{
-    cxl_coll_oob_rec_t *r1;
-
-    (void)arg;
-    memcpy(rbuf, sbuf, len);
-    memcpy((uint8_t*)rbuf + len, sbuf, len);
-    if (len == sizeof(cxl_coll_oob_rec_t)) {
-        /* the creation record: rank 1 lives in the harness's extent (its
-         * token is rank 0's, which is alive, so liveness checks pass) */
-        r1 = (cxl_coll_oob_rec_t*)((uint8_t*)rbuf + len);
-        r1->rank      = 1;
-        r1->part_off  = fuzz_coll.peer.offset;
-        r1->part_len  = fuzz_coll.peer.length;
-        r1->ext_index = fuzz_coll.peer.index;
-        r1->ext_gen   = fuzz_coll.peer.gen;
-    }
-    return 0;
-}
 
 static void fuzz_coll_make_pool(void)
 {
@@ -88,10 +67,10 @@ static void fuzz_coll_make_pool(void)
     fuzz_coll_check(cxlpool_open(&params, &fuzz_coll.pool) == CXLPOOL_OK,
                     "open the pool");
     fuzz_coll_check(cxlpool_alloc(fuzz_coll.pool, FUZZ_COLL_REGION, 4096,
-                                  "fuzz-coll-rank1", 0, &fuzz_coll.peer) ==
+                                  "fuzz-coll-rank1", 0, &fuzz_coll.peer.ext) ==
                     CXLPOOL_OK, "rank 1's partition");
-    fuzz_coll.peer_part = (uint8_t*)cxlpool_base(fuzz_coll.pool) +
-                          fuzz_coll.peer.offset;
+    fuzz_coll.peer.part = (uint8_t*)cxlpool_base(fuzz_coll.pool) +
+                          fuzz_coll.peer.ext.offset;
 }
 
 /*
@@ -181,15 +160,15 @@ static void fuzz_coll_write_peer(uint8_t ctl, const uint8_t *data, size_t size)
     uint64_t step;
     unsigned i;
 
-    memset(fuzz_coll.peer_part, 0, FUZZ_COLL_REGION);
-    memcpy(fuzz_coll.peer_part, data,
+    memset(fuzz_coll.peer.part, 0, FUZZ_COLL_REGION);
+    memcpy(fuzz_coll.peer.part, data,
            (size < FUZZ_COLL_REGION) ? size : FUZZ_COLL_REGION);
     for (step = 1; step <= CXL_COLL_NSIG; ++step) {
-        sig = cxl_coll_sig(fuzz_coll.peer_part, step);
+        sig = cxl_coll_sig(fuzz_coll.peer.part, step);
         if (ctl & 0x4) {
             sig->seq = step;
             for (i = 0; i < CXL_COLL_LL_LINES; ++i) {
-                cxl_coll_ll_line(fuzz_coll.peer_part, step, i)->flag = step;
+                cxl_coll_ll_line(fuzz_coll.peer.part, step, i)->flag = step;
             }
         }
         if (ctl & 0x8) {
@@ -251,7 +230,6 @@ static void fuzz_coll_one(cxl_coll_team_t *team, const uint8_t *op)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    cxl_coll_team_params_t params;
     cxl_coll_team_t *team;
     uint8_t *before;
     unsigned nops, i;
@@ -263,27 +241,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ctl  = data[0];
     nops = 1 + (ctl & 3);
 
-    cxl_coll_team_params_init(&params);
-    params.rank          = 0;
-    params.size          = 2;
-    params.oob_allgather = fuzz_coll_oob;
-    params.pool_path     = fuzz_coll.path;
     /* rank 1's partition as a fresh member leaves it, so creation sees a
      * valid header; then the input */
-    memset(fuzz_coll.peer_part, 0, FUZZ_COLL_REGION);
-    fuzz_coll_check(cxl_coll_team_create(&params, &team) == CXL_COLL_OK,
+    fuzz_coll_check(cxl_fake_peer_team(&fuzz_coll.peer, fuzz_coll.path, 0,
+                                       &team) == CXL_COLL_OK,
                     cxl_coll_last_error());
 
     fuzz_coll_write_peer(ctl, data + FUZZ_COLL_HDR_BYTES,
                          size - FUZZ_COLL_HDR_BYTES);
     before = malloc(FUZZ_COLL_REGION);
     fuzz_coll_check(before != NULL, "snapshot");
-    memcpy(before, fuzz_coll.peer_part, FUZZ_COLL_REGION);
+    memcpy(before, fuzz_coll.peer.part, FUZZ_COLL_REGION);
 
     for (i = 0; i < nops; ++i) {
         fuzz_coll_one(team, data + 1 + 4 * i);
     }
-    fuzz_coll_check(memcmp(before, fuzz_coll.peer_part, FUZZ_COLL_REGION) == 0,
+    fuzz_coll_check(memcmp(before, fuzz_coll.peer.part, FUZZ_COLL_REGION) == 0,
                     "rank 0 wrote into rank 1's partition");
     free(before);
     cxl_coll_team_destroy(team);
