@@ -11,7 +11,8 @@
  * partition is then reclaimed).
  *
  * Usage: coll_basic_test [SECTION...]   (default: all)
- *   sections: create same-pool coll b2b nb bad inplace sw skipwb kill
+ *   sections: create teams alias alg kinds pmem same-pool coll b2b ahead
+ *   nb bad inplace sw skipwb kill
  * Prints "ok N - ..." lines and "coll-basic: N passed, N failed".
  */
 #include "coll_test_harness.h"
@@ -307,27 +308,30 @@ static int log_begin(cxl_th_rank_t *r, const char *what, char *path,
     return 0;
 }
 
-/* 0 when the log's first line containing `line` also contains `word`
- * (the log is removed either way) */
-static int log_says(cxl_th_rank_t *r, const char *path, const char *line,
-                    const char *word)
+/* The log so far into text (the file is removed). */
+static void log_read(const char *path, char *text, size_t len)
 {
-    char text[8192];
-    const char *at, *eol, *w;
     size_t got;
     FILE *f;
 
     fflush(stderr);
     f = fopen(path, "r");
-    got = (f != NULL) ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    got = (f != NULL) ? fread(text, 1, len - 1, f) : 0;
     if (f != NULL) {
         fclose(f);
     }
     text[got] = '\0';
     unlink(path);
-    at  = strstr(text, line);
-    eol = (at != NULL) ? strchr(at, '\n') : NULL;
-    w   = (at != NULL) ? strstr(at, word) : NULL;
+}
+
+/* 0 when the first line of text containing `line` also contains `word` */
+static int text_says(cxl_th_rank_t *r, const char *text, const char *line,
+                     const char *word)
+{
+    const char *at  = strstr(text, line);
+    const char *eol = (at != NULL) ? strchr(at, '\n') : NULL;
+    const char *w   = (at != NULL) ? strstr(at, word) : NULL;
+
     if ((w == NULL) || ((eol != NULL) && (w > eol))) {
         /* stderr is the unlinked log file now */
         printf("rank %d: '%s' does not say '%s'; its log:\n%s\n", r->rank,
@@ -335,6 +339,17 @@ static int log_says(cxl_th_rank_t *r, const char *path, const char *line,
         return 1;
     }
     return 0;
+}
+
+/* 0 when the log's first line containing `line` also contains `word`
+ * (the log is removed either way) */
+static int log_says(cxl_th_rank_t *r, const char *path, const char *line,
+                    const char *word)
+{
+    char text[8192];
+
+    log_read(path, text, sizeof(text));
+    return text_says(r, text, line, word);
 }
 
 static int log_inplace(cxl_th_rank_t *r, const char *path, const char *line)
@@ -440,6 +455,49 @@ static int rank_alg(cxl_th_rank_t *r)
     snprintf(line, sizeof(line), "allreduce %zu x int32 sum:", n);
     return log_says(r, logpath, line, (r->size == 2) ? "one-shot in rounds" :
                                       "two-shot");
+}
+
+/*
+ * Where each size of publication goes, as the log line says: bcast of 20,
+ * 500 and 5000 int32 (80 B: flagged lines, 2000 B: the small slot,
+ * 20000 B: a data slot), results checked.
+ */
+static int rank_kinds(cxl_th_rank_t *r)
+{
+    static const struct {
+        size_t      count;
+        const char *where;
+    } k[] = {
+        {20, "in flagged lines"},
+        {500, "through the small slot"},
+        {5000, "through the slot"},
+    };
+    char logpath[128], line[64], text[8192];
+    cxl_coll_team_t *team;
+    unsigned i;
+    long bad;
+    int fail = 0;
+
+    if (log_begin(r, "kinds", logpath, sizeof(logpath)) != 0) {
+        return 1;
+    }
+    if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
+        FAILF("rank %d: team_create: %s\n", r->rank, cxl_coll_last_error());
+    }
+    for (i = 0; i < sizeof(k) / sizeof(k[0]); ++i) {
+        bad = run_one(team, CXL_COLL_BCAST, k[i].count, 1, i, 0, NULL);
+        if (bad != 0) {
+            FAILF("rank %d: bcast of %zu: %ld wrong\n", r->rank, k[i].count,
+                  bad);
+        }
+    }
+    cxl_coll_team_destroy(team);
+    log_read(logpath, text, sizeof(text));
+    for (i = 0; i < sizeof(k) / sizeof(k[0]); ++i) {
+        snprintf(line, sizeof(line), "bcast %zu x int32 root 1:", k[i].count);
+        fail |= text_says(r, text, line, k[i].where);
+    }
+    return fail;
 }
 
 /*
@@ -1266,6 +1324,12 @@ int main(int argc, char **argv)
                          "results right", (int)k,
                          (k == 2) ? "one-shot" : "two-shot");
         }
+    }
+    if (want("kinds", argc, argv)) {
+        failed = cxl_th_run(2, g_hw_spec, 0, rank_kinds, NULL, 60, NULL);
+        cxl_th_check(failed == 0, "bcast of 80 B, 2000 B and 20000 B: in "
+                     "flagged lines, the small slot, a data slot (log), "
+                     "results right");
     }
     if (want("pmem", argc, argv)) {
         failed = cxl_th_run(2, g_hw_spec, 0, rank_pmem, NULL, 60, NULL);

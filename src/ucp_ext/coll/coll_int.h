@@ -240,6 +240,8 @@ void     cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
 /* More bytes of the slot of step are ready (a high-water mark). */
 void     cxl_coll_publish_ready(cxl_coll_team_t *team, uint64_t step,
                                 uint64_t ready);
+/* Where a publication of this kind goes, for the log line. */
+const char *cxl_coll_pub_kind_name(cxl_coll_pub_kind_t kind);
 /* The own staging buffer of step's flagged lines (CXL_COLL_LL_MAX bytes). */
 uint8_t *cxl_coll_ll_stage(cxl_coll_team_t *team, uint64_t step);
 /*

@@ -335,9 +335,10 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
 
     if (team->cfg.log) {
         how = (req->nsteps == 0) ? "nothing to move" :
-              (req->nblocks * req->round <= CXL_COLL_INLINE_MAX) ? "inline" :
               req->src_in_pool ? "read in place from the pool buffer" :
-              "through the slot";
+              cxl_coll_pub_kind_name(cxl_coll_pub_kind(req->nblocks,
+                                                       req->round,
+                                                       req->slot_stride));
         if ((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_GATHER) ||
             (a->type == CXL_COLL_SCATTER)) {
             snprintf(rootstr, sizeof(rootstr), " root %d", a->root);

@@ -370,7 +370,7 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
             snprintf(rootstr, sizeof(rootstr), " root %d", a->root);
         }
         cxl_coll_log(team, "%s %zu x %s %s%s: %s, %llu round(s) of %s, chunk "
-                     "%s%s", cxl_coll_type_name(a->type), a->count,
+                     "%s%s%s", cxl_coll_type_name(a->type), a->count,
                      cxl_coll_dtype_name(a->dtype), cxl_coll_op_name(a->op),
                      rootstr,
                      (req->nsteps == 0) ? "local" :
@@ -382,8 +382,12 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
                      (unsigned long long)req->nrounds,
                      cxl_coll_bytes_str(req->round, b1, sizeof(b1)),
                      cxl_coll_bytes_str(team->cfg.chunk_size, b2, sizeof(b2)),
-                     req->src_in_pool ? ", input read in place from the pool" :
-                     "");
+                     (req->nsteps == 0) ? "" : ", input ",
+                     (req->nsteps == 0) ? "" :
+                     req->src_in_pool ? "read in place from the pool" :
+                     cxl_coll_pub_kind_name(cxl_coll_pub_kind(req->nblocks,
+                                                              req->round,
+                                                              req->slot_stride)));
     }
     return CXL_COLL_OK;
 }

@@ -144,6 +144,16 @@ void cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
     cxl_coh_publish(team->coh, sig, sizeof(*sig));
 }
 
+const char *cxl_coll_pub_kind_name(cxl_coll_pub_kind_t kind)
+{
+    switch (kind) {
+    case CXL_COLL_PUB_INLINE: return "inline in the signal line";
+    case CXL_COLL_PUB_LL:     return "in flagged lines";
+    case CXL_COLL_PUB_SMALL:  return "through the small slot";
+    default:                  return "through the slot";
+    }
+}
+
 uint8_t *cxl_coll_ll_stage(cxl_coll_team_t *team, uint64_t step)
 {
     return team->ll_own + (size_t)cxl_coll_sig_of(step) * CXL_COLL_LL_MAX;
