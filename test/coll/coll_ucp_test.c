@@ -23,7 +23,8 @@
  *                    give CXL_COLL_ERR_INVAL and create nothing
  *   --demo           instead of the checks: per collective one line of what
  *                    ran (CXL_COLL_LOG) and the average latency of a
- *                    short loop at 8 B, 4 KiB and 256 KiB (max over ranks)
+ *                    short loop at 8 B, 256 B, 4 KiB and 256 KiB (max over
+ *                    ranks)
  * Rank 0 given port 0 prints "# rendezvous port P" once it listens.
  * Output: "ok ..." / "FAIL ...: ..." lines, '#' information, last line
  * "coll-ucp rank R: N passed, N failed"; exit status 0 only without
@@ -416,7 +417,7 @@ static const cxl_coll_type_t g_demo_types[] = {
     CXL_COLL_BARRIER, CXL_COLL_BCAST, CXL_COLL_REDUCE, CXL_COLL_ALLREDUCE,
     CXL_COLL_GATHER, CXL_COLL_SCATTER, CXL_COLL_ALLGATHER,
     CXL_COLL_REDUCE_SCATTER, CXL_COLL_ALLTOALL};
-static const size_t g_demo_bytes[] = {8, 4096, 262144};
+static const size_t g_demo_bytes[] = {8, 256, 4096, 262144};
 #define NDEMO_TYPES (sizeof(g_demo_types) / sizeof(g_demo_types[0]))
 #define NDEMO_SIZES (sizeof(g_demo_bytes) / sizeof(g_demo_bytes[0]))
 

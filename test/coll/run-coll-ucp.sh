@@ -30,7 +30,7 @@
 # Usage: run-coll-ucp.sh               the tests (make check)
 #        run-coll-ucp.sh --demo [N]    the demo: N ranks (default 2) print
 #                                      per collective what ran and its
-#                                      average latency at 8 B, 4 KiB, 256 KiB
+#                                      average latency at 8 B, 256 B, 4 KiB, 256 KiB
 # Environment: CXL_BUILDDIR (default: TOP/build-release), CXLPOOL_BIN and
 # CXL_UCT_MODULE (default: in CXL_BUILDDIR), COLL_UCP_TEST (default:
 # CXL_BUILDDIR/test/coll/coll_ucp_test).
