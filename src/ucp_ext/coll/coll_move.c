@@ -64,6 +64,7 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
     uint8_t *slot, *stage;
     uint64_t x, n, pos;
     cxl_coll_pub_kind_t kind;
+    int signalled = 0;
     unsigned j;
 
     kind   = cxl_coll_pub_kind(req->nblocks, len, req->slot_stride);
@@ -109,10 +110,13 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
         req->user_step = step;
         return CXL_COLL_OK;
     }
-    /* signal first, so readers start on the first chunk */
+    /*
+     * The signal goes out with the first chunk: a signal with nothing
+     * ready lets no reader start, and each store to the signal line a
+     * reader polls costs it one more transfer of the line.
+     */
     slot = (kind == CXL_COLL_PUB_SMALL) ? cxl_coll_small_slot(team->part, step) :
            cxl_coll_my_slot(team, step);
-    cxl_coll_publish_in(team, step, NULL, 0, NULL, slot, req->slot_stride, 0);
     for (j = 0; j < req->nblocks; ++j) {
         for (x = 0; x < len; x += n) {
             pos = j * req->slot_stride + x;
@@ -128,14 +132,25 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
             }
             cxl_coll_put(team, slot + pos,
                          req->src + j * req->src_stride + off + x, n);
+            if (signalled) {
+                cxl_coll_publish_ready(team, step, pos + n);
+            } else {
+                cxl_coll_publish_in(team, step, NULL, 0, NULL, slot,
+                                    req->slot_stride, pos + n);
+                signalled = 1;
+            }
             if (req->fuse_dst != NULL) {
                 /* the same bytes, still in the cache: no second pass over
                  * src at the end */
                 memcpy(req->fuse_dst + off + x,
                        req->src + j * req->src_stride + off + x, n);
             }
-            cxl_coll_publish_ready(team, step, pos + n);
         }
+    }
+    if (!signalled) {
+        /* nothing anybody reads went into the slot: the signal alone */
+        cxl_coll_publish_in(team, step, NULL, 0, NULL, slot, req->slot_stride,
+                            0);
     }
     return CXL_COLL_OK;
 }
