@@ -377,10 +377,13 @@ if runs:
     if rtt:
         allv = sorted(v for vs in rtt.values() for v in vs)
         L.append("| cache-line round trip right before each run | median %.0f ns, %.0f–%.0f; %s "
-                 "(runs.csv: the host moves this VM's vCPUs, and short collectives pay it) |"
+                 "(runs.csv: the host moves this VM's vCPUs, and short collectives pay it)%s |"
                  % (statistics.median(allv), allv[0], allv[-1],
                     ", ".join("%s %s" % (c, " ".join("%.0f" % v for v in vs))
-                              for c, vs in rtt.items())))
+                              for c, vs in rtt.items()),
+                    ("; every run waited for ≤ %s ns, at most %s s"
+                     % (meta["wait_rtt"], meta.get("wait_max", "?")))
+                    if meta.get("wait_rtt", "0") != "0" else ""))
 L.append("| run | %s mode, %d repetitions per configuration (alternating), budget %s s per "
          "collective and size, sizes %s, %s s in all |"
          % (meta.get("mode", "?"), REPS, meta.get("budget", "?"), meta.get("sizes", "?"),

@@ -58,7 +58,8 @@
 #          [--colls LIST] [--budget S] [--quick] [--smoke] [--out DIR]
 #          [--builddir DIR] [--coll-cxl PATH] [--no-cxl] [--no-sw]
 #          [--cxl-env "VAR=V ..."] [--cxl-mca "NAME VALUE ..."]
-#          [--timeout S] [--wait-idle PCT] [--wait-max S] [--help]
+#          [--timeout S] [--wait-idle PCT] [--wait-rtt NS] [--wait-max S]
+#          [--help]
 #   --reps N       repetitions per configuration (default 5; --quick 3)
 #   --np N         ranks (default 2)
 #   --sizes LIST   coll_bench sizes (default 8,16,64,256,1K,4K,16K,64K,
@@ -86,6 +87,13 @@
 #                  machine), at most --wait-max seconds (default 300) per
 #                  run; 0 (default): do not wait.  The busy share before
 #                  every run is in runs.csv and the report either way
+#   --wait-rtt NS  before every measured run wait until the cache-line
+#                  round trip between the two cores is at most NS ns (a
+#                  VM whose host moves its vCPUs: this one flips between
+#                  ~110 and ~450 ns), at most --wait-max seconds per run,
+#                  then run anyway; 0 (default): do not wait.  Every
+#                  configuration waits alike, and the round trip before
+#                  every run is in runs.csv and the report either way
 #   -h, --help     this text
 set -uo pipefail
 
@@ -95,7 +103,7 @@ REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 
 REPS="" NP=2 SIZES="" COLLS=all BUDGET="" QUICK=0 SMOKE=0 OUT="" BUILDDIR=""
 COLL_CXL="" CXL=1 SW=1 CXL_ENV_STR="" CXL_MCA_STR="coll_cxl_priority 90"
-MPI_TO="" WAIT_IDLE=0 WAIT_MAX=300
+MPI_TO="" WAIT_IDLE=0 WAIT_RTT=0 WAIT_MAX=300
 
 . "$SCRIPT_DIR/bench-common.sh"
 
@@ -117,6 +125,7 @@ while (($#)); do
         --cxl-mca) need "$1" $#; CXL_MCA_STR=$2; shift ;;
         --timeout) need "$1" $#; MPI_TO=$2; shift ;;
         --wait-idle) need "$1" $#; WAIT_IDLE=$2; shift ;;
+        --wait-rtt) need "$1" $#; WAIT_RTT=$2; shift ;;
         --wait-max) need "$1" $#; WAIT_MAX=$2; shift ;;
         -h | --help) usage; exit 0 ;;
         *) printf '%s: unknown option %q (see --help)\n' "$PROG" "$1" >&2; exit 2 ;;
@@ -135,6 +144,7 @@ fi
 [[ $MPI_TO =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive integer"
 [[ $WAIT_IDLE =~ ^[0-9]+$ && $WAIT_IDLE -le 100 ]] || die "--wait-idle takes a percentage 0..100"
 [[ $WAIT_MAX =~ ^[0-9]+$ ]] || die "--wait-max takes seconds"
+[[ $WAIT_RTT =~ ^[0-9]+$ ]] || die "--wait-rtt takes nanoseconds"
 read -r -a CXL_MCA_WORDS <<<"$CXL_MCA_STR"
 ((${#CXL_MCA_WORDS[@]} % 2 == 0)) || die "--cxl-mca takes NAME VALUE pairs"
 read -r -a CXL_ENV <<<"$CXL_ENV_STR"
@@ -353,6 +363,8 @@ write_status() {
     printf 'load_start=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
     printf 'gnuplot=%s\n' "$HAVE_GNUPLOT"
     printf 'wait_idle=%s\n' "$WAIT_IDLE"
+    printf 'wait_rtt=%s\n' "$WAIT_RTT"
+    printf 'wait_max=%s\n' "$WAIT_MAX"
 } >"$OUT/meta.env"
 
 # ---------------------------------------------------------------------------
@@ -497,6 +509,20 @@ rtt_probe() {   # sets RTT (ns, median of 21 chunks of 2000 round trips)
           awk -F, '$1 == "cacheline_rt" { printf "%.0f", $3 }')
     [[ -n $RTT ]] || RTT=NA
 }
+wait_rtt() {    # sets RTT: the round trip right before the run
+    local t0=$SECONDS said=0
+    rtt_probe
+    ((WAIT_RTT > 0)) || return 0
+    while [[ $RTT == NA || ${RTT%.*} -gt $WAIT_RTT ]] && ((SECONDS - t0 < WAIT_MAX)); do
+        ((said)) || msg "    waiting for a line round trip of at most $WAIT_RTT ns (now $RTT ns, at most ${WAIT_MAX}s)"
+        said=1
+        sleep 1
+        rtt_probe
+    done
+    [[ $RTT == NA || ${RTT%.*} -gt $WAIT_RTT ]] &&
+        msg "    round trip still $RTT ns after ${WAIT_MAX}s: running anyway"
+    return 0
+}
 echo "config,rep,seconds,rc,cpu_busy_pct,load1,rtt_ns" >"$OUT/runs.csv"
 RUN_ARGS=("${COMMON[@]}")
 ((SMOKE)) && RUN_ARGS+=(-c --iters 20 --warmup 2 --min-iters 2)
@@ -510,7 +536,7 @@ for ((rep = 1; rep <= REPS; ++rep)); do
         fi
         wait_idle
         load1=$(cut -d' ' -f1 /proc/loadavg)
-        rtt_probe
+        wait_rtt
         run_job "$label" "$label-r$rep" "$MPI_TO" "${RUN_ARGS[@]}" --rep "$rep"
         rc=$?
         printf '%s,%s,%s,%s,%s,%s,%s\n' "$label" "$rep" "$JOB_SECS" "$rc" "$BUSY" "$load1" \
