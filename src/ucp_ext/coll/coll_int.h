@@ -51,9 +51,8 @@ typedef struct {
     uint64_t  token;      /* its pool attachment */
     uint32_t  host;
     uint64_t  done_lb;    /* lower bound of its done line (coll_step.c) */
-    uint64_t  ll_step;    /* step whose flagged lines ll_buf holds */
-    uint64_t  ll_bytes;   /* bytes of them copied so far */
-    uint8_t  *ll_buf;     /* CXL_COLL_LL_MAX: those bytes, in layout */
+    uint64_t  ll_step;    /* step whose flagged lines ll_buf holds whole */
+    uint8_t  *ll_buf;     /* CXL_COLL_LL_MAX: their payload, in layout */
 } cxl_coll_peer_t;
 
 /* What each rank tells the others at creation (coll_team.c). */
@@ -232,7 +231,7 @@ void     cxl_coll_publish(cxl_coll_team_t *team, uint64_t step,
                           const void *inl, size_t inl_len, const void *buf,
                           uint64_t stride, uint64_t ready);
 /* cxl_coll_publish, the data (if in no signal line or user buffer) in slot:
- * the data slot of step, or the small slot of its signal line */
+ * the small slot of step's signal line, or NULL for its data slot */
 void     cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
                              const void *inl, size_t inl_len, const void *buf,
                              const uint8_t *slot, uint64_t stride,
@@ -302,5 +301,11 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req, uint64_t step,
 
 /* Rounds of a publication of nblocks blocks of bytes each in one slot. */
 void cxl_coll_plan_rounds(cxl_coll_req_t *req, unsigned nblocks);
+
+/* Where a full round of req goes (after cxl_coll_plan_rounds). */
+static inline cxl_coll_pub_kind_t cxl_coll_req_kind(const cxl_coll_req_t *req)
+{
+    return cxl_coll_pub_kind(req->nblocks, req->round, req->slot_stride);
+}
 
 #endif

@@ -61,7 +61,7 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
     uint64_t chunk        = team->cfg.chunk_size;
     uint8_t inl[CXL_COLL_INLINE_MAX];
     cxl_coll_status_t status;
-    uint8_t *slot, *stage;
+    uint8_t *slot, *small, *stage;
     uint64_t x, n, pos;
     cxl_coll_pub_kind_t kind;
     int signalled = 0;
@@ -82,7 +82,8 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
                    req->src + j * req->src_stride + off, len);
         }
         cxl_coll_publish_ll(team, step,
-                            (req->nblocks - 1) * req->slot_stride + len,
+                            cxl_coll_layout_bytes(req->nblocks, len,
+                                                  req->slot_stride),
                             req->slot_stride);
         if (req->fuse_dst != NULL) {
             memcpy(req->fuse_dst + off, stage, len);
@@ -115,8 +116,9 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
      * ready lets no reader start, and each store to the signal line a
      * reader polls costs it one more transfer of the line.
      */
-    slot = (kind == CXL_COLL_PUB_SMALL) ? cxl_coll_small_slot(team->part, step) :
-           cxl_coll_my_slot(team, step);
+    small = (kind == CXL_COLL_PUB_SMALL) ?
+            cxl_coll_small_slot(team->part, step) : NULL;
+    slot  = (small != NULL) ? small : cxl_coll_my_slot(team, step);
     for (j = 0; j < req->nblocks; ++j) {
         for (x = 0; x < len; x += n) {
             pos = j * req->slot_stride + x;
@@ -135,7 +137,7 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
             if (signalled) {
                 cxl_coll_publish_ready(team, step, pos + n);
             } else {
-                cxl_coll_publish_in(team, step, NULL, 0, NULL, slot,
+                cxl_coll_publish_in(team, step, NULL, 0, NULL, small,
                                     req->slot_stride, pos + n);
                 signalled = 1;
             }
@@ -149,7 +151,7 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
     }
     if (!signalled) {
         /* nothing anybody reads went into the slot: the signal alone */
-        cxl_coll_publish_in(team, step, NULL, 0, NULL, slot, req->slot_stride,
+        cxl_coll_publish_in(team, step, NULL, 0, NULL, small, req->slot_stride,
                             0);
     }
     return CXL_COLL_OK;
@@ -326,9 +328,7 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
     /* (not for what goes into a signal line or flagged lines: copying
      * it costs less than the readers' extra transfer) */
     req->src_in_pool = team->cfg.pool_inplace && (req->nsteps > 0) &&
-                       (cxl_coll_pub_kind(req->nblocks, req->round,
-                                          req->slot_stride) >=
-                        CXL_COLL_PUB_SMALL) &&
+                       (cxl_coll_req_kind(req) >= CXL_COLL_PUB_SMALL) &&
                        cxl_coll_move_publishes(req, me) &&
                        !((a->type == CXL_COLL_ALLTOALL) && in_place) &&
                        cxl_coll_in_pool(team, req->src,
@@ -351,9 +351,7 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
     if (team->cfg.log) {
         how = (req->nsteps == 0) ? "nothing to move" :
               req->src_in_pool ? "read in place from the pool buffer" :
-              cxl_coll_pub_kind_name(cxl_coll_pub_kind(req->nblocks,
-                                                       req->round,
-                                                       req->slot_stride));
+              cxl_coll_pub_kind_name(cxl_coll_req_kind(req));
         if ((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_GATHER) ||
             (a->type == CXL_COLL_SCATTER)) {
             snprintf(rootstr, sizeof(rootstr), " root %d", a->root);

@@ -353,9 +353,7 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
     }
     req->src_in_pool = team->cfg.pool_inplace && !in_place &&
                        (req->nsteps > 0) &&
-                       (cxl_coll_pub_kind(req->nblocks, req->round,
-                                          req->slot_stride) >=
-                        CXL_COLL_PUB_SMALL) &&
+                       (cxl_coll_req_kind(req) >= CXL_COLL_PUB_SMALL) &&
                        cxl_coll_in_pool(team, req->src,
                                         (req->nblocks - 1) * req->src_stride +
                                         req->bytes);
@@ -385,9 +383,7 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
                      (req->nsteps == 0) ? "" : ", input ",
                      (req->nsteps == 0) ? "" :
                      req->src_in_pool ? "read in place from the pool" :
-                     cxl_coll_pub_kind_name(cxl_coll_pub_kind(req->nblocks,
-                                                              req->round,
-                                                              req->slot_stride)));
+                     cxl_coll_pub_kind_name(cxl_coll_req_kind(req)));
     }
     return CXL_COLL_OK;
 }

@@ -192,10 +192,18 @@ static inline uint8_t *cxl_coll_small_slot(uint8_t *part, uint64_t step)
            (size_t)cxl_coll_sig_of(step) * CXL_COLL_SMALL_MAX;
 }
 
+/* Bytes of a publication's layout: nblocks blocks of blk, slot_stride apart. */
+static inline uint64_t cxl_coll_layout_bytes(uint64_t nblocks, uint64_t blk,
+                                             uint64_t slot_stride)
+{
+    return (nblocks - 1) * slot_stride + blk;
+}
+
 /*
  * Where a publication of nblocks blocks of blk bytes, slot_stride apart in
  * its layout, goes.  Writer and readers decide alike from the arguments;
  * slot_stride 0 (a reduced slice of two-shot step B) means a data slot.
+ * In order of size: callers compare kinds.
  */
 typedef enum {
     CXL_COLL_PUB_INLINE,  /* the signal line's payload words */
@@ -215,7 +223,7 @@ cxl_coll_pub_kind(uint64_t nblocks, uint64_t blk, uint64_t slot_stride)
     if (slot_stride == 0) {
         return CXL_COLL_PUB_SLOT;
     }
-    layout = (nblocks - 1) * slot_stride + blk;
+    layout = cxl_coll_layout_bytes(nblocks, blk, slot_stride);
     return (layout <= CXL_COLL_LL_MAX) ? CXL_COLL_PUB_LL :
            (layout <= CXL_COLL_SMALL_MAX) ? CXL_COLL_PUB_SMALL :
            CXL_COLL_PUB_SLOT;

@@ -108,8 +108,7 @@ void cxl_coll_publish(cxl_coll_team_t *team, uint64_t step, const void *inl,
                       size_t inl_len, const void *buf, uint64_t stride,
                       uint64_t ready)
 {
-    cxl_coll_publish_in(team, step, inl, inl_len, buf,
-                        cxl_coll_my_slot(team, step), stride, ready);
+    cxl_coll_publish_in(team, step, inl, inl_len, buf, NULL, stride, ready);
 }
 
 void cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
@@ -131,9 +130,11 @@ void cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
     } else {
         sig->u.ext.buf_off = 0;
         sig->u.ext.stride  = stride;
-        mypub->base        = slot;
         mypub->stride      = stride;
-        if (slot == cxl_coll_my_slot(team, step)) {
+        if (slot != NULL) {
+            mypub->base = slot;
+        } else {
+            mypub->base = cxl_coll_my_slot(team, step);
             team->data_step[cxl_coll_slot_of(step)] = step;
         }
     }
@@ -218,9 +219,10 @@ int cxl_coll_in_pool(const cxl_coll_team_t *team, const void *p, size_t len)
 }
 
 /*
- * A peer's flagged lines of step: copy every further line that carries
- * step into the peer's buffer, in order; pub says how many bytes of the
- * layout are there (a prefix), or INPROGRESS while none is.
+ * A peer's flagged lines of step, len bytes of layout: INPROGRESS until
+ * every line carries step, then their payload copied whole into the
+ * peer's buffer (a line of step is not written again before this rank's
+ * done line passes step, so one look at each flag suffices).
  */
 static cxl_coll_status_t cxl_coll_peek_ll(cxl_coll_team_t *team, int peer,
                                           uint64_t step, uint64_t len,
@@ -230,17 +232,15 @@ static cxl_coll_status_t cxl_coll_peek_ll(cxl_coll_team_t *team, int peer,
     unsigned i, nlines = (unsigned)((len + CXL_COLL_LL_PAYLOAD - 1) /
                                     CXL_COLL_LL_PAYLOAD);
     cxl_coll_ll_line_t *line;
-    uint64_t n, missing = 0;
+    uint64_t x, missing = 0;
 
     if (p->ll_step != step) {
-        p->ll_step  = step;
-        p->ll_bytes = 0;
-    }
-    if (p->ll_bytes == 0) {
         /*
          * Poll all lines with independent loads and one branch: their
          * transfers overlap.  Line by line, each line's load would wait
          * for the branch on the one before, one transfer after the other.
+         * sw: each line reaches memory whole (flag and payload of one
+         * write-back), in any order.
          */
         for (i = 0; i < nlines; ++i) {
             line = cxl_coll_ll_line(p->part, step, i);
@@ -251,32 +251,17 @@ static cxl_coll_status_t cxl_coll_peek_ll(cxl_coll_team_t *team, int peer,
             team->blocked_peer = peer;
             return CXL_COLL_INPROGRESS;
         }
-    }
-    while (p->ll_bytes < len) {
-        /* sw: a line reaches memory whole, but lines in any order */
-        line = cxl_coll_ll_line(p->part, step,
-                                (unsigned)(p->ll_bytes / CXL_COLL_LL_PAYLOAD));
-        cxl_coh_invalidate(team->coh, line, CXL_CACHE_LINE);
-        if (cxl_coll_load(&line->flag) != step) {
-            break;
+        for (i = 0, x = 0; x < len; ++i, x += CXL_COLL_LL_PAYLOAD) {
+            line = cxl_coll_ll_line(p->part, step, i);
+            memcpy(p->ll_buf + x, line->w, (len - x < CXL_COLL_LL_PAYLOAD) ?
+                                           len - x : CXL_COLL_LL_PAYLOAD);
         }
-        n = len - p->ll_bytes;
-        if (n >= CXL_COLL_LL_PAYLOAD) {
-            memcpy(p->ll_buf + p->ll_bytes, line->w, CXL_COLL_LL_PAYLOAD);
-            p->ll_bytes += CXL_COLL_LL_PAYLOAD;
-        } else {
-            memcpy(p->ll_buf + p->ll_bytes, line->w, n);
-            p->ll_bytes = len;
-        }
+        p->ll_step = step;
+        cxl_coll_seen(team, peer, step);
     }
-    if (p->ll_bytes == 0) {
-        team->blocked_peer = peer;
-        return CXL_COLL_INPROGRESS;
-    }
-    cxl_coll_seen(team, peer, step);
     pub->base   = p->ll_buf;
     pub->stride = stride;
-    pub->ready  = p->ll_bytes;
+    pub->ready  = len;
     pub->inl    = 1; /* a local copy: nothing to invalidate */
     return CXL_COLL_OK;
 }
@@ -303,7 +288,8 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
     kind = cxl_coll_pub_kind(nblocks, blk, slot_stride);
     if (kind == CXL_COLL_PUB_LL) {
         return cxl_coll_peek_ll(team, peer, step,
-                                (nblocks - 1) * slot_stride + blk,
+                                cxl_coll_layout_bytes(nblocks, blk,
+                                                      slot_stride),
                                 slot_stride, pub);
     }
     sig = cxl_coll_sig(team->peers[peer].part, step);
