@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+#
+# test_coll_report.sh - perftest/coll_report.py on a synthetic run whose
+# answers are known: four repetitions, two that began in the VM's fast
+# state (round trip 60 ns) and two in its slow state (460 ns), with
+# numbers chosen so that each state's targets come out differently from
+# the medians over all four.  Checks the "Targets by VM state" table: per
+# state the repetitions it used, the targets met, the misses whose target
+# lies below the crossing floor (1.5c, c = half the round trip) and the
+# misses above it; and that a run without round trips leaves the table
+# out.  No program is run but the report.  Ends with
+# "coll-report: N passed, N failed".
+#
+#   test/perftest/test_coll_report.sh
+set -u
+case "${1:-}" in
+    -h|--help) awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
+esac
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+pass=0 fail=0
+ok()  { echo "ok: $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_coll_report.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# make_run DIR WITH_RTT: the synthetic run (ob1-vader is the best baseline
+# everywhere; tuned-ucx is slower in every cell)
+make_run() {
+    local d=$1 with_rtt=$2 rep cfg
+    mkdir -p "$d/raw"
+    printf 'np=2\nreps=4\n' > "$d/meta.env"
+    printf 'tuned-ucx|ok|\nob1-vader|ok|\ncxl|ok|\n' > "$d/configs.txt"
+    echo "config,rep,collective,bytes,np,iters,warmup,min_us,avg_us,max_us,errors,cxl_calls,cxl_fallbacks" \
+        > "$d/samples.csv"
+    # row CFG REP COLL BYTES AVG
+    row() { echo "$1,$2,$3,$4,2,100,10,$5,$5,$5,0,0,0" >> "$d/samples.csv"; }
+    for rep in 1 2 3 4; do
+        if [ "$rep" -le 2 ]; then   # fast state
+            row ob1-vader $rep barrier 0 0.200
+            row cxl       $rep barrier 0 0.050     # 0.25x: met
+            row ob1-vader $rep allgather 8 0.200
+            row cxl       $rep allgather 8 0.150   # 0.75x: target 0.1 > 1.5c 0.045
+            row ob1-vader $rep allgather 1048576 100
+            row cxl       $rep allgather 1048576 100   # bw 1.00x
+        else                        # slow state
+            row ob1-vader $rep barrier 0 0.500
+            row cxl       $rep barrier 0 0.450     # 0.90x: target 0.25 < 1.5c 0.345
+            row ob1-vader $rep allgather 8 0.500
+            row cxl       $rep allgather 8 0.400   # 0.80x: target 0.25 < 0.345
+            row ob1-vader $rep allgather 1048576 100
+            row cxl       $rep allgather 1048576 50    # bw 2.00x: met
+        fi
+        row tuned-ucx $rep barrier 0 9
+        row tuned-ucx $rep allgather 8 9
+        row tuned-ucx $rep allgather 1048576 900
+    done
+    echo "config,rep,seconds,rc,cpu_busy_pct,load1,rtt_ns" > "$d/runs.csv"
+    for rep in 1 2 3 4; do
+        for cfg in tuned-ucx ob1-vader cxl; do
+            if [ "$with_rtt" = 1 ]; then
+                echo "$cfg,$rep,1,0,0,0.10,$( [ "$rep" -le 2 ] && echo 60 || echo 460 )" >> "$d/runs.csv"
+            else
+                echo "$cfg,$rep,1,0,0,0.10," >> "$d/runs.csv"
+            fi
+        done
+    done
+}
+
+# the table row of a state, fields split at '|'
+state_row() { grep "^| $2 |" "$1/report.md"; }
+field() { echo "$1" | awk -F'|' -v n="$2" '{ gsub(/^ +| +$/, "", $n); print $n }'; }
+
+make_run "$tmp/a" 1
+if "$PY" "$SRC/perftest/coll_report.py" "$tmp/a" > "$tmp/a.log" 2>&1; then
+    ok "coll_report.py ran on the synthetic run"
+else
+    bad "coll_report.py failed:"; sed 's/^/    /' "$tmp/a.log"
+fi
+if grep -q "^## Targets by VM state" "$tmp/a/report.md" 2>/dev/null; then
+    ok "the report has the by-state section"
+else
+    bad "no \"Targets by VM state\" section in report.md"
+fi
+
+fast=$(state_row "$tmp/a" fast)
+slow=$(state_row "$tmp/a" slow)
+check() {   # check WHAT GOT WANT
+    if [ "$2" = "$3" ]; then ok "$1: $2"; else bad "$1: got '$2', want '$3'"; fi
+}
+check "fast: repetitions" "$(field "$fast" 3)" "tuned-ucx: 1 2, ob1-vader: 1 2, cxl: 1 2"
+check "fast: round trip" "$(field "$fast" 4)" "median 60 ns (c = 0.030 µs)"
+check "fast: met" "$(field "$fast" 5)" "**1 of 3**"
+check "fast: below the floor" "$(field "$fast" 6)" "0"
+check "fast: above the floor" "$(field "$fast" 7)" "allgather 8 B 0.75×, allgather 1 MiB bw 1.00×"
+check "slow: repetitions" "$(field "$slow" 3)" "tuned-ucx: 3 4, ob1-vader: 3 4, cxl: 3 4"
+check "slow: met" "$(field "$slow" 5)" "**1 of 3**"
+check "slow: below the floor" "$(field "$slow" 6)" "2"
+check "slow: above the floor" "$(field "$slow" 7)" "none"
+# the medians over all four repetitions mix the states: allgather 1 MiB
+# is 75 us against 100 (1.33x), which neither state shows
+if grep -q "1 of 3 met\|2 of 3 met" "$tmp/a/report.md"; then
+    ok "the whole-run summary is still there"
+else
+    bad "the whole-run summary (N of 3 met) is missing"
+fi
+
+make_run "$tmp/b" 0
+"$PY" "$SRC/perftest/coll_report.py" "$tmp/b" > "$tmp/b.log" 2>&1 ||
+    { bad "coll_report.py failed without round trips:"; sed 's/^/    /' "$tmp/b.log"; }
+if [ -f "$tmp/b/report.md" ] && ! grep -q "^## Targets by VM state" "$tmp/b/report.md"; then
+    ok "no round trips in runs.csv: no by-state section"
+else
+    bad "without round trips the by-state section must be left out"
+fi
+
+echo "coll-report: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
