@@ -491,16 +491,17 @@ def stats_in(coll, nbytes, cfg, st):
 
 
 def crossing_floor(coll, c_us):
-    """low bound (us) of the average after the untimed barrier, c one
-    crossing: the barrier's last arriver leaves first, the other learns of
-    it c later.  An all-publish collective (and the barrier) then needs
-    1.5c on average: the first to leave waits for the other's publication
-    (2c), the other fetches the first's (c).  A bcast needs at least c
-    (r + c with the root's call r, or 1.5c the other way round)."""
+    """low bound (us) of the mean of the two ranks' times, c one crossing
+    (a store of one core seen by the other): each rank of an all-publish
+    collective, or of a barrier, must see a store the other made after it
+    entered, at least c even if both enter at once; a bcast's root need
+    see nothing, so its mean is at least c / 2.  What an implementation
+    adds, with any barrier between the calls: its own work, and half the
+    barrier's exit skew (test/coll/coll_skew)."""
     if coll == "bcast":
-        return c_us
+        return c_us / 2.0
     if coll in ("barrier", "allreduce", "allgather", "reduce_scatter_block", "alltoall"):
-        return 1.5 * c_us
+        return c_us
     return None
 
 
@@ -509,12 +510,14 @@ if have_cxl and run_rtt and meta.get("np") == "2":
     L.append("")
     L.append("Each configuration's repetitions split by the cache-line round trip right before "
              "the run: **fast** ≤ %.0f ns < **slow**. Medians over the repetitions of one "
-             "state only. *Floor*: a latency target below 1.5c (barrier, allreduce, allgather, "
-             "reduce_scatter_block, alltoall) or c (bcast), c = half the state's median round "
-             "trip, is out of reach of any implementation in that state: after the untimed "
-             "barrier the rank that leaves it first waits for the other's publication, which "
-             "starts one crossing later and takes one more to arrive (doc/design/"
-             "collectives.md, \"Where the time goes\"); the baselines pay the same." % STATE_SPLIT_NS)
+             "state only. *Floor*: a latency target below c (barrier, allreduce, allgather, "
+             "reduce_scatter_block, alltoall) or c/2 (bcast), c = half the state's median round "
+             "trip (one crossing: a store of one core seen by the other), is out of reach of any "
+             "implementation in that state: each rank must see a store the other made after "
+             "entering, a bcast's root nothing. Above the floor every implementation also pays "
+             "its own work and half the exit skew of the untimed barrier between the calls "
+             "(test/coll/coll_skew: about half a crossing for coll/cxl's barrier here)."
+             % STATE_SPLIT_NS)
     L.append("")
     L.append("| state | repetitions (config: reps) | round trip | met | missed, target below the floor "
              "| missed, target above the floor |")

@@ -14,6 +14,9 @@
  * For bcast the other rank's time is the exit skew plus the root's time
  * plus the done gap, which is one publication crossing between the cores.
  *
+ * Then quartiles of the mean of the two ranks, of the rank that left the
+ * barrier first and the one that left it last, and of the exit skew.
+ *
  * Usage: coll_skew POOL [bcast|allreduce|barrier [ITERS]]
  * POOL: a pool file (cxlpool create --size 256M POOL).
  */
@@ -148,6 +151,44 @@ static int64_t skew_done(const skew_stamp_t *a, const skew_stamp_t *b)
     return (int64_t)(b->done - a->done);
 }
 
+/* what coll_bench averages: the two ranks' times of one call */
+static int64_t skew_mean(const skew_stamp_t *a, const skew_stamp_t *b)
+{
+    return (skew_root(a, b) + skew_other(a, b)) / 2;
+}
+
+/* the time of the rank that left the barrier first */
+static int64_t skew_first(const skew_stamp_t *a, const skew_stamp_t *b)
+{
+    return (a->bar_out <= b->bar_out) ? skew_root(a, b) : skew_other(a, b);
+}
+
+/* ... and of the one that left it last */
+static int64_t skew_last(const skew_stamp_t *a, const skew_stamp_t *b)
+{
+    return (a->bar_out <= b->bar_out) ? skew_other(a, b) : skew_root(a, b);
+}
+
+static int64_t skew_abs_exit(const skew_stamp_t *a, const skew_stamp_t *b)
+{
+    int64_t d = skew_exit(a, b);
+
+    return (d < 0) ? -d : d;
+}
+
+/* quartiles of what over the second half of the iterations */
+static void skew_quartiles(int64_t (*what)(const skew_stamp_t *,
+                                           const skew_stamp_t *),
+                           int64_t *v, int64_t q[3])
+{
+    unsigned n = g_iters - g_iters / 2;
+
+    (void)skew_median(what, v); /* sorts v */
+    q[0] = v[n / 4];
+    q[1] = v[n / 2];
+    q[2] = v[(3 * n) / 4];
+}
+
 int main(int argc, char **argv)
 {
     static const char *names[] = {"bcast", "allreduce", "barrier"};
@@ -199,6 +240,25 @@ int main(int argc, char **argv)
            (long long)skew_median(skew_entry, v),
            (long long)skew_median(skew_exit, v),
            (long long)skew_median(skew_done, v));
+    {
+        static const struct {
+            const char *name;
+            int64_t (*what)(const skew_stamp_t*, const skew_stamp_t*);
+        } q[] = {
+            {"mean of the two ranks", skew_mean},
+            {"first to leave the barrier", skew_first},
+            {"last to leave the barrier", skew_last},
+            {"|barrier exit skew|", skew_abs_exit},
+        };
+        int64_t r[3];
+        unsigned k;
+
+        for (k = 0; k < sizeof(q) / sizeof(q[0]); ++k) {
+            skew_quartiles(q[k].what, v, r);
+            printf("  %-28s quartiles %lld / %lld / %lld ns\n", q[k].name,
+                   (long long)r[0], (long long)r[1], (long long)r[2]);
+        }
+    }
     free(v);
     munmap(g_stamps, bytes);
     return 0;

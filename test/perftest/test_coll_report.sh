@@ -6,9 +6,9 @@
 # numbers chosen so that each state's targets come out differently from
 # the medians over all four.  Checks the "Targets by VM state" table: per
 # state the repetitions it used, the targets met, the misses whose target
-# lies below the crossing floor (1.5c, c = half the round trip) and the
-# misses above it; and that a run without round trips leaves the table
-# out.  No program is run but the report.  Ends with
+# lies below the crossing floor (c, c/2 for bcast; c = half the round
+# trip) and the misses above it; and that a run without round trips
+# leaves the table out.  No program is run but the report.  Ends with
 # "coll-report: N passed, N failed".
 #
 #   test/perftest/test_coll_report.sh
@@ -38,22 +38,27 @@ make_run() {
     # row CFG REP COLL BYTES AVG
     row() { echo "$1,$2,$3,$4,2,100,10,$5,$5,$5,0,0,0" >> "$d/samples.csv"; }
     for rep in 1 2 3 4; do
-        if [ "$rep" -le 2 ]; then   # fast state
+        if [ "$rep" -le 2 ]; then   # fast state: c = 0.030 us
             row ob1-vader $rep barrier 0 0.200
             row cxl       $rep barrier 0 0.050     # 0.25x: met
+            row ob1-vader $rep bcast 8 0.200
+            row cxl       $rep bcast 8 0.150       # 0.75x: target 0.1 > c/2
             row ob1-vader $rep allgather 8 0.200
-            row cxl       $rep allgather 8 0.150   # 0.75x: target 0.1 > 1.5c 0.045
+            row cxl       $rep allgather 8 0.150   # 0.75x: target 0.1 > c
             row ob1-vader $rep allgather 1048576 100
             row cxl       $rep allgather 1048576 100   # bw 1.00x
-        else                        # slow state
-            row ob1-vader $rep barrier 0 0.500
-            row cxl       $rep barrier 0 0.450     # 0.90x: target 0.25 < 1.5c 0.345
-            row ob1-vader $rep allgather 8 0.500
-            row cxl       $rep allgather 8 0.400   # 0.80x: target 0.25 < 0.345
+        else                        # slow state: c = 0.230 us
+            row ob1-vader $rep barrier 0 0.440
+            row cxl       $rep barrier 0 0.400     # 0.91x: target 0.22 < c
+            row ob1-vader $rep bcast 8 0.250
+            row cxl       $rep bcast 8 0.200       # 0.80x: target 0.125, c/2 0.115
+            row ob1-vader $rep allgather 8 0.440
+            row cxl       $rep allgather 8 0.400   # 0.91x: target 0.22 < c
             row ob1-vader $rep allgather 1048576 100
             row cxl       $rep allgather 1048576 50    # bw 2.00x: met
         fi
         row tuned-ucx $rep barrier 0 9
+        row tuned-ucx $rep bcast 8 9
         row tuned-ucx $rep allgather 8 9
         row tuned-ucx $rep allgather 1048576 900
     done
@@ -92,19 +97,17 @@ check() {   # check WHAT GOT WANT
 }
 check "fast: repetitions" "$(field "$fast" 3)" "tuned-ucx: 1 2, ob1-vader: 1 2, cxl: 1 2"
 check "fast: round trip" "$(field "$fast" 4)" "median 60 ns (c = 0.030 µs)"
-check "fast: met" "$(field "$fast" 5)" "**1 of 3**"
+check "fast: met" "$(field "$fast" 5)" "**1 of 4**"
 check "fast: below the floor" "$(field "$fast" 6)" "0"
-check "fast: above the floor" "$(field "$fast" 7)" "allgather 8 B 0.75×, allgather 1 MiB bw 1.00×"
+check "fast: above the floor" "$(field "$fast" 7)" "bcast 8 B 0.75×, allgather 8 B 0.75×, allgather 1 MiB bw 1.00×"
 check "slow: repetitions" "$(field "$slow" 3)" "tuned-ucx: 3 4, ob1-vader: 3 4, cxl: 3 4"
-check "slow: met" "$(field "$slow" 5)" "**1 of 3**"
+check "slow: met" "$(field "$slow" 5)" "**1 of 4**"
 check "slow: below the floor" "$(field "$slow" 6)" "2"
-check "slow: above the floor" "$(field "$slow" 7)" "none"
-# the medians over all four repetitions mix the states: allgather 1 MiB
-# is 75 us against 100 (1.33x), which neither state shows
-if grep -q "1 of 3 met\|2 of 3 met" "$tmp/a/report.md"; then
+check "slow: above the floor" "$(field "$slow" 7)" "bcast 8 B 0.80×"
+if grep -q "[0-9] of 4 met" "$tmp/a/report.md"; then
     ok "the whole-run summary is still there"
 else
-    bad "the whole-run summary (N of 3 met) is missing"
+    bad "the whole-run summary (N of 4 met) is missing"
 fi
 
 make_run "$tmp/b" 0
