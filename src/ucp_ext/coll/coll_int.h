@@ -174,11 +174,11 @@ struct cxl_coll_req {
     uint8_t            *dst;         /* resolved output: data of rank w */
     uint64_t            dst_stride;  /*   at dst + w * dst_stride */
     int                 src_in_pool; /* peers read src in place */
-    int                 local_copy;  /* the own block moves by a local copy,
-                                        round by round */
-    int                 local_early; /* ... each round's part between its
-                                        write and its read, else all at
-                                        the end */
+    int                 local_copy;  /* the own block moves by a local copy:
+                                        a rank that reads copies each
+                                        round's part between its write and
+                                        its read, one that does not copies
+                                        it all at the end */
     uint8_t            *fuse_dst;    /* write_round also copies each chunk of
                                         the own block here, while it is in
                                         the cache (allgather) */

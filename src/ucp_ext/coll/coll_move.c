@@ -30,7 +30,7 @@ static int cxl_coll_move_publishes(const cxl_coll_req_t *req, int w)
     }
 }
 
-/* Whether rank r reads anything in a step. */
+/* Whether rank r reads anything in a step (the mirror of publishes). */
 static int cxl_coll_move_reads_any(const cxl_coll_req_t *req, int r)
 {
     switch (req->args.type) {
@@ -278,12 +278,12 @@ static cxl_coll_status_t cxl_coll_move_progress(cxl_coll_req_t *req)
                 }
             }
             req->phase = 1;
-            if (req->local_copy && req->local_early) {
+            if (req->local_copy && cxl_coll_move_reads_any(req, team->rank)) {
                 /*
                  * Between writing and reading: a reader that starts right
                  * behind the peer's writes waits on every chunk, one
                  * that copies its own block first finds them written
-                 * (alltoall 1 MiB 115 -> 96 us, gather root 94 -> 64)
+                 * (alltoall 1 MiB 115 -> 96 us)
                  */
                 cxl_coll_move_local(req, off, len);
             }
@@ -297,7 +297,8 @@ static cxl_coll_status_t cxl_coll_move_progress(cxl_coll_req_t *req)
         req->phase = 0;
         req->k++;
     }
-    if (req->local_copy && (!req->local_early || (req->nsteps == 0))) {
+    if (req->local_copy && ((req->nsteps == 0) ||
+                            !cxl_coll_move_reads_any(req, team->rank))) {
         /* a rank that reads nothing (scatter root): last, so that the
          * readers of the last round copy meanwhile */
         cxl_coll_move_local(req, 0, req->bytes);
@@ -369,7 +370,6 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
     }
     req->progress   = cxl_coll_move_progress;
     req->local_copy = 1;
-    req->local_early = cxl_coll_move_reads_any(req, me);
     if ((a->type == CXL_COLL_ALLGATHER) && !in_place && !req->src_in_pool &&
         (req->nsteps > 0)) {
         /* the own block goes into the slot and into rbuf: one pass */
