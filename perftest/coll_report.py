@@ -119,8 +119,41 @@ with open(os.path.join(OUT, "samples.csv"), newline="") as f:
         sizes_of.setdefault(coll, set()).add(nbytes)
 
 
-def stats(coll, nbytes, cfg):
-    reps = data.get((coll, nbytes, cfg))
+# ---- runs: one row per measured run, with the round trip before it ---------
+runs = []
+try:
+    with open(os.path.join(OUT, "runs.csv"), newline="") as f:
+        for row in csv.DictReader(f):
+            runs.append(row)
+except OSError:
+    pass
+run_rtt = OrderedDict()   # (config, rep) -> ns, runs without a probe left out
+for r in runs:
+    try:
+        run_rtt[(r["config"], int(r["rep"]))] = float(r.get("rtt_ns") or "x")
+    except (KeyError, ValueError):
+        pass
+
+# This VM's two cores trade cache lines at ~50-120 ns round trip or at
+# ~410-500 ns, flipping while the host moves its vCPUs; a median over
+# repetitions of both states compares configurations measured in
+# different states.  state_of() tells a repetition's state by the round
+# trip measured right before its run.
+STATE_SPLIT_NS = 200.0
+
+
+def state_of(cfg, rep):
+    v = run_rtt.get((cfg, rep))
+    if v is None:
+        return None
+    return "fast" if v <= STATE_SPLIT_NS else "slow"
+
+
+def stats(coll, nbytes, cfg, st=None):
+    """median, min, max over the repetitions (of VM state st only, if given)"""
+    reps = data.get((coll, nbytes, cfg)) or {}
+    if st is not None:
+        reps = {rep: v for rep, v in reps.items() if state_of(cfg, rep) == st}
     if not reps:
         return None
     vals = list(reps.values())
@@ -133,10 +166,10 @@ have_cxl = "cxl" in measured
 have_sw = "cxl-sw" in measured
 
 
-def best_baseline(coll, nbytes):
+def best_baseline(coll, nbytes, st=None):
     best = None
     for b in BASELINES:
-        s = stats(coll, nbytes, b)
+        s = stats(coll, nbytes, b, st)
         if s and (best is None or s["median"] < best[1]["median"]):
             best = (b, s)
     return best
@@ -350,13 +383,6 @@ if "swline_oneway" in cl or swcopy["swcopy_in"]:
                            for k, v in swcopy["swcopy_out"].items()) or "?"))
 L.append("| load average (1/5/15 min) | start %s, end %s |" % (meta.get("load_start", "?"),
                                                                meta.get("load_end", "?")))
-runs = []
-try:
-    with open(os.path.join(OUT, "runs.csv"), newline="") as f:
-        for row in csv.DictReader(f):
-            runs.append(row)
-except OSError:
-    pass
 if runs:
     busy = sorted(int(r["cpu_busy_pct"]) for r in runs if r.get("cpu_busy_pct", "").isdigit())
     loads = sorted(float(r["load1"]) for r in runs if r.get("load1"))
@@ -366,15 +392,11 @@ if runs:
                  % (statistics.median(busy), busy[0], busy[-1], loads[0], loads[-1],
                     ("; waited for ≤ %s %% busy" % meta["wait_idle"])
                     if meta.get("wait_idle", "0") != "0" else ""))
-if runs:
+if run_rtt:
     # the VM state each run met: every short collective pays line transfers
-    rtt = {}
-    for r in runs:
-        try:
-            v = float(r.get("rtt_ns") or "x")
-        except ValueError:
-            continue   # no probe before this run: nothing to list
-        rtt.setdefault(r["config"], []).append(v)
+    rtt = OrderedDict()
+    for (c, _), v in run_rtt.items():
+        rtt.setdefault(c, []).append(v)
     if rtt:
         allv = sorted(v for vs in rtt.values() for v in vs)
         L.append("| cache-line round trip right before each run | median %.0f ns, %.0f–%.0f; %s "
@@ -461,35 +483,7 @@ else:
     L.append("Not evaluated: coll/cxl has no results.")
     L.append("")
 
-# ---- by VM state ------------------------------------------------------------
-# This VM's two cores trade cache lines at ~50-120 ns round trip or at
-# ~410-500 ns, flipping while the host moves its vCPUs; a median over
-# repetitions of both states compares configurations measured in
-# different states.  Here every configuration's repetitions are split by
-# the round trip measured right before the run (runs.csv), and each
-# state's targets are evaluated on its own repetitions only.
-STATE_SPLIT_NS = 200.0
-run_rtt = {}   # (config, rep) -> ns
-for r in runs:
-    try:
-        run_rtt[(r["config"], int(r["rep"]))] = float(r.get("rtt_ns") or "x")
-    except (KeyError, ValueError):
-        pass
-
-
-def state_of(cfg, rep):
-    v = run_rtt.get((cfg, rep))
-    if v is None:
-        return None
-    return "fast" if v <= STATE_SPLIT_NS else "slow"
-
-
-def stats_in(coll, nbytes, cfg, st):
-    reps = data.get((coll, nbytes, cfg)) or {}
-    vals = [v for rep, v in reps.items() if state_of(cfg, rep) == st]
-    return statistics.median(vals) if vals else None
-
-
+# ---- by VM state: each state's targets on its own repetitions ---------------
 def crossing_floor(coll, c_us):
     """low bound (us) of the mean of the two ranks' times, c one crossing
     (a store of one core seen by the other): each rank of an all-publish
@@ -541,28 +535,25 @@ if have_cxl and run_rtt and meta.get("np") == "2":
         met, below, above = [], [], []
         for e in targets:
             coll, nbytes = e["coll"], e["bytes"]
-            sc = stats_in(coll, nbytes, "cxl", st)
-            bb = None
-            for b in BASELINES:
-                v = stats_in(coll, nbytes, b, st)
-                if v is not None and (bb is None or v < bb[1]):
-                    bb = (b, v)
+            sc = stats(coll, nbytes, "cxl", st)
+            bb = best_baseline(coll, nbytes, st)
             if sc is None or bb is None:
                 continue
+            sc, bm = sc["median"], bb[1]["median"]
             name = "%s%s" % (coll, "" if coll == "barrier" else " " + size_label(nbytes))
             if e["kind"] == "lat":
-                r = sc / bb[1]
+                r = sc / bm
                 if r <= e["bound"]:
                     met.append(name)
                     continue
                 fl = crossing_floor(coll, c_us)
                 txt = "%s %.2f×" % (name, r)
-                if fl is not None and e["bound"] * bb[1] < fl:
+                if fl is not None and e["bound"] * bm < fl:
                     below.append(txt)
                 else:
                     above.append(txt)
             else:
-                r = bb[1] / sc
+                r = bm / sc
                 if r >= e["bound"]:
                     met.append(name)
                 else:
