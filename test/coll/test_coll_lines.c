@@ -13,7 +13,11 @@
  *     makes no progress (they go into the small slots of the signal lines,
  *     not the two data slots), and one that comes back to a slot the
  *     reader may still read waits (here: times out) instead of
- *     overwriting it.
+ *     overwriting it;
+ *   - the watched word: a test() that finds the word its last poll waited
+ *     for unchanged does not run the collective, so the word must be the
+ *     right one: the first test() after the signal, after each further
+ *     ready chunk, after the last flagged line, finishes what it can.
  *
  * hw coherence (the sw protocol runs in coll_check's sw configurations).
  * Ends with "test_coll_lines: N passed, N failed".
@@ -265,6 +269,110 @@ static void team_b(void)
     destroy_team(team);
 }
 
+/*
+ * Rank 1 publishes a bcast of len bytes at step through its small slot,
+ * the signal first with `first` bytes ready, then the rest: the first
+ * test() after each store sees it.
+ */
+static void check_watch_small(cxl_coll_team_t *team, uint64_t step,
+                              size_t len, size_t first)
+{
+    cxl_coll_sig_t *sig = cxl_coll_sig(g.peer.part, step);
+    uint8_t *data = malloc(len), *buf = malloc(len);
+    cxl_coll_req_t *req = NULL;
+    cxl_coll_status_t st;
+    unsigned i;
+
+    pattern(data, len, (unsigned)step);
+    memset(buf, 0xee, len);
+    memcpy(cxl_coll_small_slot(g.peer.part, step), data, len);
+    st = bcast_post(team, buf, len, 1, &req);
+    cxl_th_check(st == CXL_COLL_OK, "watch step %llu: post",
+                 (unsigned long long)step);
+    if (st != CXL_COLL_OK) {
+        free(data);
+        free(buf);
+        return;
+    }
+    /* more polls than CXL_COLL_WATCH_POLLS on the unchanged signal */
+    for (i = 0; i < 3 * CXL_COLL_WATCH_POLLS; ++i) {
+        st = cxl_coll_test(req);
+        if (st != CXL_COLL_INPROGRESS) {
+            break;
+        }
+    }
+    cxl_th_check(st == CXL_COLL_INPROGRESS, "watch step %llu: no signal, "
+                 "%u polls: waits (%s)", (unsigned long long)step, i,
+                 cxl_coll_strerror(st));
+    sig->u.ext.buf_off = 0;
+    sig->u.ext.stride  = (len + 63) & ~63ull;
+    cxl_coll_store(&sig->ready, cxl_coll_ready_make(step, first));
+    cxl_coll_store(&sig->seq, step);
+    st = cxl_coll_test(req);
+    cxl_th_check(st == CXL_COLL_INPROGRESS, "watch step %llu: %zu of %zu B "
+                 "ready: waits (%s)", (unsigned long long)step, first, len,
+                 cxl_coll_strerror(st));
+    cxl_th_check(memcmp(buf, data, first) == 0, "watch step %llu: the first "
+                 "test() after the signal took the %zu B ready",
+                 (unsigned long long)step, first);
+    for (i = 0; i < 3 * CXL_COLL_WATCH_POLLS; ++i) {
+        (void)cxl_coll_test(req);
+    }
+    cxl_coll_store(&sig->ready, cxl_coll_ready_make(step, len));
+    st = cxl_coll_test(req);
+    cxl_th_check(st == CXL_COLL_OK, "watch step %llu: the first test() after "
+                 "the rest is ready finishes (%s)", (unsigned long long)step,
+                 cxl_coll_strerror(st));
+    cxl_th_check(memcmp(buf, data, len) == 0, "watch step %llu: %zu B as "
+                 "published", (unsigned long long)step, len);
+    cxl_coll_req_free(req);
+    free(data);
+    free(buf);
+}
+
+/* The word a waiting poll watches, for the signal, the ready word, the
+ * flagged lines (check_reader: the first test() after the last line) and
+ * the peer's done line */
+static void team_c(void)
+{
+    cxl_coll_team_t *team = make_team();
+    uint8_t buf[100] = {0};
+    cxl_coll_req_t *req = NULL;
+    cxl_coll_status_t st;
+    uint64_t step;
+    unsigned i;
+
+    if (team == NULL) {
+        return;
+    }
+    check_watch_small(team, 1, 3000, 1000);
+    check_reader(team, 2, CXL_COLL_LL_MAX, 0, 2);
+    check_watch_small(team, 3, CXL_COLL_SMALL_MAX, 64);
+    /* rank 0 publishes on; step NSIG + 2 needs rank 1 done with step 2
+     * (rank 1's publication of step 3 says it finished step 1 only) */
+    for (step = 4; step <= CXL_COLL_NSIG + 1; ++step) {
+        st = root_bcast(team, step, sizeof(buf), (unsigned)step, 0);
+        cxl_th_check(st == CXL_COLL_OK, "watch: root step %llu (%s)",
+                     (unsigned long long)step, cxl_coll_strerror(st));
+    }
+    st = bcast_post(team, buf, sizeof(buf), 0, &req);
+    for (i = 0; (st == CXL_COLL_OK) && (i < 3 * CXL_COLL_WATCH_POLLS); ++i) {
+        st = (cxl_coll_test(req) == CXL_COLL_INPROGRESS) ? CXL_COLL_OK :
+             CXL_COLL_ERR_INVAL;
+    }
+    cxl_th_check(st == CXL_COLL_OK, "watch: root step %d waits for rank 1's "
+                 "done line", CXL_COLL_NSIG + 2);
+    if (st == CXL_COLL_OK) {
+        peer_done(2);
+        st = cxl_coll_test(req);
+        cxl_th_check(st == CXL_COLL_OK, "watch: the first test() after rank "
+                     "1's done line reaches 2 publishes step %d (%s)",
+                     CXL_COLL_NSIG + 2, cxl_coll_strerror(st));
+        cxl_coll_req_free(req);
+    }
+    destroy_team(team);
+}
+
 int main(void)
 {
     char spec[300];
@@ -293,6 +401,7 @@ int main(void)
 
     team_a();
     team_b();
+    team_c();
 
     cxlpool_free(g.pool, g.peer.ext.offset);
     cxlpool_close(g.pool);

@@ -42,6 +42,7 @@ static cxl_coll_status_t cxl_coll_barrier_progress(cxl_coll_req_t *req)
     if (missing) {
         return CXL_COLL_INPROGRESS;
     }
+    cxl_coll_got_clear(req);
     cxl_coll_step_done(team, step);
     return CXL_COLL_OK;
 }
@@ -50,7 +51,10 @@ cxl_coll_status_t cxl_coll_barrier_post(cxl_coll_req_t *req)
 {
     req->nsteps   = (req->team->size > 1) ? 1 : 0;
     req->progress = cxl_coll_barrier_progress;
-    cxl_coll_log(req->team, "barrier: all-read-all of %d signal lines, %s",
-                 req->team->size, req->nsteps ? "1 step" : "nothing to do");
+    if (req->team->cfg.log) {
+        cxl_coll_log(req->team, "barrier: all-read-all of %d signal lines, "
+                     "%s", req->team->size,
+                     req->nsteps ? "1 step" : "nothing to do");
+    }
     return CXL_COLL_OK;
 }

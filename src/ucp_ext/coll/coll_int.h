@@ -111,6 +111,7 @@ struct cxl_coll_team {
     struct cxl_coll_pub *pubs;       /* scratch: one per rank */
 
     uint64_t            next_step;   /* first step of the next posted request */
+    uint64_t            done_all;    /* every peer's done line is >= this */
     cxl_coll_status_t   failed;      /* a collective failed: team unusable */
 
     cxl_coll_req_t     *reqs;        /* max_reqs requests */
@@ -121,6 +122,11 @@ struct cxl_coll_team {
 
     uint64_t            last_check_ns;
     unsigned            blocked_peer; /* who a failed poll waited for */
+    const uint64_t     *watch;       /* a word of blocked_peer that must
+                                        change before the head request can
+                                        advance (NULL: none known) */
+    uint64_t            watch_seen;  /*   and its value then */
+    unsigned            watch_polls; /* polls answered from the watch */
 
     uint64_t           *mem_offs;    /* cxl_coll_mem_alloc() extents */
     unsigned            mem_count;
@@ -137,6 +143,25 @@ static inline int cxl_coll_peer_at(const cxl_coll_team_t *team, int rank,
     int w = rank + i;
 
     return (w >= team->size) ? w - team->size : w;
+}
+
+/*
+ * A poll of the head request found it waiting for peer, and for word, seen
+ * holding `seen`, to change: cxl_coll_test() then looks at that word alone
+ * until it changes (at most CXL_COLL_WATCH_POLLS polls in a row), not
+ * through the progress function.  The word must be one the request cannot
+ * complete without: the last peer a pass found missing, not the first.
+ */
+#define CXL_COLL_WATCH_POLLS 64u
+#define CXL_COLL_WATCH_AFTER 32u
+
+static inline void cxl_coll_block(cxl_coll_team_t *team, int peer,
+                                  const uint64_t *word, uint64_t seen)
+{
+    team->blocked_peer = (unsigned)peer;
+    team->watch        = word;
+    team->watch_seen   = seen;
+    team->watch_polls  = 0;
 }
 
 /* ---- requests (coll_req.c) ---- */
@@ -189,6 +214,20 @@ struct cxl_coll_req {
     uint64_t            skip_hi;     /*   of the slot layout out: nobody reads
                                         it (the own block or slice) */
 };
+
+/*
+ * req->got back to zero, as the next request on it expects (post does not
+ * clear it): after every step that used it.  A loop, not memset(): two
+ * words on two ranks.
+ */
+static inline void cxl_coll_got_clear(cxl_coll_req_t *req)
+{
+    int i;
+
+    for (i = 0; i < req->team->size; ++i) {
+        req->got[i] = 0;
+    }
+}
 
 uint64_t cxl_coll_now_ns(void);
 
@@ -263,7 +302,21 @@ typedef struct cxl_coll_pub {
     int            inl;    /* nothing to invalidate: data lies in the
                               signal line, or was copied out of flagged
                               lines */
+    const uint64_t *ready_word; /* where ready comes from, and its value */
+    uint64_t       ready_seen;  /*   (NULL: it will not grow) */
 } cxl_coll_pub_t;
+
+/* peer's publication pub has less ready than needed: watch its ready word */
+static inline void cxl_coll_block_ready(cxl_coll_team_t *team, int peer,
+                                        const cxl_coll_pub_t *pub)
+{
+    if (pub->ready_word != NULL) {
+        cxl_coll_block(team, peer, pub->ready_word, pub->ready_seen);
+    } else {
+        team->blocked_peer = (unsigned)peer; /* cannot grow: no watch */
+        team->watch        = NULL;
+    }
+}
 
 /*
  * Peer's publication of step, made of nblocks blocks of blk bytes laid

@@ -76,6 +76,7 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
     uint8_t inl[CXL_COLL_INLINE_MAX];
     cxl_coll_status_t status;
     uint8_t *slot, *small, *stage;
+    const uint8_t *from;
     uint64_t x, n, pos;
     cxl_coll_pub_kind_t kind;
     int signalled = 0;
@@ -105,13 +106,19 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req,
         return CXL_COLL_OK;
     }
     if (kind == CXL_COLL_PUB_INLINE) {
-        for (j = 0; j < req->nblocks; ++j) {
-            memcpy(inl + j * len, req->src + j * req->src_stride + off, len);
+        if (req->nblocks == 1) {
+            from = req->src + off;
+        } else {
+            from = inl; /* the blocks side by side */
+            for (j = 0; j < req->nblocks; ++j) {
+                memcpy(inl + j * len, req->src + j * req->src_stride + off,
+                       len);
+            }
         }
         if (req->fuse_dst != NULL) {
-            memcpy(req->fuse_dst + off, inl, len);
+            memcpy(req->fuse_dst + off, from, len);
         }
-        cxl_coll_publish(team, step, inl, req->nblocks * len, NULL, len,
+        cxl_coll_publish(team, step, from, req->nblocks * len, NULL, len,
                          req->nblocks * len);
         return CXL_COLL_OK;
     }
@@ -208,7 +215,7 @@ static cxl_coll_status_t cxl_coll_move_read(cxl_coll_req_t *req,
             req->got[w] = have;
         }
         if (have < len) {
-            team->blocked_peer = w;
+            cxl_coll_block_ready(team, w, &pub);
             missing = 1;
         }
     }
@@ -293,7 +300,7 @@ static cxl_coll_status_t cxl_coll_move_progress(cxl_coll_req_t *req)
             return status;
         }
         cxl_coll_step_done(team, step);
-        memset(req->got, 0, team->size * sizeof(*req->got));
+        cxl_coll_got_clear(req);
         req->phase = 0;
         req->k++;
     }
@@ -311,13 +318,39 @@ static cxl_coll_status_t cxl_coll_move_progress(cxl_coll_req_t *req)
     return CXL_COLL_OK;
 }
 
+/* The line of CXL_COLL_LOG for a data movement (not on the path of a call
+ * without it: its buffers alone cost more than a short collective's post) */
+static void __attribute__((noinline))
+cxl_coll_move_log(const cxl_coll_req_t *req)
+{
+    const cxl_coll_team_t *team = req->team;
+    const cxl_coll_args_t *a    = &req->args;
+    char b1[32], b2[32], rootstr[24] = "";
+    const char *how;
+
+    how = (req->nsteps == 0) ? "nothing to move" :
+          req->src_in_pool ? "read in place from the pool buffer" :
+          cxl_coll_pub_kind_name(cxl_coll_req_kind(req));
+    if ((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_GATHER) ||
+        (a->type == CXL_COLL_SCATTER)) {
+        snprintf(rootstr, sizeof(rootstr), " root %d", a->root);
+    }
+    cxl_coll_log(team, "%s %zu x %s%s: flat, %llu round(s) of %s per "
+                 "block, %u block(s), chunk %s, %s",
+                 cxl_coll_type_name(a->type), a->count,
+                 cxl_coll_dtype_name(a->dtype), rootstr,
+                 (unsigned long long)req->nsteps,
+                 cxl_coll_bytes_str(req->round, b1, sizeof(b1)),
+                 req->nblocks,
+                 cxl_coll_bytes_str(team->cfg.chunk_size, b2, sizeof(b2)),
+                 how);
+}
+
 cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
 {
     cxl_coll_team_t *team    = req->team;
     const cxl_coll_args_t *a = &req->args;
     int me = team->rank, multi, in_place;
-    char b1[32], b2[32], rootstr[24] = "";
-    const char *how;
 
     multi     = (a->type == CXL_COLL_SCATTER) || (a->type == CXL_COLL_ALLTOALL);
     req->bytes = a->count * req->es;
@@ -378,22 +411,7 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
     }
 
     if (team->cfg.log) {
-        how = (req->nsteps == 0) ? "nothing to move" :
-              req->src_in_pool ? "read in place from the pool buffer" :
-              cxl_coll_pub_kind_name(cxl_coll_req_kind(req));
-        if ((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_GATHER) ||
-            (a->type == CXL_COLL_SCATTER)) {
-            snprintf(rootstr, sizeof(rootstr), " root %d", a->root);
-        }
-        cxl_coll_log(team, "%s %zu x %s%s: flat, %llu round(s) of %s per "
-                     "block, %u block(s), chunk %s, %s",
-                     cxl_coll_type_name(a->type), a->count,
-                     cxl_coll_dtype_name(a->dtype), rootstr,
-                     (unsigned long long)req->nsteps,
-                     cxl_coll_bytes_str(req->round, b1, sizeof(b1)),
-                     req->nblocks,
-                     cxl_coll_bytes_str(team->cfg.chunk_size, b2, sizeof(b2)),
-                     how);
+        cxl_coll_move_log(req);
     }
     return CXL_COLL_OK;
 }

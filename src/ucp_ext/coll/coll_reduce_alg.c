@@ -98,7 +98,7 @@ static cxl_coll_status_t cxl_coll_red_chunk(cxl_coll_req_t *req, uint64_t step,
             return status;
         }
         if (pubs[w].ready < bi * pubs[w].stride + boff + n) {
-            team->blocked_peer = w;
+            cxl_coll_block_ready(team, w, &pubs[w]);
             return CXL_COLL_INPROGRESS;
         }
     }
@@ -189,7 +189,7 @@ static cxl_coll_status_t cxl_coll_red_gather(cxl_coll_req_t *req,
             req->got[w] = have;
         }
         if (have < hi - lo) {
-            team->blocked_peer = w;
+            cxl_coll_block_ready(team, w, &pub);
             missing = 1;
         }
     }
@@ -296,7 +296,7 @@ static cxl_coll_status_t cxl_coll_red_progress(cxl_coll_req_t *req)
                 }
             }
             cxl_coll_step_done(team, step_b);
-            memset(req->got, 0, team->size * sizeof(*req->got));
+            cxl_coll_got_clear(req);
             req->phase = CXL_COLL_RED_WRITE;
             req->k    += 2;
             break;
@@ -308,13 +308,44 @@ static cxl_coll_status_t cxl_coll_red_progress(cxl_coll_req_t *req)
     return CXL_COLL_OK;
 }
 
+/* The line of CXL_COLL_LOG for a reduction (off the path of a call
+ * without it) */
+static void __attribute__((noinline))
+cxl_coll_red_log(const cxl_coll_req_t *req)
+{
+    const cxl_coll_team_t *team = req->team;
+    const cxl_coll_args_t *a    = &req->args;
+    int rs = (a->type == CXL_COLL_REDUCE_SCATTER);
+    char b1[32], b2[32], rootstr[24] = "";
+
+    if (a->type == CXL_COLL_REDUCE) {
+        snprintf(rootstr, sizeof(rootstr), " root %d", a->root);
+    }
+    cxl_coll_log(team, "%s %zu x %s %s%s: %s, %llu round(s) of %s, chunk "
+                 "%s%s%s", cxl_coll_type_name(a->type), a->count,
+                 cxl_coll_dtype_name(a->dtype), cxl_coll_op_name(a->op),
+                 rootstr,
+                 (req->nsteps == 0) ? "local" :
+                 rs ? "flat reduce-scatter" :
+                 !req->oneshot ? "two-shot" :
+                 (req->nrounds <= 1) ? "one-shot" :
+                 (a->type == CXL_COLL_REDUCE) ? "rooted" :
+                 "one-shot in rounds",
+                 (unsigned long long)req->nrounds,
+                 cxl_coll_bytes_str(req->round, b1, sizeof(b1)),
+                 cxl_coll_bytes_str(team->cfg.chunk_size, b2, sizeof(b2)),
+                 (req->nsteps == 0) ? "" : ", input ",
+                 (req->nsteps == 0) ? "" :
+                 req->src_in_pool ? "read in place from the pool" :
+                 cxl_coll_pub_kind_name(cxl_coll_req_kind(req)));
+}
+
 cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
 {
     cxl_coll_team_t *team    = req->team;
     const cxl_coll_args_t *a = &req->args;
     int rs = (a->type == CXL_COLL_REDUCE_SCATTER);
     int in_place = (a->sbuf == CXL_COLL_IN_PLACE);
-    char b1[32], b2[32], rootstr[24] = "";
 
     req->bytes = a->count * req->es;
     req->src   = in_place ? (const uint8_t*)a->rbuf : (const uint8_t*)a->sbuf;
@@ -364,26 +395,7 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
         memmove(a->rbuf, a->sbuf, req->bytes);
     }
     if (team->cfg.log) {
-        if (a->type == CXL_COLL_REDUCE) {
-            snprintf(rootstr, sizeof(rootstr), " root %d", a->root);
-        }
-        cxl_coll_log(team, "%s %zu x %s %s%s: %s, %llu round(s) of %s, chunk "
-                     "%s%s%s", cxl_coll_type_name(a->type), a->count,
-                     cxl_coll_dtype_name(a->dtype), cxl_coll_op_name(a->op),
-                     rootstr,
-                     (req->nsteps == 0) ? "local" :
-                     rs ? "flat reduce-scatter" :
-                     !req->oneshot ? "two-shot" :
-                     (req->nrounds <= 1) ? "one-shot" :
-                     (a->type == CXL_COLL_REDUCE) ? "rooted" :
-                     "one-shot in rounds",
-                     (unsigned long long)req->nrounds,
-                     cxl_coll_bytes_str(req->round, b1, sizeof(b1)),
-                     cxl_coll_bytes_str(team->cfg.chunk_size, b2, sizeof(b2)),
-                     (req->nsteps == 0) ? "" : ", input ",
-                     (req->nsteps == 0) ? "" :
-                     req->src_in_pool ? "read in place from the pool" :
-                     cxl_coll_pub_kind_name(cxl_coll_req_kind(req)));
+        cxl_coll_red_log(req);
     }
     return CXL_COLL_OK;
 }

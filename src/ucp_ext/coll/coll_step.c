@@ -12,32 +12,42 @@
 /*
  * Every peer's done line >= need.  A peer's lines are read only when the
  * bound known of it is too low: the bound comes from its done line's last
- * value, and from its publications (cxl_coll_seen).
+ * value, and from its publications (cxl_coll_seen).  team->done_all, the
+ * least of the bounds when they last all sufficed, answers most calls
+ * without the loop.
  */
 static cxl_coll_status_t cxl_coll_done_at_least(cxl_coll_team_t *team,
                                                 uint64_t need)
 {
+    uint64_t least = UINT64_MAX;
     cxl_coll_word_line_t *line;
     cxl_coll_peer_t *peer;
     uint64_t v;
     int i;
 
+    if (need <= team->done_all) {
+        return CXL_COLL_OK;
+    }
     for (i = 0; i < team->size; ++i) {
         peer = &team->peers[i];
-        if ((peer->done_lb >= need) || (i == team->rank)) {
+        if (i == team->rank) {
             continue;
         }
-        line = cxl_coll_done_line(peer->part);
-        cxl_coh_invalidate(team->coh, line, CXL_CACHE_LINE);
-        v = cxl_coll_load(&line->value);
-        if (v > peer->done_lb) {
-            peer->done_lb = v;
+        if (peer->done_lb < need) {
+            line = cxl_coll_done_line(peer->part);
+            cxl_coh_invalidate(team->coh, line, CXL_CACHE_LINE);
+            v = cxl_coll_load(&line->value);
+            if (v > peer->done_lb) {
+                peer->done_lb = v;
+            }
+            if (v < need) {
+                cxl_coll_block(team, i, &line->value, v);
+                return CXL_COLL_INPROGRESS;
+            }
         }
-        if (v < need) {
-            team->blocked_peer = i;
-            return CXL_COLL_INPROGRESS;
-        }
+        least = (peer->done_lb < least) ? peer->done_lb : least;
     }
+    team->done_all = least;
     return CXL_COLL_OK;
 }
 
@@ -248,6 +258,16 @@ static cxl_coll_status_t cxl_coll_peek_ll(cxl_coll_team_t *team, int peer,
             missing |= cxl_coll_load(&line->flag) ^ step;
         }
         if (missing != 0) {
+            /* watch the last line still missing: written last (a second
+             * look, on this path only) */
+            for (i = nlines; i-- > 0;) {
+                line = cxl_coll_ll_line(p->part, step, i);
+                x    = cxl_coll_load(&line->flag);
+                if (x != step) {
+                    cxl_coll_block(team, peer, &line->flag, x);
+                    break;
+                }
+            }
             team->blocked_peer = peer;
             return CXL_COLL_INPROGRESS;
         }
@@ -259,10 +279,11 @@ static cxl_coll_status_t cxl_coll_peek_ll(cxl_coll_team_t *team, int peer,
         p->ll_step = step;
         cxl_coll_seen(team, peer, step);
     }
-    pub->base   = p->ll_buf;
-    pub->stride = stride;
-    pub->ready  = len;
-    pub->inl    = 1; /* a local copy: nothing to invalidate */
+    pub->base       = p->ll_buf;
+    pub->stride     = stride;
+    pub->ready      = len;
+    pub->inl        = 1; /* a local copy: nothing to invalidate */
+    pub->ready_word = NULL;
     return CXL_COLL_OK;
 }
 
@@ -273,7 +294,7 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
     uint64_t total = (uint64_t)nblocks * blk;
     cxl_coll_pub_kind_t kind;
     cxl_coll_sig_t *sig;
-    uint64_t off, stride, extent;
+    uint64_t off, stride, extent, seq, raw;
     int64_t ready;
 
     if (peer == team->rank) {
@@ -282,6 +303,7 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
         pub->stride = team->mypub[cxl_coll_sig_of(step)].stride;
         pub->ready  = UINT64_MAX;
         pub->inl    = 1; /* nothing to invalidate */
+        pub->ready_word = NULL;
         return CXL_COLL_OK;
     }
 
@@ -294,16 +316,19 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
     }
     sig = cxl_coll_sig(team->peers[peer].part, step);
     cxl_coh_invalidate(team->coh, sig, sizeof(*sig));
-    if (cxl_coll_load(&sig->seq) != step) {
-        team->blocked_peer = peer;
+    seq = cxl_coll_load(&sig->seq);
+    if (seq != step) {
+        cxl_coll_block(team, peer, &sig->seq, seq);
         return CXL_COLL_INPROGRESS;
     }
-    ready = cxl_coll_ready_bytes(cxl_coll_load(&sig->ready), step);
+    raw   = cxl_coll_load(&sig->ready);
+    ready = cxl_coll_ready_bytes(raw, step);
     if (ready < 0) {
-        team->blocked_peer = peer;
+        cxl_coll_block(team, peer, &sig->ready, raw);
         return CXL_COLL_INPROGRESS;
     }
     cxl_coll_seen(team, peer, step);
+    pub->ready_word = NULL;
 
     if (kind == CXL_COLL_PUB_INLINE) {
         pub->base   = (const uint8_t*)sig->u.inl;
@@ -323,6 +348,9 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
                                          step);
         pub->stride = slot_stride;
         pub->ready  = (uint64_t)ready;
+        /* chunks still to come: the ready word grows */
+        pub->ready_word = &sig->ready;
+        pub->ready_seen = raw;
         return CXL_COLL_OK;
     }
 
