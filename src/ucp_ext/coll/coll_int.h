@@ -147,7 +147,8 @@ static inline int cxl_coll_peer_at(const cxl_coll_team_t *team, int rank,
 
 /*
  * A poll of the head request found it waiting for peer, and for word, seen
- * holding `seen`, to change: cxl_coll_test() then looks at that word alone
+ * holding `seen`, to change: once the request has polled
+ * CXL_COLL_WATCH_AFTER times, cxl_coll_test() looks at that word alone
  * until it changes (at most CXL_COLL_WATCH_POLLS polls in a row), not
  * through the progress function.  The word must be one the request cannot
  * complete without: the last peer a pass found missing, not the first.

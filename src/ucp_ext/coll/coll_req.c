@@ -10,14 +10,14 @@
 
 #include <string.h>
 
+/* the collective's name, for the messages of cxl_coll_check_args() only */
+#define CXL_COLL_CHECK_NAME cxl_coll_type_name(a->type)
+
 /*
  * Which buffers a rank must pass, by collective and role; *es_p: the
  * element size.  On the path of every call: the names of the messages are
  * looked up only once something is wrong.
  */
-/* the collective's name, for the messages only */
-#define CXL_COLL_CHECK_NAME cxl_coll_type_name(a->type)
-
 static cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
                                              const cxl_coll_args_t *a,
                                              size_t *es_p)
@@ -42,8 +42,9 @@ static cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
          (a->type == CXL_COLL_REDUCE_SCATTER)) &&
         !cxl_coll_op_supported(a->dtype, a->op)) {
         return cxl_coll_error(CXL_COLL_ERR_UNSUPPORTED, "%s: operation %s (%d)"
-                              " on %s", CXL_COLL_CHECK_NAME, cxl_coll_op_name(a->op),
-                              (int)a->op, cxl_coll_dtype_name(a->dtype));
+                              " on %s", CXL_COLL_CHECK_NAME,
+                              cxl_coll_op_name(a->op), (int)a->op,
+                              cxl_coll_dtype_name(a->dtype));
     }
     root_ok = (a->root >= 0) && (a->root < p);
     if (((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_REDUCE) ||
@@ -58,8 +59,9 @@ static cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
         __builtin_mul_overflow(bytes, (size_t)p, &bytes) ||
         (bytes > (1ull << 62))) {
         return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: count %zu of %s (%zu "
-                              "bytes each) times %d ranks does not fit", CXL_COLL_CHECK_NAME,
-                              a->count, cxl_coll_dtype_name(a->dtype), es, p);
+                              "bytes each) times %d ranks does not fit",
+                              CXL_COLL_CHECK_NAME, a->count,
+                              cxl_coll_dtype_name(a->dtype), es, p);
     }
     if (a->count == 0) {
         return CXL_COLL_OK;
@@ -94,14 +96,15 @@ static cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
     if ((a->rbuf == CXL_COLL_IN_PLACE) &&
         !((a->type == CXL_COLL_SCATTER) && is_root)) {
         return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: rbuf CXL_COLL_IN_PLACE "
-                              "is for the root of a scatter only", CXL_COLL_CHECK_NAME);
+                              "is for the root of a scatter only",
+                              CXL_COLL_CHECK_NAME);
     }
     if ((a->sbuf == CXL_COLL_IN_PLACE) &&
         ((a->type == CXL_COLL_SCATTER) || (a->type == CXL_COLL_BCAST) ||
          ((a->type == CXL_COLL_GATHER) && !is_root))) {
         return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: sbuf CXL_COLL_IN_PLACE "
-                              "is not an in-place form of it on rank %d", CXL_COLL_CHECK_NAME,
-                              me);
+                              "is not an in-place form of it on rank %d",
+                              CXL_COLL_CHECK_NAME, me);
     }
     return CXL_COLL_OK;
 }
