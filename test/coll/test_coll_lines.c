@@ -80,6 +80,17 @@ static cxl_coll_status_t bcast_post(cxl_coll_team_t *team, void *buf,
     return cxl_coll_post(team, &a, req);
 }
 
+/* Rank 0 posts a bcast of len bytes rooted at rank 1 (checked: what) */
+static int reader_post(cxl_coll_team_t *team, void *buf, size_t len,
+                       uint64_t step, const char *what, cxl_coll_req_t **req)
+{
+    cxl_coll_status_t st = bcast_post(team, buf, len, 1, req);
+
+    cxl_th_check(st == CXL_COLL_OK, "%s step %llu: post", what,
+                 (unsigned long long)step);
+    return st == CXL_COLL_OK;
+}
+
 /*
  * Rank 0 reads a flagged bcast of len bytes from rank 1 at step, whose
  * lines still carry old_flag: nothing is taken until every line carries
@@ -99,10 +110,7 @@ static void check_reader(cxl_coll_team_t *team, uint64_t step, size_t len,
     for (i = 0; i < nlines; ++i) {
         peer_line(step, i, data, len, old_flag);
     }
-    st = bcast_post(team, buf, len, 1, &req);
-    cxl_th_check(st == CXL_COLL_OK, "reader step %llu: post",
-                 (unsigned long long)step);
-    if (st != CXL_COLL_OK) {
+    if (!reader_post(team, buf, len, step, "reader", &req)) {
         free(data);
         free(buf);
         return;
@@ -286,10 +294,7 @@ static void check_watch_small(cxl_coll_team_t *team, uint64_t step,
     pattern(data, len, (unsigned)step);
     memset(buf, 0xee, len);
     memcpy(cxl_coll_small_slot(g.peer.part, step), data, len);
-    st = bcast_post(team, buf, len, 1, &req);
-    cxl_th_check(st == CXL_COLL_OK, "watch step %llu: post",
-                 (unsigned long long)step);
-    if (st != CXL_COLL_OK) {
+    if (!reader_post(team, buf, len, step, "watch", &req)) {
         free(data);
         free(buf);
         return;
