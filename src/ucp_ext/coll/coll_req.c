@@ -204,8 +204,8 @@ cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
  * is not run.  A look at one word instead of a pass through the
  * collective's state, once the request has waited CXL_COLL_WATCH_AFTER
  * polls: a long wait (more ranks than cores, a late peer) then costs the
- * CPU and the rank waited for less (np = 4 on 2 cores: barrier 13 -> 11
- * us).  Not sooner: in the first polls of a short wait it made allreduce
+ * CPU and the rank waited for less (np = 4 on 2 cores: barrier 13-17 ->
+ * 11-15 us).  Not sooner: in the first polls of a short wait it made allreduce
  * of 1 KiB slower (0.56 -> 0.62 us, alternating runs), for no reason
  * found.  Every CXL_COLL_WATCH_POLLS polls the pass runs anyway.
  */
