@@ -8,6 +8,9 @@
  * Usage: coll_bw POOL NP COLL BYTES [ITERS [root]]
  * COLL: bcast reduce allreduce gather scatter allgather reduce_scatter
  * alltoall.  Buffers are ordinary memory (not pool-resident).
+ * COLL_BW_ALL=1: every rank prints.  COLL_BW_DV=1: the input is rewritten
+ * before every call (as perftest/coll_bench does by default), so the
+ * writer's source lies dirty in its own cache, not clean and shared.
  */
 #include "coll_test_harness.h"
 
@@ -22,6 +25,7 @@ static size_t      g_bytes;
 static unsigned    g_iters = 200;
 static int         g_root;
 static int         g_all; /* COLL_BW_ALL=1: every rank prints */
+static int         g_dv;  /* COLL_BW_DV=1: input rewritten every call */
 
 static double now_us(void)
 {
@@ -65,6 +69,19 @@ static cxl_coll_status_t bw_call(cxl_coll_team_t *team, void *s, void *r)
     return CXL_COLL_ERR_INVAL;
 }
 
+/* the call's input: the root's buffer of a bcast, else the send buffer */
+static void bw_fill(const cxl_th_rank_t *r, uint8_t *s, uint8_t *d,
+                    size_t len, unsigned it)
+{
+    if (!strcmp(g_coll, "bcast")) {
+        if (r->rank == g_root) {
+            memset(d, (int)(it & 255), g_bytes);
+        }
+    } else {
+        memset(s, (int)(it & 63), len); /* small floats: sums stay finite */
+    }
+}
+
 static int bw_rank(cxl_th_rank_t *r)
 {
     size_t len = g_bytes * (size_t)r->size + 64;
@@ -88,6 +105,9 @@ static int bw_rank(cxl_th_rank_t *r)
         return 1;
     }
     for (i = 0; i < g_iters / 10 + g_iters; ++i) {
+        if (g_dv) {
+            bw_fill(r, s, d, len, i);
+        }
         if (cxl_coll_barrier(team) != CXL_COLL_OK) {
             goto err;
         }
@@ -124,6 +144,7 @@ int main(int argc, char **argv)
         return 2;
     }
     g_all   = getenv("COLL_BW_ALL") != NULL;
+    g_dv    = getenv("COLL_BW_DV") != NULL;
     np      = atoi(argv[2]);
     g_coll  = argv[3];
     g_bytes = strtoull(argv[4], NULL, 0);

@@ -12,7 +12,9 @@
  * with a 64 KiB region, 4 KiB chunks and a 1 KiB one-shot limit, so every
  * message goes in rounds ("rounds"); 2000 back-to-back calls ("b2b");
  * non-blocking groups of 4 and 16 outstanding requests, tested in turn
- * ("nb"); user buffers from cxl_coll_mem_alloc (read in place) in a share
+ * ("nb"); pairs of a posted collective and a blocking one that fits the
+ * short path, on half the ranks called while the first is still queued,
+ * so the short and the request path meet in one step ("mix"); user buffers from cxl_coll_mem_alloc (read in place) in a share
  * of all of them.  Input element e of rank q in call k is a function of
  * (k, q, e), so data change with every call.
  *
@@ -64,6 +66,7 @@ typedef struct {
     uint8_t  poolbuf;   /* buffers from cxl_coll_mem_alloc */
     uint8_t  nullbuf;   /* NULL where the buffer is not significant */
     uint8_t  group;     /* > 1: first of a non-blocking group of that many */
+    uint8_t  mix;       /* first of a pair: posted, the second blocking */
     uint8_t  jitter;    /* one rank sleeps before calling */
     int      root;
     size_t   count;
@@ -712,6 +715,56 @@ static void ck_run_group(cxl_coll_team_t *team, const ck_config_t *cfg,
     }
 }
 
+/*
+ * Cases k (posted) and k + 1 (blocking, short enough for the short path):
+ * on every other rank the first is still queued when the second is
+ * called, so that rank runs the second as a request while the others
+ * take the short path: both paths in one step, all collectives.
+ */
+static void ck_run_mix(cxl_coll_team_t *team, const ck_config_t *cfg,
+                       int rank, int k, uint64_t *hashes)
+{
+    int early = ((k / 2 + rank) % 2) == 0, i, bad[2] = {0, 0};
+    cxl_coll_status_t st[2] = {CXL_COLL_OK, CXL_COLL_OK};
+    cxl_coll_req_t *req = NULL;
+    ck_op_t ops[2];
+
+    for (i = 0; i < 2; i++) {
+        ops[i].c   = &cfg->cases[k + i];
+        ops[i].idx = k + i;
+        if (ck_prepare(team, rank, cfg->np, &ops[i]) != 0) {
+            ck_report("FAIL rank %d case %d: no memory for the buffers", rank,
+                      k + i);
+            bad[i] = 1;
+        }
+    }
+    if (bad[0] || bad[1]) {
+        /* every rank must make the same calls: none at all here */
+        ck_fail_case(k);
+        ck_fail_case(k + 1);
+        return;
+    }
+    ck_before(ops[0].c, rank, cfg->np);
+    st[0] = cxl_coll_post(team, &ops[0].args, &req);
+    if ((st[0] == CXL_COLL_OK) && early) {
+        st[0] = cxl_coll_wait(req);
+    }
+    ck_before(ops[1].c, rank, cfg->np);
+    st[1] = ck_call(team, &ops[1]);
+    if (req != NULL) {
+        st[0] = cxl_coll_wait(req); /* done by now: the status again */
+        cxl_coll_req_free(req);
+    }
+    for (i = 0; i < 2; i++) {
+        if (!ck_verify(rank, cfg->np, &ops[i], st[i])) {
+            ck_fail_case(k + i);
+        }
+        hashes[k + i] = ops[i].hash;
+        ck_buf_free(team, &ops[i].s);
+        ck_buf_free(team, &ops[i].r);
+    }
+}
+
 /* Compares the hashes of results that must be equal on every rank. */
 static int ck_compare_hashes(cxl_th_rank_t *r, const ck_config_t *cfg,
                              const uint64_t *hashes)
@@ -787,6 +840,11 @@ static int ck_rank_cases(cxl_th_rank_t *r)
         return 1;
     }
     for (k = 0; k < cfg->ncases;) {
+        if (cfg->cases[k].mix && (k + 1 < cfg->ncases)) {
+            ck_run_mix(team, cfg, r->rank, k, hashes);
+            k += 2;
+            continue;
+        }
         if (cfg->cases[k].group > 1) {
             ck_run_group(team, cfg, r->rank, k, cfg->cases[k].group, hashes);
             k += cfg->cases[k].group;
@@ -1168,6 +1226,52 @@ static void ck_list_nb(ck_list_t *l, int np)
     }
 }
 
+/*
+ * Pairs for ck_run_mix(): a posted collective, then every collective
+ * small enough for the short path, its publication (the blocks of all
+ * ranks for scatter, alltoall and reduce_scatter) about 40 B (in the
+ * signal line), 250 B (flagged lines) or 3500 B (the small slot), with
+ * every root and in place where it has a form.
+ */
+static void ck_list_mix(ck_list_t *l, int np)
+{
+    static const cxl_coll_dtype_t dts[] = {CXL_COLL_UINT8, CXL_COLL_INT16,
+                                           CXL_COLL_FLOAT32, CXL_COLL_INT64,
+                                           CXL_COLL_FLOAT64};
+    static const size_t totals[] = {40, 250, 3500};
+    int t, v, multi;
+    size_t es, most;
+    ck_case_t *c;
+
+    for (t = 0; t < CXL_COLL_TYPE_LAST; t++) {
+        multi = (t == CXL_COLL_SCATTER) || (t == CXL_COLL_ALLTOALL) ||
+                (t == CXL_COLL_REDUCE_SCATTER);
+        for (v = 0; v < 3 * np; v++) {
+            c        = ck_add(l);
+            c->mix   = 1;
+            c->type  = (v % 2) ? CXL_COLL_ALLREDUCE : CXL_COLL_BCAST;
+            c->dtype = CXL_COLL_INT32;
+            c->op    = CXL_COLL_SUM;
+            c->count = (v % 3 == 0) ? 1 : 37;
+            c->root  = v % np;
+
+            c        = ck_add(l);
+            c->type  = t;
+            c->dtype = dts[v % 5];
+            es       = cxl_coll_dtype_size(c->dtype);
+            most     = totals[v % 3] / (es * (multi ? (size_t)np : 1));
+            if (most == 0) {
+                c->dtype = CXL_COLL_UINT8;
+                most     = totals[v % 3] / (multi ? (size_t)np : 1);
+            }
+            c->op      = (v % 4 == 3) ? CXL_COLL_MAX : CXL_COLL_SUM;
+            c->count   = (v % 6 < 3) ? most : (most + 1) / 2;
+            c->root    = (v / 2) % np;
+            c->inplace = ck_has_inplace(t) && (v % 4 >= 2);
+        }
+    }
+}
+
 /* ---- configurations ---- */
 
 static unsigned long ck_passed, ck_failed;
@@ -1240,7 +1344,7 @@ static int ck_in_list(const char *list, const char *item)
 static void ck_usage(void)
 {
     printf("usage: coll_check [--mode all|hw|sw|neg] [--np LIST] "
-           "[--part main,large,rounds,b2b,nb,bad,pools] [--quick] "
+           "[--part main,large,rounds,b2b,nb,mix,bad,pools] [--quick] "
            "[--watchdog S]\n");
 }
 
@@ -1343,7 +1447,10 @@ int main(int argc, char **argv)
             if (ck_in_list(parts, "nb")) {
                 ck_list_nb(&list, np);
             }
-            cfg.name   = parts ? parts : "main,large,b2b,nb";
+            if (ck_in_list(parts, "mix")) {
+                ck_list_mix(&list, np);
+            }
+            cfg.name   = parts ? parts : "main,large,b2b,nb,mix";
             cfg.ncases = list.n;
             if (list.n > 0) {
                 ck_run_config(&cfg, spec[0], wd);

@@ -131,6 +131,8 @@ int  mca_coll_cxl_stage_out(mca_coll_cxl_stage_t *st, int unpack);
 
 /* one collective through the library, with progress (coll_cxl_run.c) */
 int  mca_coll_cxl_run(mca_coll_cxl_module_t *m, const cxl_coll_args_t *args);
+/* the team's progress function: Open MPI's progress engine */
+void mca_coll_cxl_progress(void *arg);
 const char *mca_coll_cxl_error_text(cxl_coll_status_t status);
 void mca_coll_cxl_count_fallback(mca_coll_cxl_module_t *m,
                                  mca_coll_cxl_coll_t coll, const char *why);

@@ -203,6 +203,10 @@ static int coll_cxl_module_enable(mca_coll_base_module_t *module,
     if (c->region_size != 0) {
         params.region_size = c->region_size;
     }
+    /* how the library's blocking calls wait (coll_cxl_run.c) */
+    params.progress          = mca_coll_cxl_progress;
+    params.progress_interval = (unsigned)c->progress_interval;
+    params.spin              = c->spin_count;
     status = cxl_coll_team_create(&params, &m->team);
     if (status != CXL_COLL_OK) {
         m->team = NULL;

@@ -1,16 +1,15 @@
 /*
- * One collective through the library: post, then poll it while keeping
- * Open MPI's progress engine turning (a peer may wait in MPI_Wait for a
- * rendezvous send of this rank before it joins the collective), and
- * yield the CPU after a bounded spin (more ranks than cores).
+ * One collective through the library's blocking call.  While it waits it
+ * keeps Open MPI's progress engine turning (a peer may wait in MPI_Wait
+ * for a rendezvous send of this rank before it joins the collective) and
+ * yields the CPU after a bounded spin (more ranks than cores): the team's
+ * progress and spin parameters (coll_cxl_module.c).
  */
 #include "coll_cxl.h"
 
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 
-#include <immintrin.h>
-#include <sched.h>
 
 static const char *coll_cxl_type_names[CXL_COLL_TYPE_LAST] = {
     [CXL_COLL_BARRIER]        = "MPI_Barrier",
@@ -48,30 +47,15 @@ const char *mca_coll_cxl_error_text(cxl_coll_status_t status)
            cxl_coll_strerror(status);
 }
 
-static cxl_coll_status_t coll_cxl_wait(cxl_coll_req_t *req)
+/*
+ * While the library waits (team parameter progress, every
+ * coll_cxl_progress_interval polls): a call costs about as much as a
+ * short collective, so a wait that ends within the interval makes none.
+ */
+void mca_coll_cxl_progress(void *arg)
 {
-    const mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
-    int until_progress = c->progress_interval;
-    int spins          = c->spin_count;
-    cxl_coll_status_t status;
-
-    /* counters, not a modulo: a 64-bit division costs more than a poll */
-    for (;;) {
-        status = cxl_coll_test(req);
-        if (status != CXL_COLL_INPROGRESS) {
-            return status;
-        }
-        if (--until_progress == 0) {
-            opal_progress();
-            until_progress = c->progress_interval;
-        }
-        if (spins > 0) {
-            --spins;
-            _mm_pause();
-        } else {
-            sched_yield();
-        }
-    }
+    (void)arg;
+    opal_progress();
 }
 
 int mca_coll_cxl_run(mca_coll_cxl_module_t *m, const cxl_coll_args_t *args)
@@ -80,16 +64,11 @@ int mca_coll_cxl_run(mca_coll_cxl_module_t *m, const cxl_coll_args_t *args)
     const char *name = (args->type < CXL_COLL_TYPE_LAST) ?
                        coll_cxl_type_names[args->type] : "?";
     cxl_coll_status_t status;
-    cxl_coll_req_t *req = NULL;
 
     COLL_CXL_VERBOSE(20, "coll:cxl: %s on %s (cid %u): library, %zu x %s",
                      name, m->comm->c_name, (unsigned)m->comm->c_contextid,
                      args->count, cxl_coll_dtype_name(args->dtype));
-    status = cxl_coll_post(m->team, args, &req);
-    if (status == CXL_COLL_OK) {
-        status = coll_cxl_wait(req);
-        cxl_coll_req_free(req);
-    }
+    status = cxl_coll_run(m->team, args);
     ++c->n_calls;
     if (status == CXL_COLL_OK) {
         return MPI_SUCCESS;

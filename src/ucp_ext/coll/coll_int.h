@@ -128,6 +128,10 @@ struct cxl_coll_team {
     uint64_t            watch_seen;  /*   and its value then */
     unsigned            watch_polls; /* polls answered from the watch */
 
+    void              (*progress)(void *arg); /* the caller's, while a */
+    void               *progress_arg;            /*   blocking call waits */
+    unsigned            progress_interval;       /*   every this many polls */
+
     uint64_t           *mem_offs;    /* cxl_coll_mem_alloc() extents */
     unsigned            mem_count;
     unsigned            mem_cap;
@@ -166,6 +170,9 @@ static inline void cxl_coll_block(cxl_coll_team_t *team, int peer,
 }
 
 /* ---- requests (coll_req.c) ---- */
+/* The arguments' errors, as every post reports them; *es_p: element size. */
+cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
+                                      const cxl_coll_args_t *a, size_t *es_p);
 typedef cxl_coll_status_t (*cxl_coll_progress_t)(cxl_coll_req_t *req);
 
 struct cxl_coll_req {
@@ -259,6 +266,22 @@ cxl_coll_status_t cxl_coll_pool_pick_get(const char *given,
  * and with data_slot also >= the last step that wrote its data slot. */
 cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team, uint64_t step,
                                         int data_slot);
+/*
+ * Peer published step: it has finished every step before step - 1 (a rank
+ * works through its steps in order, and opens at most the next one, the
+ * second step of a two-shot reduction, before it finished the current
+ * one), so its done line is >= step - 2 without reading it.
+ */
+static inline void cxl_coll_seen(cxl_coll_team_t *team, int peer,
+                                 uint64_t step)
+{
+    cxl_coll_peer_t *p = &team->peers[peer];
+
+    if ((step > 2) && (p->done_lb < step - 2)) {
+        p->done_lb = step - 2;
+    }
+}
+
 /* Every peer's done >= step (readers finished with what it published). */
 cxl_coll_status_t cxl_coll_peers_done(cxl_coll_team_t *team, uint64_t step);
 uint8_t *cxl_coll_my_slot(cxl_coll_team_t *team, uint64_t step);
@@ -336,12 +359,45 @@ int      cxl_coll_in_pool(const cxl_coll_team_t *team, const void *p,
                           size_t len);
 
 /* ---- waiting (coll_wait.c) ---- */
-/* After a poll found nothing: peer liveness and the timeout. */
-cxl_coll_status_t cxl_coll_wait_check(cxl_coll_req_t *req);
-void              cxl_coll_backoff(const cxl_coll_team_t *team,
-                                   unsigned *spins);
+/*
+ * After a poll of a call of type found nothing: peer liveness and the
+ * timeout.  *polls and *post_ns are the call's (0 at its post).
+ */
+cxl_coll_status_t cxl_coll_wait_check_at(cxl_coll_team_t *team,
+                                         cxl_coll_type_t type,
+                                         uint64_t *post_ns, unsigned *polls);
+static inline cxl_coll_status_t cxl_coll_wait_check(cxl_coll_req_t *req)
+{
+    return cxl_coll_wait_check_at(req->team, req->args.type, &req->post_ns,
+                                  &req->polls);
+}
+
+/* A blocking wait between two polls: spin, then yield; the caller's
+ * progress function every team->progress_interval polls. */
+typedef struct {
+    unsigned spins;
+    unsigned until_progress;
+} cxl_coll_idle_t;
+
+static inline void cxl_coll_idle_init(const cxl_coll_team_t *team,
+                                      cxl_coll_idle_t *idle)
+{
+    idle->spins          = 0;
+    idle->until_progress = team->progress_interval;
+}
+
+void              cxl_coll_idle(const cxl_coll_team_t *team,
+                                cxl_coll_idle_t *idle);
 /* This rank gives up: peers waiting for it see its abort line. */
 void              cxl_coll_abort(cxl_coll_team_t *team, cxl_coll_status_t st);
+
+/* ---- the short path (coll_short.c) ---- */
+/* Whether a valid call of es-byte elements fits the short path. */
+int               cxl_coll_short_fits(const cxl_coll_team_t *team,
+                                      const cxl_coll_args_t *a, size_t es);
+/* Run it, blocking; only while no request of the team is queued. */
+cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
+                                     const cxl_coll_args_t *a, size_t es);
 
 /* ---- the collectives: set up req, return its progress function ---- */
 cxl_coll_status_t cxl_coll_barrier_post(cxl_coll_req_t *req);

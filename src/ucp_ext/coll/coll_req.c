@@ -18,9 +18,8 @@
  * element size.  On the path of every call: the names of the messages are
  * looked up only once something is wrong.
  */
-static cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
-                                             const cxl_coll_args_t *a,
-                                             size_t *es_p)
+cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
+                                      const cxl_coll_args_t *a, size_t *es_p)
 {
     int p = team->size, me = team->rank, root_ok, is_root;
     int need_s = 0, need_r = 0;
@@ -283,14 +282,19 @@ cxl_coll_status_t cxl_coll_test(cxl_coll_req_t *req)
 cxl_coll_status_t cxl_coll_wait(cxl_coll_req_t *req)
 {
     cxl_coll_status_t status;
-    unsigned spins = 0;
+    cxl_coll_idle_t idle;
 
+    status = cxl_coll_test(req); /* also rejects a request not posted */
+    if (status != CXL_COLL_INPROGRESS) {
+        return status;
+    }
+    cxl_coll_idle_init(req->team, &idle);
     for (;;) {
+        cxl_coll_idle(req->team, &idle);
         status = cxl_coll_test(req);
         if (status != CXL_COLL_INPROGRESS) {
             return status;
         }
-        cxl_coll_backoff(req->team, &spins);
     }
 }
 
@@ -311,7 +315,19 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
 {
     cxl_coll_status_t status;
     cxl_coll_req_t *req;
+    size_t es;
 
+    /* nothing queued that must complete first: the short path may run */
+    if ((team != NULL) && (args != NULL) && (team->q_count == 0) &&
+        (team->failed == CXL_COLL_OK)) {
+        status = cxl_coll_check_args(team, args, &es);
+        if (status != CXL_COLL_OK) {
+            return status;
+        }
+        if (cxl_coll_short_fits(team, args, es)) {
+            return cxl_coll_short_run(team, args, es);
+        }
+    }
     status = cxl_coll_post(team, args, &req);
     if (status != CXL_COLL_OK) {
         return status;

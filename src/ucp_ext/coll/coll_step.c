@@ -51,21 +51,6 @@ static cxl_coll_status_t cxl_coll_done_at_least(cxl_coll_team_t *team,
     return CXL_COLL_OK;
 }
 
-/*
- * Peer published step: it has finished every step before step - 1 (a rank
- * works through its steps in order, and opens at most the next one, the
- * second step of a two-shot reduction, before it finished the current
- * one), so its done line is >= step - 2 without reading it.
- */
-static void cxl_coll_seen(cxl_coll_team_t *team, int peer, uint64_t step)
-{
-    cxl_coll_peer_t *p = &team->peers[peer];
-
-    if ((step > 2) && (p->done_lb < step - 2)) {
-        p->done_lb = step - 2;
-    }
-}
-
 cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team, uint64_t step,
                                         int data_slot)
 {

@@ -15,6 +15,7 @@
 void cxl_coll_team_params_init(cxl_coll_team_params_t *params)
 {
     memset(params, 0, sizeof(*params));
+    params->spin = -1;
 }
 
 int cxl_coll_team_rank(const cxl_coll_team_t *team)
@@ -267,6 +268,13 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
     local = cxl_coll_config_read(&team->cfg);
     if ((local == CXL_COLL_OK) && team->cfg.help && (team->rank == 0)) {
         cxl_coll_config_print(stderr);
+    }
+    team->progress          = params->progress;
+    team->progress_arg      = params->progress_arg;
+    team->progress_interval = params->progress_interval ?
+                              params->progress_interval : 256;
+    if ((local == CXL_COLL_OK) && (params->spin >= 0)) {
+        team->cfg.spin = (uint64_t)params->spin;
     }
     if (local == CXL_COLL_OK) {
         team->region = params->region_size ? params->region_size :

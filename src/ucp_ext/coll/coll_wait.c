@@ -21,10 +21,14 @@ uint64_t cxl_coll_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void cxl_coll_backoff(const cxl_coll_team_t *team, unsigned *spins)
+void cxl_coll_idle(const cxl_coll_team_t *team, cxl_coll_idle_t *idle)
 {
-    if (*spins < team->cfg.spin) {
-        ++*spins;
+    if ((team->progress != NULL) && (--idle->until_progress == 0)) {
+        team->progress(team->progress_arg);
+        idle->until_progress = team->progress_interval;
+    }
+    if (idle->spins < team->cfg.spin) {
+        ++idle->spins;
         _mm_pause();
         return;
     }
@@ -93,27 +97,28 @@ static cxl_coll_status_t cxl_coll_check_peers(cxl_coll_team_t *team)
     return CXL_COLL_OK;
 }
 
-cxl_coll_status_t cxl_coll_wait_check(cxl_coll_req_t *req)
+cxl_coll_status_t cxl_coll_wait_check_at(cxl_coll_team_t *team,
+                                         cxl_coll_type_t type,
+                                         uint64_t *post_ns, unsigned *polls)
 {
-    cxl_coll_team_t *team = req->team;
     cxl_coll_status_t status;
     uint64_t now;
 
     /* the clock costs as much as a look at a line: read it every
      * CXL_COLL_CLOCK_POLLS polls, and first then for the timeout's start */
-    if ((++req->polls % CXL_COLL_CLOCK_POLLS) != 0) {
+    if ((++*polls % CXL_COLL_CLOCK_POLLS) != 0) {
         return CXL_COLL_INPROGRESS;
     }
     now = cxl_coll_now_ns();
-    if (req->post_ns == 0) {
-        req->post_ns = now;
+    if (*post_ns == 0) {
+        *post_ns = now;
     }
     if ((team->cfg.timeout_ns != 0) &&
-        (now - req->post_ns >= team->cfg.timeout_ns)) {
+        (now - *post_ns >= team->cfg.timeout_ns)) {
         return cxl_coll_error(CXL_COLL_ERR_TIMEOUT, "%s not done %.3f s after "
                               "its post (CXL_COLL_TIMEOUT), waiting for "
-                              "rank %u", cxl_coll_type_name(req->args.type),
-                              (now - req->post_ns) / 1e9, team->blocked_peer);
+                              "rank %u", cxl_coll_type_name(type),
+                              (now - *post_ns) / 1e9, team->blocked_peer);
     }
     if (now - team->last_check_ns < team->cfg.peer_check_ns) {
         return CXL_COLL_INPROGRESS;

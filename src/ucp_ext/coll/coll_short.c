@@ -1,0 +1,436 @@
+/*
+ * The short path: a blocking collective of one step whose publications
+ * fit a signal line, the flagged lines or the small slot (a layout of at
+ * most CXL_COLL_SMALL_MAX bytes) runs straight through, without a
+ * request, while none of the team's requests is queued.
+ *
+ * It makes the same step as the request path (coll_barrier.c,
+ * coll_move.c, coll_reduce_alg.c): the same lines, the same stores in the
+ * same order, the same done line, the same reduction order.  So ranks
+ * that take either path for one call work together, and a rank that
+ * still has a request queued simply takes the request path.  What it
+ * leaves out is the work around the stores: a short call's time is the
+ * writer's work up to its signal store plus one crossing plus the
+ * reader's work after it, and the request path spent ~600 instructions
+ * of a root's bcast of 8 B there, the short path ~200 (callgrind, under
+ * Open MPI; doc/design/collectives.md).
+ */
+#include "coll_int.h"
+#include "coll_reduce.h"
+
+#include <string.h>
+
+/* The waiting state of one call (a request keeps the same in itself). */
+typedef struct {
+    cxl_coll_type_t type;
+    uint64_t        post_ns;
+    unsigned        polls;
+    cxl_coll_idle_t idle;
+    int             idle_init;
+} cxl_coll_short_wait_t;
+
+static void cxl_coll_short_wait_init(cxl_coll_short_wait_t *w,
+                                     cxl_coll_type_t type)
+{
+    w->type      = type;
+    w->post_ns   = 0;
+    w->polls     = 0;
+    w->idle_init = 0;
+}
+
+/*
+ * A look found nothing: liveness, timeout, then spin or yield.  An error
+ * makes the team unusable, as the request path's does (cxl_coll_test).
+ */
+static cxl_coll_status_t cxl_coll_short_idle(cxl_coll_team_t *team,
+                                             cxl_coll_short_wait_t *w)
+{
+    cxl_coll_status_t status;
+
+    status = cxl_coll_wait_check_at(team, w->type, &w->post_ns, &w->polls);
+    if (status != CXL_COLL_INPROGRESS) {
+        cxl_coll_abort(team, status);
+        return status;
+    }
+    if (!w->idle_init) {
+        cxl_coll_idle_init(team, &w->idle);
+        w->idle_init = 1;
+    }
+    cxl_coll_idle(team, &w->idle);
+    return CXL_COLL_INPROGRESS;
+}
+
+/* The layout of a one-step publication of nblocks blocks of len bytes. */
+typedef struct {
+    unsigned            nblocks;
+    uint64_t            len;     /* bytes of a block */
+    uint64_t            stride;  /* between blocks in a slot (plan_rounds) */
+    cxl_coll_pub_kind_t kind;
+} cxl_coll_short_layout_t;
+
+static void cxl_coll_short_layout(cxl_coll_short_layout_t *l,
+                                  unsigned nblocks, uint64_t len)
+{
+    l->nblocks = nblocks;
+    l->len     = len;
+    l->stride  = (len + 63) & ~63ull;
+    l->kind    = cxl_coll_pub_kind(nblocks, len, l->stride);
+}
+
+/*
+ * Publish the blocks of src (block j at src + j * len) in step, as
+ * cxl_coll_write_round() would: inline, in flagged lines or through the
+ * small slot (never in place from a pool buffer: the writer's choice,
+ * which readers learn from the signal).
+ */
+static cxl_coll_status_t cxl_coll_short_publish(cxl_coll_team_t *team,
+                                                cxl_coll_short_wait_t *w,
+                                                uint64_t step,
+                                                const uint8_t *src,
+                                                const cxl_coll_short_layout_t *l)
+{
+    cxl_coll_sig_t *sig = cxl_coll_sig(team->part, step);
+    uint64_t total      = l->nblocks * l->len;
+    cxl_coll_status_t status;
+    uint8_t *to;
+    unsigned j;
+
+    /* the lines' last step (step - NSIG) read by every peer: mostly known */
+    if ((step > CXL_COLL_NSIG) && (step - CXL_COLL_NSIG > team->done_all)) {
+        while ((status = cxl_coll_slot_acquire(team, step, 0)) !=
+               CXL_COLL_OK) {
+            if ((status != CXL_COLL_INPROGRESS) ||
+                ((status = cxl_coll_short_idle(team, w)) !=
+                 CXL_COLL_INPROGRESS)) {
+                return status;
+            }
+        }
+    }
+    switch (l->kind) {
+    case CXL_COLL_PUB_INLINE:
+        memcpy(sig->u.inl, src, total);
+        team->mypub[cxl_coll_sig_of(step)].base   = (const uint8_t*)sig->u.inl;
+        team->mypub[cxl_coll_sig_of(step)].stride = l->len;
+        /* as cxl_coll_publish_in(): payload and ready before seq */
+        cxl_coh_fence(team->coh);
+        cxl_coll_store(&sig->ready, cxl_coll_ready_make(step, total));
+        cxl_coll_store(&sig->seq, step);
+        cxl_coh_publish(team->coh, sig, sizeof(*sig));
+        break;
+    case CXL_COLL_PUB_LL:
+        to = cxl_coll_ll_stage(team, step);
+        for (j = 0; j < l->nblocks; ++j) {
+            memcpy(to + j * l->stride, src + j * l->len, l->len);
+        }
+        cxl_coll_publish_ll(team, step,
+                            cxl_coll_layout_bytes(l->nblocks, l->len,
+                                                  l->stride), l->stride);
+        break;
+    default:
+        to = cxl_coll_small_slot(team->part, step);
+        for (j = 0; j < l->nblocks; ++j) {
+            cxl_coll_put(team, to + j * l->stride, src + j * l->len, l->len);
+        }
+        cxl_coll_publish_in(team, step, NULL, 0, NULL, to, l->stride,
+                            cxl_coll_layout_bytes(l->nblocks, l->len,
+                                                  l->stride));
+        break;
+    }
+    return CXL_COLL_OK;
+}
+
+/*
+ * Block bi of peer's publication of step, waited for: *data, readable (in
+ * sw mode invalidated).  Inline, the payload in the peer's signal line;
+ * else as cxl_coll_peek() finds it.  Nothing of it is written again before
+ * this rank's done line passes step.
+ */
+static cxl_coll_status_t cxl_coll_short_await(cxl_coll_team_t *team,
+                                              cxl_coll_short_wait_t *w,
+                                              int peer, uint64_t step,
+                                              const cxl_coll_short_layout_t *l,
+                                              unsigned bi,
+                                              const uint8_t **data)
+{
+    cxl_coll_sig_t *sig = cxl_coll_sig(team->peers[peer].part, step);
+    cxl_coll_status_t status;
+    cxl_coll_pub_t pub;
+
+    for (;;) {
+        if (l->kind == CXL_COLL_PUB_INLINE) {
+            cxl_coh_invalidate(team->coh, sig, sizeof(*sig));
+            if ((cxl_coll_load(&sig->seq) == step) &&
+                (cxl_coll_ready_bytes(cxl_coll_load(&sig->ready),
+                                      step) >= 0)) {
+                cxl_coll_seen(team, peer, step);
+                *data = (const uint8_t*)sig->u.inl + bi * l->len;
+                return CXL_COLL_OK;
+            }
+        } else {
+            status = cxl_coll_peek(team, peer, step, l->nblocks, l->len,
+                                   l->stride, &pub);
+            if ((status == CXL_COLL_OK) &&
+                (pub.ready >= bi * pub.stride + l->len)) {
+                *data = pub.base + bi * pub.stride;
+                cxl_coll_fetch(team, &pub, *data, l->len);
+                return CXL_COLL_OK;
+            }
+            if ((status != CXL_COLL_OK) && (status != CXL_COLL_INPROGRESS)) {
+                cxl_coll_abort(team, status);
+                return status;
+            }
+        }
+        team->blocked_peer = (unsigned)peer;
+        status = cxl_coll_short_idle(team, w);
+        if (status != CXL_COLL_INPROGRESS) {
+            return status;
+        }
+    }
+}
+
+/* The reductions: rank w's input at team->pubs[w].base, folded in rank
+ * order into dst: (x0 OP x1) OP x2 ..., as cxl_coll_red_chunk() does. */
+static void cxl_coll_short_fold(const cxl_coll_team_t *team,
+                                const cxl_coll_args_t *a, void *dst)
+{
+    const cxl_coll_pub_t *in = team->pubs;
+    int w;
+
+    cxl_coll_reduce_apply(a->dtype, a->op, dst, in[0].base, in[1].base,
+                          a->count);
+    for (w = 2; w < team->size; ++w) {
+        cxl_coll_reduce_apply(a->dtype, a->op, dst, dst, in[w].base,
+                              a->count);
+    }
+}
+
+static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
+                                               cxl_coll_short_wait_t *wt,
+                                               const cxl_coll_args_t *a,
+                                               uint64_t step, size_t len)
+{
+    int me = team->rank, rs = (a->type == CXL_COLL_REDUCE_SCATTER);
+    int result = (a->type != CXL_COLL_REDUCE) || (me == a->root);
+    const uint8_t *src = (a->sbuf == CXL_COLL_IN_PLACE) ? a->rbuf : a->sbuf;
+    unsigned bi = rs ? (unsigned)me : 0;
+    uint8_t mine[CXL_COLL_SMALL_MAX], *dst = a->rbuf;
+    const uint8_t *own = src + (size_t)bi * len;
+    cxl_coll_short_layout_t l;
+    cxl_coll_status_t status;
+    const uint8_t *data;
+    int i, w;
+
+    cxl_coll_short_layout(&l, rs ? (unsigned)team->size : 1, len);
+    /* a reduce's root reads its own input: nobody else does */
+    if (!result || (a->type != CXL_COLL_REDUCE)) {
+        status = cxl_coll_short_publish(team, wt, step, src, &l);
+        if (status != CXL_COLL_OK) {
+            return status;
+        }
+    }
+    if (result) {
+        if ((me >= 2) && (own < dst + len) && (dst < own + len)) {
+            /* in place: the passes before this rank's overwrite it */
+            own = memcpy(mine, own, len);
+        }
+        team->pubs[me].base = own;
+        for (i = 1; i < team->size; ++i) {
+            w      = cxl_coll_peer_at(team, me, i);
+            status = cxl_coll_short_await(team, wt, w, step, &l, bi, &data);
+            if (status != CXL_COLL_OK) {
+                return status;
+            }
+            team->pubs[w].base = data;
+        }
+        cxl_coll_short_fold(team, a, dst);
+    }
+    cxl_coll_step_done(team, step);
+    return CXL_COLL_OK;
+}
+
+/* Whether rank me reads w's publication (w != me; coll_move.c's rule). */
+static int cxl_coll_short_reads(const cxl_coll_args_t *a, int me, int w)
+{
+    switch (a->type) {
+    case CXL_COLL_BCAST:
+    case CXL_COLL_SCATTER:
+        return w == a->root;
+    case CXL_COLL_GATHER:
+        return me == a->root;
+    default:
+        return 1;
+    }
+}
+
+/*
+ * bcast, gather, scatter, allgather, alltoall: the publishers and readers
+ * of coll_move.c.  Reader r takes block 0 of every publication, or block
+ * r where a publication holds a block per rank.
+ */
+static cxl_coll_status_t cxl_coll_short_move(cxl_coll_team_t *team,
+                                             cxl_coll_short_wait_t *wt,
+                                             const cxl_coll_args_t *a,
+                                             uint64_t step, size_t len)
+{
+    int me = team->rank, root = a->root, i, w, in_place;
+    int multi = (a->type == CXL_COLL_SCATTER) ||
+                (a->type == CXL_COLL_ALLTOALL);
+    unsigned bi = multi ? (unsigned)me : 0;
+    const uint8_t *src = NULL, *own = NULL, *data;
+    uint8_t *rbuf = a->rbuf, *dst;
+    cxl_coll_short_layout_t l;
+    cxl_coll_status_t status;
+
+    in_place = (a->sbuf == CXL_COLL_IN_PLACE);
+    switch (a->type) {
+    case CXL_COLL_BCAST:
+        src = (me == root) ? rbuf : NULL;
+        break;
+    case CXL_COLL_GATHER:
+        src = (me != root) ? a->sbuf : NULL;
+        own = ((me == root) && !in_place) ? a->sbuf : NULL;
+        break;
+    case CXL_COLL_SCATTER:
+        src = (me == root) ? a->sbuf : NULL;
+        own = ((me == root) && (a->rbuf != CXL_COLL_IN_PLACE)) ?
+              (const uint8_t*)a->sbuf + (size_t)me * len : NULL;
+        break;
+    case CXL_COLL_ALLGATHER:
+        src = in_place ? rbuf + (size_t)me * len : a->sbuf;
+        own = in_place ? NULL : a->sbuf;
+        break;
+    default: /* alltoall: published before rbuf changes, in place too */
+        src = in_place ? rbuf : a->sbuf;
+        own = in_place ? NULL : (const uint8_t*)a->sbuf + (size_t)me * len;
+        break;
+    }
+    cxl_coll_short_layout(&l, multi ? (unsigned)team->size : 1, len);
+    if (src != NULL) {
+        status = cxl_coll_short_publish(team, wt, step, src, &l);
+        if (status != CXL_COLL_OK) {
+            return status;
+        }
+    }
+    if (own != NULL) {
+        /* scatter's root: rbuf; the others: the own block of rbuf */
+        memmove((a->type == CXL_COLL_SCATTER) ? rbuf : rbuf + me * len, own,
+                len);
+    }
+    for (i = 1; i < team->size; ++i) {
+        w = cxl_coll_peer_at(team, me, i);
+        if (!cxl_coll_short_reads(a, me, w)) {
+            continue;
+        }
+        status = cxl_coll_short_await(team, wt, w, step, &l, bi, &data);
+        if (status != CXL_COLL_OK) {
+            return status;
+        }
+        dst = ((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_SCATTER)) ?
+              rbuf : rbuf + (size_t)w * len;
+        memcpy(dst, data, len);
+    }
+    cxl_coll_step_done(team, step);
+    return CXL_COLL_OK;
+}
+
+/* The line of CXL_COLL_LOG (off the path of a call without it). */
+static void __attribute__((noinline))
+cxl_coll_short_log(const cxl_coll_team_t *team, const cxl_coll_args_t *a,
+                   cxl_coll_pub_kind_t kind)
+{
+    char rootstr[24] = "";
+
+    if ((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_REDUCE) ||
+        (a->type == CXL_COLL_GATHER) || (a->type == CXL_COLL_SCATTER)) {
+        snprintf(rootstr, sizeof(rootstr), " root %d", a->root);
+    }
+    cxl_coll_log(team, "%s %zu x %s%s: short path (blocking, no request), "
+                 "1 step, %s", cxl_coll_type_name(a->type), a->count,
+                 cxl_coll_dtype_name(a->dtype), rootstr,
+                 (a->type == CXL_COLL_BARRIER) ?
+                 "all-read-all of the signal lines" :
+                 cxl_coll_pub_kind_name(kind));
+}
+
+int cxl_coll_short_fits(const cxl_coll_team_t *team,
+                        const cxl_coll_args_t *a, size_t es)
+{
+    uint64_t bytes = a->count * es, cap;
+    unsigned nblocks;
+
+    if (team->size < 2) {
+        return 0; /* no step: the request path's local copy */
+    }
+    switch (a->type) {
+    case CXL_COLL_BARRIER:
+        return 1;
+    case CXL_COLL_SCATTER:
+    case CXL_COLL_ALLTOALL:
+    case CXL_COLL_REDUCE_SCATTER:
+        nblocks = (unsigned)team->size; /* a block per rank */
+        break;
+    case CXL_COLL_REDUCE:
+    case CXL_COLL_ALLREDUCE:
+        /* one-shot, as cxl_coll_reduce_post() decides it for one round */
+        if ((bytes > team->cfg.oneshot_max) && (team->size > 2) &&
+            !((a->type == CXL_COLL_REDUCE) && (team->size <= 3))) {
+            return 0;
+        }
+        nblocks = 1;
+        break;
+    default:
+        nblocks = 1;
+        break;
+    }
+    /* a step with data (count 0 makes none), in one round (plan_rounds;
+     * check_args bounded count * es * size) whose layout fits the small
+     * slot */
+    cap = ((nblocks == 1) ? team->slot_bytes :
+           team->slot_bytes / nblocks) & ~63ull;
+    return (bytes > 0) && (bytes <= cap) &&
+           (cxl_coll_layout_bytes(nblocks, bytes, (bytes + 63) & ~63ull) <=
+            CXL_COLL_SMALL_MAX);
+}
+
+cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
+                                     const cxl_coll_args_t *a, size_t es)
+{
+    uint64_t step = team->next_step++;
+    size_t len    = a->count * es;
+    cxl_coll_short_layout_t l;
+    cxl_coll_short_wait_t wt;
+    cxl_coll_status_t status;
+    const uint8_t *data;
+    int i;
+
+    if (team->cfg.log) {
+        cxl_coll_short_layout(&l, ((a->type == CXL_COLL_SCATTER) ||
+                                   (a->type == CXL_COLL_ALLTOALL) ||
+                                   (a->type == CXL_COLL_REDUCE_SCATTER)) ?
+                                  (unsigned)team->size : 1, len);
+        cxl_coll_short_log(team, a, l.kind);
+    }
+    cxl_coll_short_wait_init(&wt, a->type);
+    switch (a->type) {
+    case CXL_COLL_BARRIER:
+        cxl_coll_short_layout(&l, 1, 0);
+        status = cxl_coll_short_publish(team, &wt, step,
+                                        (const uint8_t*)"", &l);
+        for (i = 1; (i < team->size) && (status == CXL_COLL_OK); ++i) {
+            status = cxl_coll_short_await(team, &wt,
+                                          cxl_coll_peer_at(team, team->rank,
+                                                           i),
+                                          step, &l, 0, &data);
+        }
+        if (status == CXL_COLL_OK) {
+            cxl_coll_step_done(team, step);
+        }
+        return status;
+    case CXL_COLL_REDUCE:
+    case CXL_COLL_ALLREDUCE:
+    case CXL_COLL_REDUCE_SCATTER:
+        return cxl_coll_short_reduce(team, &wt, a, step, len);
+    default:
+        return cxl_coll_short_move(team, &wt, a, step, len);
+    }
+}
