@@ -81,13 +81,17 @@ static void cxl_coll_short_layout(cxl_coll_short_layout_t *l,
  * Publish the blocks of src (block j at src + j * len) in step, as
  * cxl_coll_write_round() would: inline, in flagged lines or through the
  * small slot (never in place from a pool buffer: the writer's choice,
- * which readers learn from the signal).
+ * which readers learn from the signal).  Block `skip` (< 0: none), which
+ * nobody reads, stays out of the small slot: its lines would only delay
+ * the signal behind them (reduce_scatter of 256 B per rank, 0.57 ->
+ * 0.67 us with it).
  */
 static cxl_coll_status_t cxl_coll_short_publish(cxl_coll_team_t *team,
                                                 cxl_coll_short_wait_t *w,
                                                 uint64_t step,
                                                 const uint8_t *src,
-                                                const cxl_coll_short_layout_t *l)
+                                                const cxl_coll_short_layout_t *l,
+                                                int skip)
 {
     cxl_coll_sig_t *sig = cxl_coll_sig(team->part, step);
     uint64_t total      = l->nblocks * l->len;
@@ -129,7 +133,10 @@ static cxl_coll_status_t cxl_coll_short_publish(cxl_coll_team_t *team,
     default:
         to = cxl_coll_small_slot(team->part, step);
         for (j = 0; j < l->nblocks; ++j) {
-            cxl_coll_put(team, to + j * l->stride, src + j * l->len, l->len);
+            if ((int)j != skip) {
+                cxl_coll_put(team, to + j * l->stride, src + j * l->len,
+                             l->len);
+            }
         }
         cxl_coll_publish_in(team, step, NULL, 0, NULL, to, l->stride,
                             cxl_coll_layout_bytes(l->nblocks, l->len,
@@ -223,7 +230,8 @@ static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
     cxl_coll_short_layout(&l, rs ? (unsigned)team->size : 1, len);
     /* a reduce's root reads its own input: nobody else does */
     if (!result || (a->type != CXL_COLL_REDUCE)) {
-        status = cxl_coll_short_publish(team, wt, step, src, &l);
+        status = cxl_coll_short_publish(team, wt, step, src, &l,
+                                        rs ? me : -1);
         if (status != CXL_COLL_OK) {
             return status;
         }
@@ -306,7 +314,8 @@ static cxl_coll_status_t cxl_coll_short_move(cxl_coll_team_t *team,
     }
     cxl_coll_short_layout(&l, multi ? (unsigned)team->size : 1, len);
     if (src != NULL) {
-        status = cxl_coll_short_publish(team, wt, step, src, &l);
+        status = cxl_coll_short_publish(team, wt, step, src, &l,
+                                        multi ? me : -1);
         if (status != CXL_COLL_OK) {
             return status;
         }
@@ -415,7 +424,7 @@ cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
     case CXL_COLL_BARRIER:
         cxl_coll_short_layout(&l, 1, 0);
         status = cxl_coll_short_publish(team, &wt, step,
-                                        (const uint8_t*)"", &l);
+                                        (const uint8_t*)"", &l, -1);
         for (i = 1; (i < team->size) && (status == CXL_COLL_OK); ++i) {
             status = cxl_coll_short_await(team, &wt,
                                           cxl_coll_peer_at(team, team->rank,
