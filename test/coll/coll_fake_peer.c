@@ -30,13 +30,20 @@ cxl_coll_status_t cxl_fake_peer_team(cxl_fake_peer_t *peer,
 {
     cxl_coll_team_params_t params;
 
-    memset(peer->part, 0, peer->ext.length);
     cxl_coll_team_params_init(&params);
-    params.rank          = 0;
-    params.size          = 2;
-    params.oob_allgather = cxl_fake_peer_oob;
-    params.oob_arg       = peer;
-    params.pool_path     = pool_path;
-    params.region_size   = region;
-    return cxl_coll_team_create(&params, team);
+    params.pool_path   = pool_path;
+    params.region_size = region;
+    return cxl_fake_peer_team_params(peer, &params, team);
+}
+
+cxl_coll_status_t cxl_fake_peer_team_params(cxl_fake_peer_t *peer,
+                                            cxl_coll_team_params_t *params,
+                                            cxl_coll_team_t **team)
+{
+    memset(peer->part, 0, peer->ext.length);
+    params->rank          = 0;
+    params->size          = 2;
+    params->oob_allgather = cxl_fake_peer_oob;
+    params->oob_arg       = peer;
+    return cxl_coll_team_create(params, team);
 }

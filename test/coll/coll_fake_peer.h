@@ -36,5 +36,10 @@ int cxl_fake_peer_oob(void *arg, const void *sbuf, void *rbuf, size_t len);
 cxl_coll_status_t cxl_fake_peer_team(cxl_fake_peer_t *peer,
                                      const char *pool_path, size_t region,
                                      cxl_coll_team_t **team);
+/* The same with the caller's parameters (rank, size and the out-of-band
+ * exchange are filled in). */
+cxl_coll_status_t cxl_fake_peer_team_params(cxl_fake_peer_t *peer,
+                                            cxl_coll_team_params_t *params,
+                                            cxl_coll_team_t **team);
 
 #endif

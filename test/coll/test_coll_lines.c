@@ -17,7 +17,12 @@
  *   - the watched word: a test() that finds the word its last poll waited
  *     for unchanged does not run the collective, so the word must be the
  *     right one: the first test() after the signal, after each further
- *     ready chunk, after the last flagged line, finishes what it can.
+ *     ready chunk, after the last flagged line, finishes what it can;
+ *   - the short path (blocking calls without a request): rank 0 writes
+ *     the lines the request path writes, reads rank 1's inline and
+ *     flagged publications, calls the team's progress function while it
+ *     waits (here rank 1 publishes from it), and fails a wait that
+ *     outlasts CXL_COLL_TIMEOUT, the team with it.
  *
  * hw coherence (the sw protocol runs in coll_check's sw configurations).
  * Ends with "test_coll_lines: N passed, N failed".
@@ -139,7 +144,8 @@ static void check_reader(cxl_coll_team_t *team, uint64_t step, size_t len,
     free(buf);
 }
 
-/* Rank 0 as root of a bcast of len bytes at step: what it wrote. */
+/* Rank 0 as root of a bcast of len bytes at step: what it wrote (verify
+ * 2: through the blocking call, the short path) */
 static cxl_coll_status_t root_bcast(cxl_coll_team_t *team, uint64_t step,
                                     size_t len, unsigned seed, int verify)
 {
@@ -154,10 +160,14 @@ static cxl_coll_status_t root_bcast(cxl_coll_team_t *team, uint64_t step,
     size_t x, n;
 
     pattern(data, len, seed);
-    st = bcast_post(team, data, len, 0, &req);
-    if (st == CXL_COLL_OK) {
-        st = cxl_coll_wait(req);
-        cxl_coll_req_free(req);
+    if (verify == 2) {
+        st = cxl_coll_bcast(team, data, len, CXL_COLL_UINT8, 0);
+    } else {
+        st = bcast_post(team, data, len, 0, &req);
+        if (st == CXL_COLL_OK) {
+            st = cxl_coll_wait(req);
+            cxl_coll_req_free(req);
+        }
     }
     if (!verify || (st != CXL_COLL_OK)) {
         free(data);
@@ -181,6 +191,14 @@ static cxl_coll_status_t root_bcast(cxl_coll_team_t *team, uint64_t step,
         cxl_th_check(memcmp(got, data, len) == 0, "root step %llu: %zu B in "
                      "%u flagged lines", (unsigned long long)step, len,
                      nlines);
+    } else if (len <= CXL_COLL_INLINE_MAX) {
+        sig   = cxl_coll_sig(part, step);
+        ready = cxl_coll_ready_bytes(sig->ready, step);
+        cxl_th_check((sig->seq == step) && (ready == (int64_t)len) &&
+                     (memcmp(sig->u.inl, data, len) == 0), "root step %llu: "
+                     "%zu B inline in the signal line (seq %llu, ready %lld)",
+                     (unsigned long long)step, len,
+                     (unsigned long long)sig->seq, (long long)ready);
     } else {
         sig   = cxl_coll_sig(part, step);
         ready = cxl_coll_ready_bytes(sig->ready, step);
@@ -378,6 +396,122 @@ static void team_c(void)
     destroy_team(team);
 }
 
+/* Rank 1's publication, written from rank 0's progress function. */
+static struct {
+    unsigned calls;  /* of the progress function */
+    unsigned bad_arg;
+    uint64_t step;
+    size_t   len;    /* 0: rank 1 publishes nothing */
+    uint8_t  data[CXL_COLL_LL_MAX];
+} g_prog;
+
+static void prog_publish(void *arg)
+{
+    cxl_coll_sig_t *sig;
+    unsigned i;
+
+    g_prog.bad_arg += (arg != &g_prog);
+    if ((++g_prog.calls != 1) || (g_prog.len == 0)) {
+        return;
+    }
+    if (g_prog.len <= CXL_COLL_INLINE_MAX) {
+        sig = cxl_coll_sig(g.peer.part, g_prog.step);
+        memcpy(sig->u.inl, g_prog.data, g_prog.len);
+        cxl_coll_store(&sig->ready, cxl_coll_ready_make(g_prog.step,
+                                                        g_prog.len));
+        cxl_coll_store(&sig->seq, g_prog.step);
+        return;
+    }
+    for (i = 0; i * CXL_COLL_LL_PAYLOAD < g_prog.len; ++i) {
+        peer_line(g_prog.step, i, g_prog.data, g_prog.len, g_prog.step);
+    }
+}
+
+static void prog_expect(uint64_t step, size_t len, unsigned seed)
+{
+    g_prog.calls = 0;
+    g_prog.step  = step;
+    g_prog.len   = len;
+    pattern(g_prog.data, len, seed);
+}
+
+/* The short path: blocking calls, rank 1 published while rank 0 waits. */
+static void team_d(void)
+{
+    uint8_t *part = (uint8_t*)cxlpool_base(g.pool) + g.peer.own_off;
+    uint32_t in[2] = {1, 2}, out[2] = {0, 0}, peer_in[2] = {10, 20};
+    cxl_coll_team_params_t params;
+    cxl_coll_team_t *team = NULL;
+    uint8_t buf[CXL_COLL_LL_MAX];
+    cxl_coll_status_t st;
+    cxl_coll_sig_t *sig;
+    uint64_t t0;
+
+    cxl_coll_team_params_init(&params);
+    params.pool_path         = g.path;
+    params.region_size       = LINES_REGION;
+    params.progress          = prog_publish;
+    params.progress_arg      = &g_prog;
+    params.progress_interval = 4;
+    st = cxl_fake_peer_team_params(&g.peer, &params, &team);
+    cxl_th_check(st == CXL_COLL_OK, "short: team with a progress function "
+                 "(%s)", cxl_coll_strerror(st));
+    if (st != CXL_COLL_OK) {
+        return;
+    }
+    /* steps 1-2: rank 1's bcast, inline and in flagged lines */
+    prog_expect(1, 8, 11);
+    st = cxl_coll_bcast(team, buf, 8, CXL_COLL_UINT8, 1);
+    cxl_th_check((st == CXL_COLL_OK) && (memcmp(buf, g_prog.data, 8) == 0) &&
+                 (g_prog.calls == 1), "short: bcast of 8 B from rank 1, "
+                 "published from the progress function (%s, %u calls)",
+                 cxl_coll_strerror(st), g_prog.calls);
+    cxl_th_check(cxl_coll_done_line(part)->value == 1, "short: done line "
+                 "after step 1 (%llu)",
+                 (unsigned long long)cxl_coll_done_line(part)->value);
+    prog_expect(2, 100, 12);
+    st = cxl_coll_bcast(team, buf, 100, CXL_COLL_UINT8, 1);
+    cxl_th_check((st == CXL_COLL_OK) && (memcmp(buf, g_prog.data, 100) == 0),
+                 "short: bcast of 100 B from rank 1 in flagged lines (%s)",
+                 cxl_coll_strerror(st));
+    /* step 3: allreduce of 8 B, both inline */
+    prog_expect(3, 8, 0);
+    memcpy(g_prog.data, peer_in, sizeof(peer_in));
+    st  = cxl_coll_allreduce(team, in, out, 2, CXL_COLL_UINT32, CXL_COLL_SUM);
+    sig = cxl_coll_sig(part, 3);
+    cxl_th_check((st == CXL_COLL_OK) && (out[0] == 11) && (out[1] == 22),
+                 "short: allreduce sums {1, 2} and {10, 20} (%s: %u %u)",
+                 cxl_coll_strerror(st), out[0], out[1]);
+    cxl_th_check((sig->seq == 3) && (memcmp(sig->u.inl, in, 8) == 0) &&
+                 (cxl_coll_ready_bytes(sig->ready, 3) == 8),
+                 "short: rank 0's input inline in its signal line of step 3");
+    /* steps 4-6: rank 0's bcasts, inline, flagged and in the small slot */
+    g_prog.len = 0;
+    cxl_th_check(root_bcast(team, 4, 24, 4, 2) == CXL_COLL_OK,
+                 "short: root step 4, 24 B");
+    cxl_th_check(root_bcast(team, 5, 200, 5, 2) == CXL_COLL_OK,
+                 "short: root step 5, 200 B");
+    cxl_th_check(root_bcast(team, 6, 3000, 6, 2) == CXL_COLL_OK,
+                 "short: root step 6, 3000 B");
+    /* step 7: rank 1 never publishes: CXL_COLL_TIMEOUT (100 ms) ends the
+     * wait, and the team refuses what follows */
+    prog_expect(7, 0, 0);
+    t0 = cxl_coll_now_ns();
+    st = cxl_coll_bcast(team, buf, 8, CXL_COLL_UINT8, 1);
+    cxl_th_check((st == CXL_COLL_ERR_TIMEOUT) &&
+                 (cxl_coll_now_ns() - t0 < 5000000000ull) &&
+                 (g_prog.calls > 1), "short: a wait for a peer that never "
+                 "publishes times out (%s after %.3f s, %u progress calls)",
+                 cxl_coll_strerror(st), (cxl_coll_now_ns() - t0) / 1e9,
+                 g_prog.calls);
+    st = cxl_coll_barrier(team);
+    cxl_th_check(st == CXL_COLL_ERR_TIMEOUT, "short: the team refuses the "
+                 "next call (%s)", cxl_coll_strerror(st));
+    cxl_th_check(g_prog.bad_arg == 0, "short: the progress function got its "
+                 "argument every time (%u times not)", g_prog.bad_arg);
+    destroy_team(team);
+}
+
 int main(void)
 {
     char spec[300];
@@ -407,6 +541,7 @@ int main(void)
     team_a();
     team_b();
     team_c();
+    team_d();
 
     cxlpool_free(g.pool, g.peer.ext.offset);
     cxlpool_close(g.pool);
