@@ -10,7 +10,6 @@
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 
-
 static const char *coll_cxl_type_names[CXL_COLL_TYPE_LAST] = {
     [CXL_COLL_BARRIER]        = "MPI_Barrier",
     [CXL_COLL_BCAST]          = "MPI_Bcast",
