@@ -347,17 +347,24 @@ static void __attribute__((noinline))
 cxl_coll_short_log(const cxl_coll_team_t *team, const cxl_coll_args_t *a,
                    cxl_coll_pub_kind_t kind)
 {
-    char rootstr[24] = "";
+    char what[96] = "", rootstr[24] = "";
 
+    if (a->type == CXL_COLL_BARRIER) {
+        cxl_coll_log(team, "barrier: short path (blocking, no request), "
+                     "all-read-all of %d signal lines, 1 step", team->size);
+        return;
+    }
     if ((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_REDUCE) ||
         (a->type == CXL_COLL_GATHER) || (a->type == CXL_COLL_SCATTER)) {
         snprintf(rootstr, sizeof(rootstr), " root %d", a->root);
     }
-    cxl_coll_log(team, "%s %zu x %s%s: short path (blocking, no request), "
+    if ((a->type == CXL_COLL_REDUCE) || (a->type == CXL_COLL_ALLREDUCE) ||
+        (a->type == CXL_COLL_REDUCE_SCATTER)) {
+        snprintf(what, sizeof(what), " %s", cxl_coll_op_name(a->op));
+    }
+    cxl_coll_log(team, "%s %zu x %s%s%s: short path (blocking, no request), "
                  "1 step, %s", cxl_coll_type_name(a->type), a->count,
-                 cxl_coll_dtype_name(a->dtype), rootstr,
-                 (a->type == CXL_COLL_BARRIER) ?
-                 "all-read-all of the signal lines" :
+                 cxl_coll_dtype_name(a->dtype), what, rootstr,
                  cxl_coll_pub_kind_name(kind));
 }
 
