@@ -416,6 +416,59 @@ cxl_coll_status_t cxl_coll_write_round(cxl_coll_req_t *req, uint64_t step,
 /* Rounds of a publication of nblocks blocks of bytes each in one slot. */
 void cxl_coll_plan_rounds(cxl_coll_req_t *req, unsigned nblocks);
 
+/* Bytes of a block per round when a slot holds nblocks blocks (no
+ * division for the common case, one block: a 64-bit division costs as
+ * much as a short collective's publication). */
+static inline uint64_t cxl_coll_round_cap(const cxl_coll_team_t *team,
+                                          unsigned nblocks)
+{
+    return ((nblocks == 1) ? team->slot_bytes :
+            team->slot_bytes / nblocks) & ~63ull;
+}
+
+/* Whether rank w publishes in a step of a data movement (coll_move.c). */
+static inline int cxl_coll_move_publishes(const cxl_coll_args_t *a, int w)
+{
+    switch (a->type) {
+    case CXL_COLL_BCAST:
+    case CXL_COLL_SCATTER:
+        return w == a->root;
+    case CXL_COLL_GATHER:
+        return w != a->root;
+    default:
+        return 1;
+    }
+}
+
+/* Whether rank r reads rank w's publication in such a step. */
+static inline int cxl_coll_move_reads(const cxl_coll_args_t *a, int r, int w)
+{
+    if ((r == w) || !cxl_coll_move_publishes(a, w)) {
+        return 0;
+    }
+    return (a->type != CXL_COLL_GATHER) || (r == a->root);
+}
+
+/* reduce on up to this many ranks: rooted (one-shot in rounds) */
+#define CXL_COLL_RED_ROOTED_MAX 3
+
+/*
+ * Whether a reduce or allreduce of bytes in nrounds rounds reduces
+ * one-shot (coll_reduce_alg.c): small enough for one round, a reduce on
+ * few ranks (the root reads p vectors once; two-shot moves more bytes
+ * through it), or 2 ranks (two-shot crosses the same bytes as one-shot in
+ * twice the steps).
+ */
+static inline int cxl_coll_red_oneshot(const cxl_coll_team_t *team,
+                                       cxl_coll_type_t type, uint64_t bytes,
+                                       uint64_t nrounds)
+{
+    return ((bytes <= team->cfg.oneshot_max) && (nrounds <= 1)) ||
+           ((type == CXL_COLL_REDUCE) &&
+            (team->size <= CXL_COLL_RED_ROOTED_MAX)) ||
+           (team->size == 2);
+}
+
 /* Where a full round of req goes (after cxl_coll_plan_rounds). */
 static inline cxl_coll_pub_kind_t cxl_coll_req_kind(const cxl_coll_req_t *req)
 {

@@ -17,19 +17,6 @@
 
 #include <string.h>
 
-static int cxl_coll_move_publishes(const cxl_coll_req_t *req, int w)
-{
-    switch (req->args.type) {
-    case CXL_COLL_BCAST:
-    case CXL_COLL_SCATTER:
-        return w == req->args.root;
-    case CXL_COLL_GATHER:
-        return w != req->args.root;
-    default:
-        return 1;
-    }
-}
-
 /* Whether rank r reads anything in a step (the mirror of publishes). */
 static int cxl_coll_move_reads_any(const cxl_coll_req_t *req, int r)
 {
@@ -44,20 +31,9 @@ static int cxl_coll_move_reads_any(const cxl_coll_req_t *req, int r)
     }
 }
 
-static int cxl_coll_move_reads(const cxl_coll_req_t *req, int r, int w)
-{
-    if ((r == w) || !cxl_coll_move_publishes(req, w)) {
-        return 0;
-    }
-    return (req->args.type != CXL_COLL_GATHER) || (r == req->args.root);
-}
-
 void cxl_coll_plan_rounds(cxl_coll_req_t *req, unsigned nblocks)
 {
-    /* no division for the common case (one block, one round): a 64-bit
-     * division costs as much as a short collective's publication */
-    uint64_t cap = ((nblocks == 1) ? req->team->slot_bytes :
-                    req->team->slot_bytes / nblocks) & ~63ull;
+    uint64_t cap = cxl_coll_round_cap(req->team, nblocks);
 
     req->nblocks     = nblocks;
     req->round       = (req->bytes < cap) ? req->bytes : cap;
@@ -193,7 +169,7 @@ static cxl_coll_status_t cxl_coll_move_read(cxl_coll_req_t *req,
 
     for (i = 1; i < team->size; ++i) {
         w = cxl_coll_peer_at(team, me, i);
-        if (!cxl_coll_move_reads(req, me, w) || (req->got[w] == len)) {
+        if (!cxl_coll_move_reads(&req->args, me, w) || (req->got[w] == len)) {
             continue;
         }
         status = cxl_coll_peek(team, w, step, req->nblocks, len,
@@ -278,7 +254,7 @@ static cxl_coll_status_t cxl_coll_move_progress(cxl_coll_req_t *req)
         off  = req->k * req->round;
         len  = (req->bytes - off < req->round) ? req->bytes - off : req->round;
         if (req->phase == 0) {
-            if (cxl_coll_move_publishes(req, team->rank)) {
+            if (cxl_coll_move_publishes(&req->args, team->rank)) {
                 status = cxl_coll_write_round(req, step, off, len);
                 if (status != CXL_COLL_OK) {
                     return status;
@@ -391,7 +367,7 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
      * it costs less than the readers' extra transfer) */
     req->src_in_pool = team->cfg.pool_inplace && (req->nsteps > 0) &&
                        (cxl_coll_req_kind(req) >= CXL_COLL_PUB_SMALL) &&
-                       cxl_coll_move_publishes(req, me) &&
+                       cxl_coll_move_publishes(&req->args, me) &&
                        !((a->type == CXL_COLL_ALLTOALL) && in_place) &&
                        cxl_coll_in_pool(team, req->src,
                                         (req->nblocks - 1) * req->src_stride +

@@ -21,9 +21,6 @@
 
 #include <string.h>
 
-/* reduce on up to this many ranks: rooted (one-shot in rounds) */
-#define CXL_COLL_RED_ROOTED_MAX 3
-
 enum {
     CXL_COLL_RED_WRITE = 0, /* publish the input of the round (step A) */
     CXL_COLL_RED_OPEN_B,    /* open step B for the reduced slice */
@@ -353,15 +350,9 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
     req->src_stride = rs ? req->bytes : 0;
     req->dst_stride = 0;
     cxl_coll_plan_rounds(req, rs ? (unsigned)team->size : 1);
-    /* reduce on few ranks: the root reduces everything, in rounds (it
-     * reads p vectors once; two-shot moves more bytes through it).  On 2
-     * ranks two-shot crosses the same bytes as one-shot in twice the
-     * steps: one-shot at every size (doc/design/collectives.md) */
-    req->oneshot = !rs && (((req->bytes <= team->cfg.oneshot_max) &&
-                            (req->nrounds <= 1)) ||
-                           ((a->type == CXL_COLL_REDUCE) &&
-                            (team->size <= CXL_COLL_RED_ROOTED_MAX)) ||
-                           (team->size == 2));
+    /* doc/design/collectives.md */
+    req->oneshot = !rs && cxl_coll_red_oneshot(team, a->type, req->bytes,
+                                               req->nrounds);
     /* the own input is read from src, unless the result overwrites it
      * under the reduction (one-shot in place: rbuf is the own input and
      * the result; safe only for ranks 0 and 1, see cxl_coll_red_chunk) */

@@ -116,27 +116,17 @@ static void cxl_coll_req_release(cxl_coll_req_t *req)
     req->freed  = 0;
 }
 
-cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
-                                const cxl_coll_args_t *args,
-                                cxl_coll_req_t **req_p)
+/* Post a call whose arguments passed cxl_coll_check_args() (es: its
+ * element size) on a team that has not failed. */
+static cxl_coll_status_t cxl_coll_post_checked(cxl_coll_team_t *team,
+                                               const cxl_coll_args_t *args,
+                                               size_t es,
+                                               cxl_coll_req_t **req_p)
 {
     cxl_coll_status_t status;
     cxl_coll_req_t *req = NULL;
     unsigned i, n;
-    size_t es = 0;
 
-    if ((team == NULL) || (args == NULL) || (req_p == NULL)) {
-        return cxl_coll_error(CXL_COLL_ERR_INVAL, "post: team, args or req_p "
-                              "is NULL");
-    }
-    if (team->failed != CXL_COLL_OK) {
-        return cxl_coll_error(team->failed, "the team failed in an earlier "
-                              "collective and can only be destroyed");
-    }
-    status = cxl_coll_check_args(team, args, &es);
-    if (status != CXL_COLL_OK) {
-        return status; /* nothing posted: the step counter is untouched */
-    }
     n = (unsigned)team->cfg.max_reqs;
     if (team->q_count < n) {
         for (i = 0; i < n; ++i) {
@@ -195,6 +185,28 @@ cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
     team->q_count++;
     *req_p = req;
     return CXL_COLL_OK;
+}
+
+cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
+                                const cxl_coll_args_t *args,
+                                cxl_coll_req_t **req_p)
+{
+    cxl_coll_status_t status;
+    size_t es = 0;
+
+    if ((team == NULL) || (args == NULL) || (req_p == NULL)) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "post: team, args or req_p "
+                              "is NULL");
+    }
+    if (team->failed != CXL_COLL_OK) {
+        return cxl_coll_error(team->failed, "the team failed in an earlier "
+                              "collective and can only be destroyed");
+    }
+    status = cxl_coll_check_args(team, args, &es);
+    if (status != CXL_COLL_OK) {
+        return status; /* nothing posted: the step counter is untouched */
+    }
+    return cxl_coll_post_checked(team, args, es, req_p);
 }
 
 /*
@@ -317,18 +329,18 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
     cxl_coll_req_t *req;
     size_t es;
 
-    /* nothing queued that must complete first: the short path may run */
-    if ((team != NULL) && (args != NULL) && (team->q_count == 0) &&
-        (team->failed == CXL_COLL_OK)) {
-        status = cxl_coll_check_args(team, args, &es);
-        if (status != CXL_COLL_OK) {
-            return status;
-        }
-        if (cxl_coll_short_fits(team, args, es)) {
-            return cxl_coll_short_run(team, args, es);
-        }
+    if ((team == NULL) || (args == NULL) || (team->failed != CXL_COLL_OK)) {
+        return cxl_coll_post(team, args, &req); /* its error */
     }
-    status = cxl_coll_post(team, args, &req);
+    status = cxl_coll_check_args(team, args, &es);
+    if (status != CXL_COLL_OK) {
+        return status;
+    }
+    if ((team->q_count == 0) && cxl_coll_short_fits(team, args, es)) {
+        /* nothing queued that must complete first */
+        return cxl_coll_short_run(team, args, es);
+    }
+    status = cxl_coll_post_checked(team, args, es, &req);
     if (status != CXL_COLL_OK) {
         return status;
     }

@@ -12,8 +12,10 @@
  * leaves out is the work around the stores: a short call's time is the
  * writer's work up to its signal store plus one crossing plus the
  * reader's work after it.  A root's MPI_Bcast of 8 B took 948
- * instructions through the request path, 538 through this one
- * (callgrind; doc/design/collectives.md, "The short path").
+ * instructions through the request path, ~630 through this one
+ * (callgrind; doc/design/collectives.md, "The short path").  Its
+ * publications and reads go through the shared cxl_coll_publish*() and
+ * cxl_coll_peek(), so the protocol lives in coll_step.c alone.
  */
 #include "coll_int.h"
 #include "coll_reduce.h"
@@ -26,16 +28,16 @@ typedef struct {
     uint64_t        post_ns;
     unsigned        polls;
     cxl_coll_idle_t idle;
-    int             idle_init;
 } cxl_coll_short_wait_t;
 
-static void cxl_coll_short_wait_init(cxl_coll_short_wait_t *w,
+static void cxl_coll_short_wait_init(const cxl_coll_team_t *team,
+                                     cxl_coll_short_wait_t *w,
                                      cxl_coll_type_t type)
 {
-    w->type      = type;
-    w->post_ns   = 0;
-    w->polls     = 0;
-    w->idle_init = 0;
+    w->type    = type;
+    w->post_ns = 0;
+    w->polls   = 0;
+    cxl_coll_idle_init(team, &w->idle);
 }
 
 /*
@@ -51,10 +53,6 @@ static cxl_coll_status_t cxl_coll_short_idle(cxl_coll_team_t *team,
     if (status != CXL_COLL_INPROGRESS) {
         cxl_coll_abort(team, status);
         return status;
-    }
-    if (!w->idle_init) {
-        cxl_coll_idle_init(team, &w->idle);
-        w->idle_init = 1;
     }
     cxl_coll_idle(team, &w->idle);
     return CXL_COLL_INPROGRESS;
@@ -93,33 +91,21 @@ static cxl_coll_status_t cxl_coll_short_publish(cxl_coll_team_t *team,
                                                 const cxl_coll_short_layout_t *l,
                                                 int skip)
 {
-    cxl_coll_sig_t *sig = cxl_coll_sig(team->part, step);
-    uint64_t total      = l->nblocks * l->len;
+    uint64_t total = l->nblocks * l->len;
     cxl_coll_status_t status;
     uint8_t *to;
     unsigned j;
 
-    /* the lines' last step (step - NSIG) read by every peer: mostly known */
-    if ((step > CXL_COLL_NSIG) && (step - CXL_COLL_NSIG > team->done_all)) {
-        while ((status = cxl_coll_slot_acquire(team, step, 0)) !=
-               CXL_COLL_OK) {
-            if ((status != CXL_COLL_INPROGRESS) ||
-                ((status = cxl_coll_short_idle(team, w)) !=
-                 CXL_COLL_INPROGRESS)) {
-                return status;
-            }
+    /* the lines' last step (step - NSIG) read by every peer */
+    while ((status = cxl_coll_slot_acquire(team, step, 0)) != CXL_COLL_OK) {
+        if ((status != CXL_COLL_INPROGRESS) ||
+            ((status = cxl_coll_short_idle(team, w)) != CXL_COLL_INPROGRESS)) {
+            return status;
         }
     }
     switch (l->kind) {
     case CXL_COLL_PUB_INLINE:
-        memcpy(sig->u.inl, src, total);
-        team->mypub[cxl_coll_sig_of(step)].base   = (const uint8_t*)sig->u.inl;
-        team->mypub[cxl_coll_sig_of(step)].stride = l->len;
-        /* as cxl_coll_publish_in(): payload and ready before seq */
-        cxl_coh_fence(team->coh);
-        cxl_coll_store(&sig->ready, cxl_coll_ready_make(step, total));
-        cxl_coll_store(&sig->seq, step);
-        cxl_coh_publish(team->coh, sig, sizeof(*sig));
+        cxl_coll_publish(team, step, src, total, NULL, l->len, total);
         break;
     case CXL_COLL_PUB_LL:
         to = cxl_coll_ll_stage(team, step);
@@ -148,9 +134,8 @@ static cxl_coll_status_t cxl_coll_short_publish(cxl_coll_team_t *team,
 
 /*
  * Block bi of peer's publication of step, waited for: *data, readable (in
- * sw mode invalidated).  Inline, the payload in the peer's signal line;
- * else as cxl_coll_peek() finds it.  Nothing of it is written again before
- * this rank's done line passes step.
+ * sw mode invalidated), where cxl_coll_peek() finds it.  Nothing of it is
+ * written again before this rank's done line passes step.
  */
 static cxl_coll_status_t cxl_coll_short_await(cxl_coll_team_t *team,
                                               cxl_coll_short_wait_t *w,
@@ -159,33 +144,21 @@ static cxl_coll_status_t cxl_coll_short_await(cxl_coll_team_t *team,
                                               unsigned bi,
                                               const uint8_t **data)
 {
-    cxl_coll_sig_t *sig = cxl_coll_sig(team->peers[peer].part, step);
     cxl_coll_status_t status;
     cxl_coll_pub_t pub;
 
     for (;;) {
-        if (l->kind == CXL_COLL_PUB_INLINE) {
-            cxl_coh_invalidate(team->coh, sig, sizeof(*sig));
-            if ((cxl_coll_load(&sig->seq) == step) &&
-                (cxl_coll_ready_bytes(cxl_coll_load(&sig->ready),
-                                      step) >= 0)) {
-                cxl_coll_seen(team, peer, step);
-                *data = (const uint8_t*)sig->u.inl + bi * l->len;
-                return CXL_COLL_OK;
-            }
-        } else {
-            status = cxl_coll_peek(team, peer, step, l->nblocks, l->len,
-                                   l->stride, &pub);
-            if ((status == CXL_COLL_OK) &&
-                (pub.ready >= bi * pub.stride + l->len)) {
-                *data = pub.base + bi * pub.stride;
-                cxl_coll_fetch(team, &pub, *data, l->len);
-                return CXL_COLL_OK;
-            }
-            if ((status != CXL_COLL_OK) && (status != CXL_COLL_INPROGRESS)) {
-                cxl_coll_abort(team, status);
-                return status;
-            }
+        status = cxl_coll_peek(team, peer, step, l->nblocks, l->len,
+                               l->stride, &pub);
+        if ((status == CXL_COLL_OK) &&
+            (pub.ready >= bi * pub.stride + l->len)) {
+            *data = pub.base + bi * pub.stride;
+            cxl_coll_fetch(team, &pub, *data, l->len);
+            return CXL_COLL_OK;
+        }
+        if ((status != CXL_COLL_OK) && (status != CXL_COLL_INPROGRESS)) {
+            cxl_coll_abort(team, status);
+            return status;
         }
         team->blocked_peer = (unsigned)peer;
         status = cxl_coll_short_idle(team, w);
@@ -256,20 +229,6 @@ static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
     return CXL_COLL_OK;
 }
 
-/* Whether rank me reads w's publication (w != me; coll_move.c's rule). */
-static int cxl_coll_short_reads(const cxl_coll_args_t *a, int me, int w)
-{
-    switch (a->type) {
-    case CXL_COLL_BCAST:
-    case CXL_COLL_SCATTER:
-        return w == a->root;
-    case CXL_COLL_GATHER:
-        return me == a->root;
-    default:
-        return 1;
-    }
-}
-
 /*
  * bcast, gather, scatter, allgather, alltoall: the publishers and readers
  * of coll_move.c.  Reader r takes block 0 of every publication, or block
@@ -327,7 +286,7 @@ static cxl_coll_status_t cxl_coll_short_move(cxl_coll_team_t *team,
     }
     for (i = 1; i < team->size; ++i) {
         w = cxl_coll_peer_at(team, me, i);
-        if (!cxl_coll_short_reads(a, me, w)) {
+        if (!cxl_coll_move_reads(a, me, w)) {
             continue;
         }
         status = cxl_coll_short_await(team, wt, w, step, &l, bi, &data);
@@ -387,9 +346,8 @@ int cxl_coll_short_fits(const cxl_coll_team_t *team,
         break;
     case CXL_COLL_REDUCE:
     case CXL_COLL_ALLREDUCE:
-        /* one-shot, as cxl_coll_reduce_post() decides it for one round */
-        if ((bytes > team->cfg.oneshot_max) && (team->size > 2) &&
-            !((a->type == CXL_COLL_REDUCE) && (team->size <= 3))) {
+        /* one-shot, as cxl_coll_reduce_post() decides it (one round) */
+        if (!cxl_coll_red_oneshot(team, a->type, bytes, 1)) {
             return 0;
         }
         nblocks = 1;
@@ -401,8 +359,7 @@ int cxl_coll_short_fits(const cxl_coll_team_t *team,
     /* a step with data (count 0 makes none), in one round (plan_rounds;
      * check_args bounded count * es * size) whose layout fits the small
      * slot */
-    cap = ((nblocks == 1) ? team->slot_bytes :
-           team->slot_bytes / nblocks) & ~63ull;
+    cap = cxl_coll_round_cap(team, nblocks);
     return (bytes > 0) && (bytes <= cap) &&
            (cxl_coll_layout_bytes(nblocks, bytes, (bytes + 63) & ~63ull) <=
             CXL_COLL_SMALL_MAX);
@@ -426,7 +383,7 @@ cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
                                   (unsigned)team->size : 1, len);
         cxl_coll_short_log(team, a, l.kind);
     }
-    cxl_coll_short_wait_init(&wt, a->type);
+    cxl_coll_short_wait_init(team, &wt, a->type);
     switch (a->type) {
     case CXL_COLL_BARRIER:
         cxl_coll_short_layout(&l, 1, 0);
