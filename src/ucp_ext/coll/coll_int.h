@@ -449,6 +449,78 @@ static inline int cxl_coll_move_reads(const cxl_coll_args_t *a, int r, int w)
     return (a->type != CXL_COLL_GATHER) || (r == a->root);
 }
 
+/*
+ * The input of rank me's publication in such a step (where
+ * cxl_coll_move_publishes(a, me)): block j at src + j * len where the
+ * publication holds a block per rank (scatter, alltoall), else block 0.
+ */
+static inline const uint8_t *cxl_coll_move_src(const cxl_coll_args_t *a,
+                                               int me, uint64_t len)
+{
+    int in_place = (a->sbuf == CXL_COLL_IN_PLACE);
+
+    switch (a->type) {
+    case CXL_COLL_BCAST:
+        return (const uint8_t*)a->rbuf;
+    case CXL_COLL_ALLGATHER:
+        return in_place ? (const uint8_t*)a->rbuf + (size_t)me * len :
+                          (const uint8_t*)a->sbuf;
+    case CXL_COLL_ALLTOALL:
+        /* in place too: published before rbuf changes */
+        return in_place ? (const uint8_t*)a->rbuf : (const uint8_t*)a->sbuf;
+    default:
+        return (const uint8_t*)a->sbuf;
+    }
+}
+
+/*
+ * Rank me's own block of the result (len bytes), which moves by a local
+ * copy, not through the pool: *from to *to, or *from = NULL where nothing
+ * moves (no own block, or in place already).
+ */
+static inline void cxl_coll_move_own(const cxl_coll_args_t *a, int me,
+                                     uint64_t len, const uint8_t **from,
+                                     uint8_t **to)
+{
+    const uint8_t *sbuf = (const uint8_t*)a->sbuf;
+    uint8_t *rbuf       = (uint8_t*)a->rbuf;
+    int in_place        = (a->sbuf == CXL_COLL_IN_PLACE);
+
+    *from = NULL;
+    *to   = NULL;
+    switch (a->type) {
+    case CXL_COLL_GATHER:
+        if ((me == a->root) && !in_place) {
+            *from = sbuf;
+            *to   = rbuf + (size_t)me * len;
+        }
+        break;
+    case CXL_COLL_ALLGATHER:
+        if (!in_place) {
+            *from = sbuf;
+            *to   = rbuf + (size_t)me * len;
+        }
+        break;
+    case CXL_COLL_SCATTER:
+        if ((me == a->root) && (a->rbuf != CXL_COLL_IN_PLACE)) {
+            *from = sbuf + (size_t)me * len;
+            *to   = rbuf;
+        }
+        break;
+    case CXL_COLL_ALLTOALL:
+        if (!in_place) {
+            *from = sbuf + (size_t)me * len;
+            *to   = rbuf + (size_t)me * len;
+        }
+        break;
+    default:
+        break;
+    }
+    if (*from == *to) {
+        *from = NULL;
+    }
+}
+
 /* reduce on up to this many ranks: rooted (one-shot in rounds) */
 #define CXL_COLL_RED_ROOTED_MAX 3
 

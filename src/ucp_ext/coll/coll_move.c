@@ -205,40 +205,11 @@ static cxl_coll_status_t cxl_coll_move_read(cxl_coll_req_t *req,
 static void cxl_coll_move_local(cxl_coll_req_t *req, uint64_t off,
                                 uint64_t len)
 {
-    const cxl_coll_args_t *a = &req->args;
-    int me = req->team->rank;
-    const uint8_t *from = NULL;
-    uint8_t *to = NULL;
+    const uint8_t *from;
+    uint8_t *to;
 
-    switch (a->type) {
-    case CXL_COLL_GATHER:
-        if ((me == a->root) && (a->sbuf != CXL_COLL_IN_PLACE)) {
-            from = a->sbuf;
-            to   = (uint8_t*)a->rbuf + me * req->bytes;
-        }
-        break;
-    case CXL_COLL_ALLGATHER:
-        if (a->sbuf != CXL_COLL_IN_PLACE) {
-            from = a->sbuf;
-            to   = (uint8_t*)a->rbuf + me * req->bytes;
-        }
-        break;
-    case CXL_COLL_SCATTER:
-        if ((me == a->root) && (a->rbuf != CXL_COLL_IN_PLACE)) {
-            from = (const uint8_t*)a->sbuf + me * req->bytes;
-            to   = a->rbuf;
-        }
-        break;
-    case CXL_COLL_ALLTOALL:
-        if (a->sbuf != CXL_COLL_IN_PLACE) {
-            from = (const uint8_t*)a->sbuf + me * req->bytes;
-            to   = (uint8_t*)a->rbuf + me * req->bytes;
-        }
-        break;
-    default:
-        break;
-    }
-    if ((from != NULL) && (from != to)) {
+    cxl_coll_move_own(&req->args, req->team->rank, req->bytes, &from, &to);
+    if (from != NULL) {
         memmove(to + off, from + off, len);
     }
 }
@@ -333,22 +304,8 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
     cxl_coll_plan_rounds(req, multi ? (unsigned)team->size : 1);
     req->nsteps = (team->size > 1) ? req->nrounds : 0;
 
-    in_place = (a->sbuf == CXL_COLL_IN_PLACE);
-    switch (a->type) {
-    case CXL_COLL_BCAST:
-        req->src = a->rbuf;
-        break;
-    case CXL_COLL_ALLGATHER:
-        req->src = in_place ? (const uint8_t*)a->rbuf + me * req->bytes :
-                              (const uint8_t*)a->sbuf;
-        break;
-    case CXL_COLL_ALLTOALL:
-        req->src = in_place ? (const uint8_t*)a->rbuf : (const uint8_t*)a->sbuf;
-        break;
-    default:
-        req->src = a->sbuf;
-        break;
-    }
+    in_place   = (a->sbuf == CXL_COLL_IN_PLACE);
+    req->src   = cxl_coll_move_src(a, me, req->bytes);
     req->src_stride = multi ? req->bytes : 0;
     req->dst        = a->rbuf;
     req->dst_stride = ((a->type == CXL_COLL_BCAST) ||

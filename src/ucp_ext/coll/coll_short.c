@@ -239,50 +239,27 @@ static cxl_coll_status_t cxl_coll_short_move(cxl_coll_team_t *team,
                                              const cxl_coll_args_t *a,
                                              uint64_t step, size_t len)
 {
-    int me = team->rank, root = a->root, i, w, in_place;
+    int me = team->rank, i, w;
     int multi = (a->type == CXL_COLL_SCATTER) ||
                 (a->type == CXL_COLL_ALLTOALL);
     unsigned bi = multi ? (unsigned)me : 0;
-    const uint8_t *src = NULL, *own = NULL, *data;
+    const uint8_t *own, *data;
     uint8_t *rbuf = a->rbuf, *dst;
     cxl_coll_short_layout_t l;
     cxl_coll_status_t status;
 
-    in_place = (a->sbuf == CXL_COLL_IN_PLACE);
-    switch (a->type) {
-    case CXL_COLL_BCAST:
-        src = (me == root) ? rbuf : NULL;
-        break;
-    case CXL_COLL_GATHER:
-        src = (me != root) ? a->sbuf : NULL;
-        own = ((me == root) && !in_place) ? a->sbuf : NULL;
-        break;
-    case CXL_COLL_SCATTER:
-        src = (me == root) ? a->sbuf : NULL;
-        own = ((me == root) && (a->rbuf != CXL_COLL_IN_PLACE)) ?
-              (const uint8_t*)a->sbuf + (size_t)me * len : NULL;
-        break;
-    case CXL_COLL_ALLGATHER:
-        src = in_place ? rbuf + (size_t)me * len : a->sbuf;
-        own = in_place ? NULL : a->sbuf;
-        break;
-    default: /* alltoall: published before rbuf changes, in place too */
-        src = in_place ? rbuf : a->sbuf;
-        own = in_place ? NULL : (const uint8_t*)a->sbuf + (size_t)me * len;
-        break;
-    }
     cxl_coll_short_layout(&l, multi ? (unsigned)team->size : 1, len);
-    if (src != NULL) {
-        status = cxl_coll_short_publish(team, wt, step, src, &l,
+    if (cxl_coll_move_publishes(a, me)) {
+        status = cxl_coll_short_publish(team, wt, step,
+                                        cxl_coll_move_src(a, me, len), &l,
                                         multi ? me : -1);
         if (status != CXL_COLL_OK) {
             return status;
         }
     }
+    cxl_coll_move_own(a, me, len, &own, &dst);
     if (own != NULL) {
-        /* scatter's root: rbuf; the others: the own block of rbuf */
-        memmove((a->type == CXL_COLL_SCATTER) ? rbuf : rbuf + me * len, own,
-                len);
+        memmove(dst, own, len);
     }
     for (i = 1; i < team->size; ++i) {
         w = cxl_coll_peer_at(team, me, i);
