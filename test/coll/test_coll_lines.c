@@ -22,7 +22,9 @@
  *     the lines the request path writes, reads rank 1's inline and
  *     flagged publications, calls the team's progress function while it
  *     waits (here rank 1 publishes from it), and fails a wait that
- *     outlasts CXL_COLL_TIMEOUT, the team with it.
+ *     outlasts CXL_COLL_TIMEOUT, the team with it;
+ *   - a peer that left: rank 1's partition freed and zeroed for another
+ *     team fails rank 0's wait within CXL_COLL_PEER_CHECK.
  *
  * hw coherence (the sw protocol runs in coll_check's sw configurations).
  * Ends with "test_coll_lines: N passed, N failed".
@@ -512,6 +514,50 @@ static void team_d(void)
     destroy_team(team);
 }
 
+/*
+ * A peer that gave up the team and destroyed it: its partition is freed and
+ * may be another team's by now, zeroed, so no abort line is left to read.
+ * A rank that waits for it learns from the extent's generation that it
+ * left, within CXL_COLL_PEER_CHECK, not at CXL_COLL_TIMEOUT (here 10 s).
+ */
+static void team_e(void)
+{
+    uint64_t old_off = g.peer.ext.offset, t0, ns;
+    cxl_coll_team_t *team;
+    cxl_coll_status_t st;
+    cxlpool_extent_t ext;
+    const char *why;
+
+    setenv("CXL_COLL_TIMEOUT", "10s", 1);
+    team = make_team();
+    setenv("CXL_COLL_TIMEOUT", "100ms", 1);
+    if (team == NULL) {
+        return;
+    }
+    cxlpool_free(g.pool, old_off);
+    if (cxlpool_alloc(g.pool, LINES_REGION, 4096, "test-coll-lines-rank1", 0,
+                      &ext) != CXLPOOL_OK) {
+        cxl_th_check(0, "left: pool extent for rank 1 again: %s",
+                     cxlpool_last_error());
+        cxl_coll_team_destroy(team);
+        return;
+    }
+    g.peer.ext  = ext;
+    g.peer.part = (uint8_t*)cxlpool_base(g.pool) + ext.offset;
+    memset(g.peer.part, 0, ext.length); /* the next team's initial state */
+    t0  = cxl_coll_now_ns();
+    st  = cxl_coll_barrier(team);
+    ns  = cxl_coll_now_ns() - t0;
+    why = cxl_coll_last_error();
+    cxl_th_check((st == CXL_COLL_ERR_PEER_DEAD) && (ns < 2000000000ull) &&
+                 (strstr(why, "left the team") != NULL), "left: a barrier "
+                 "with a rank whose partition was freed and %s fails in "
+                 "%.3f s (%s)", (ext.offset == old_off) ?
+                 "zeroed for another team" : "another extent zeroed",
+                 ns / 1e9, why);
+    cxl_coll_team_destroy(team);
+}
+
 int main(void)
 {
     char spec[300];
@@ -542,6 +588,7 @@ int main(void)
     team_b();
     team_c();
     team_d();
+    team_e();
 
     cxlpool_free(g.pool, g.peer.ext.offset);
     cxlpool_close(g.pool);

@@ -49,6 +49,8 @@ const char *cxl_coll_bytes_str(uint64_t bytes, char *buf, size_t len);
 typedef struct {
     uint8_t  *part;       /* the peer's partition in this mapping */
     uint64_t  token;      /* its pool attachment */
+    uint32_t  ext_index;  /* its partition's extent: freed (the peer left */
+    uint32_t  ext_gen;    /*   the team) once the generation changes */
     uint32_t  host;
     uint64_t  done_lb;    /* lower bound of its done line (coll_step.c) */
     uint64_t  ll_step;    /* step whose flagged lines ll_buf holds whole */

@@ -182,6 +182,8 @@ static cxl_coll_status_t cxl_coll_team_setup(cxl_coll_team_t *team,
     for (i = 0; i < (unsigned)team->size; ++i) {
         team->peers[i].part  = team->pool_base + recs[i].part_off;
         team->peers[i].token = recs[i].token;
+        team->peers[i].ext_index = recs[i].ext_index;
+        team->peers[i].ext_gen   = recs[i].ext_gen;
         team->peers[i].host  = recs[i].host;
         team->peers[i].ll_buf = team->ll_own +
                                 (size_t)(CXL_COLL_NSIG + i) * CXL_COLL_LL_MAX;
