@@ -135,7 +135,8 @@ typedef struct {
  * reduce_scatter rbuf then holds size * count elements and the rank's
  * block ends up at its start), or from the rank's own block of rbuf
  * (gather on the root, allgather, alltoall).  Scatter: the root passes
- * rbuf = CXL_COLL_IN_PLACE and its own block stays in sbuf.
+ * rbuf = CXL_COLL_IN_PLACE and its own block stays in sbuf.  Otherwise
+ * sbuf and rbuf must not overlap (as in MPI): CXL_COLL_ERR_INVAL.
  */
 typedef struct {
     cxl_coll_type_t  type;

@@ -979,6 +979,32 @@ static int ck_rank_bad(cxl_th_rank_t *r)
     a.type = (cxl_coll_type_t)99;
     CK_BAD(cxl_coll_run(team, &a), CXL_COLL_ERR_INVAL, CXL_COLL_ERR_INVAL,
            "collective type 99");
+    /* aliased input and result, not the in-place form: every rank, or the
+     * root alone where only it passes both (the request path's one-shot
+     * reduction read rank 2's input after folding into it) */
+    CK_BAD(cxl_coll_allreduce(team, rb, rb, 5, CXL_COLL_INT32, CXL_COLL_SUM),
+           CXL_COLL_ERR_INVAL, CXL_COLL_ERR_INVAL, "allreduce sbuf == rbuf");
+    CK_BAD(cxl_coll_alltoall(team, rb, rb + 3, 2, CXL_COLL_INT32),
+           CXL_COLL_ERR_INVAL, CXL_COLL_ERR_INVAL, "alltoall rbuf inside "
+           "sbuf");
+    CK_BAD(cxl_coll_allgather(team, rb + 2 * r->size - 1, rb, 2,
+                              CXL_COLL_INT32), CXL_COLL_ERR_INVAL,
+           CXL_COLL_ERR_INVAL, "allgather sbuf's first element in rbuf's "
+           "last");
+    CK_BAD(cxl_coll_reduce_scatter(team, rb + 1, rb, 2, CXL_COLL_INT32,
+                                   CXL_COLL_SUM), CXL_COLL_ERR_INVAL,
+           CXL_COLL_ERR_INVAL, "reduce_scatter rbuf inside sbuf");
+    /* adjacent is not overlapping: a real allgather, checked */
+    for (i = 0; i < 2; i++) {
+        rb[2 * r->size + i] = r->rank * 10 + i;
+    }
+    st = cxl_coll_allgather(team, rb + 2 * r->size, rb, 2, CXL_COLL_INT32);
+    ok = (st == CXL_COLL_OK);
+    for (i = 0; ok && (i < 2 * r->size); i++) {
+        ok = (rb[i] == (i / 2) * 10 + (i % 2));
+    }
+    ck_extra(ok, r->rank, "allgather with sbuf right behind rbuf: %s",
+             cxl_coll_strerror(st));
 
     /* one request more than CXL_COLL_MAX_REQS */
     memset(&a, 0, sizeof(a));

@@ -14,6 +14,58 @@
 #define CXL_COLL_CHECK_NAME cxl_coll_type_name(a->type)
 
 /*
+ * Whether the input and the result of a call with both overlap (block:
+ * bytes of one rank's block).  The paths read the own input at different
+ * times relative to writing the result (a one-shot reduction of a request
+ * on rank 2 and up folds into rbuf before it reads its own input, the
+ * short path copies it first), and peers read a pool-resident sbuf in
+ * place while its owner writes rbuf: an aliased call would come out
+ * different by path and by rank, so it is refused, as MPI forbids it.
+ * The in-place forms pass CXL_COLL_IN_PLACE instead.
+ */
+static int cxl_coll_args_overlap(const cxl_coll_args_t *a, int p, int is_root,
+                                 size_t block)
+{
+    size_t all = block * (size_t)p, slen, rlen;
+    uintptr_t s = (uintptr_t)a->sbuf, r = (uintptr_t)a->rbuf;
+
+    if ((a->sbuf == CXL_COLL_IN_PLACE) || (a->rbuf == CXL_COLL_IN_PLACE)) {
+        return 0;
+    }
+    switch (a->type) {
+    case CXL_COLL_REDUCE:
+        slen = block;
+        rlen = is_root ? block : 0;      /* the other ranks': unused */
+        break;
+    case CXL_COLL_ALLREDUCE:
+        slen = rlen = block;
+        break;
+    case CXL_COLL_REDUCE_SCATTER:
+        slen = all;
+        rlen = block;
+        break;
+    case CXL_COLL_GATHER:
+        slen = block;
+        rlen = is_root ? all : 0;
+        break;
+    case CXL_COLL_SCATTER:
+        slen = is_root ? all : 0;
+        rlen = block;
+        break;
+    case CXL_COLL_ALLGATHER:
+        slen = block;
+        rlen = all;
+        break;
+    case CXL_COLL_ALLTOALL:
+        slen = rlen = all;
+        break;
+    default:
+        return 0; /* bcast: one buffer */
+    }
+    return (slen > 0) && (rlen > 0) && (s < r + rlen) && (r < s + slen);
+}
+
+/*
  * Which buffers a rank must pass, by collective and role; *es_p: the
  * element size.  On the path of every call: the names of the messages are
  * looked up only once something is wrong.
@@ -104,6 +156,11 @@ cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
         return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: sbuf CXL_COLL_IN_PLACE "
                               "is not an in-place form of it on rank %d",
                               CXL_COLL_CHECK_NAME, me);
+    }
+    if (cxl_coll_args_overlap(a, p, is_root, a->count * es)) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: sbuf and rbuf overlap "
+                              "on rank %d (the in-place form passes "
+                              "CXL_COLL_IN_PLACE)", CXL_COLL_CHECK_NAME, me);
     }
     return CXL_COLL_OK;
 }
