@@ -41,11 +41,12 @@ static const cxl_coll_cfg_field_t cxl_coll_cfg_table[] = {
      "holds a pool, else the per-user emulated default\n"
      "/dev/shm/ucx-cxl-<uid>.pool (created on first use)."},
     {"REGION_SIZE", "4m", CXL_COLL_CFG_SIZE, CXL_COLL_CFG_OFF(region_size),
-     CXL_COLL_MIN_REGION, 1ull << 36,
+     CXL_COLL_MIN_REGION, CXL_COLL_MAX_REGION,
      "Pool bytes each rank owns for a team (its partition: 40 KiB of control\n"
-     "lines, flagged lines and small slots, then two data slots).  Larger\n"
-     "messages go through it in rounds; the pool space a team uses never\n"
-     "depends on message sizes.  Equal on all ranks."},
+     "lines, flagged lines and small slots, then two data slots of at least\n"
+     "a chunk each: 168 KiB with the default chunk).  Larger messages go\n"
+     "through it in rounds; the pool space a team uses never depends on\n"
+     "message sizes.  Equal on all ranks."},
     {"CHUNK_SIZE", "64k", CXL_COLL_CFG_SIZE, CXL_COLL_CFG_OFF(chunk_size),
      4096, 1ull << 30,
      "Pipelining unit: a writer signals readiness after each chunk, so\n"
@@ -104,12 +105,18 @@ static int cxl_coll_parse_bool(const char *s, int *v)
     return 0;
 }
 
+/* strtoull() would skip blanks and take a sign: "-1" would be 2^64 - 1 */
+static int cxl_coll_is_digit(char c)
+{
+    return (c >= '0') && (c <= '9');
+}
+
 static int cxl_coll_parse_uint(const char *s, uint64_t *v)
 {
     unsigned long long x;
     char *end;
 
-    if ((*s == '\0') || (*s == '-')) {
+    if (!cxl_coll_is_digit(*s)) {
         return -1;
     }
     errno = 0;
@@ -132,7 +139,7 @@ static int cxl_coll_parse_time(const char *s, uint64_t *ns)
     char *end;
     size_t i;
 
-    if ((*s == '\0') || (*s == '-')) {
+    if (!cxl_coll_is_digit(*s)) {
         return -1;
     }
     errno = 0;

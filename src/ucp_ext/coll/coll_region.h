@@ -58,7 +58,9 @@
 #define CXL_COLL_SMALL_MAX     4096   /* bytes of a small slot */
 #define CXL_COLL_OFF_DATA      (CXL_COLL_OFF_SMALL + \
                                 CXL_COLL_NSIG * CXL_COLL_SMALL_MAX)
-#define CXL_COLL_MIN_REGION    (64ull << 10)
+/* the control lines and two data slots of the smallest chunk (4 KiB) */
+#define CXL_COLL_MIN_REGION    (CXL_COLL_OFF_DATA + CXL_COLL_NSLOTS * 4096ull)
+#define CXL_COLL_MAX_REGION    (1ull << 36)
 /* Bytes of payload in a signal line (words 2..6). */
 #define CXL_COLL_INLINE_MAX    40
 /* ready = tag of the step in the top bits | bytes in the low bits */

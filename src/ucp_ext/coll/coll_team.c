@@ -51,6 +51,44 @@ static cxl_coll_status_t cxl_coll_team_open_pool(cxl_coll_team_t *team,
     return CXL_COLL_OK;
 }
 
+/*
+ * The partition's size: given (params) or CXL_COLL_REGION_SIZE, in 4 KiB
+ * pages, with room for the control lines and two data slots of a chunk
+ * and of a line per rank each.
+ */
+static cxl_coll_status_t cxl_coll_team_region(cxl_coll_team_t *team,
+                                              uint64_t given)
+{
+    uint64_t region = given ? given : team->cfg.region_size;
+    uint64_t slot   = team->cfg.chunk_size, need;
+    const char *what = given ? "cxl_coll_team_params_t.region_size" :
+                               "CXL_COLL_REGION_SIZE";
+
+    if (slot < 64ull * team->size) {
+        slot = 64ull * team->size;
+    }
+    slot = (slot + 4095) & ~4095ull;
+    need = CXL_COLL_OFF_DATA + CXL_COLL_NSLOTS * slot;
+    if (region > CXL_COLL_MAX_REGION) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s=%llu: at most %llu "
+                              "bytes", what, (unsigned long long)region,
+                              (unsigned long long)CXL_COLL_MAX_REGION);
+    }
+    if (((region + 4095) & ~4095ull) < need) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s=%llu: a team of %d "
+                              "ranks with CXL_COLL_CHUNK_SIZE=%llu needs at "
+                              "least %llu bytes (control lines, and two data "
+                              "slots of %llu)", what,
+                              (unsigned long long)region, team->size,
+                              (unsigned long long)team->cfg.chunk_size,
+                              (unsigned long long)need,
+                              (unsigned long long)slot);
+    }
+    team->region     = (region + 4095) & ~4095ull;
+    team->slot_bytes = cxl_coll_slot_bytes(team->region);
+    return CXL_COLL_OK;
+}
+
 static cxl_coll_status_t cxl_coll_team_alloc_part(cxl_coll_team_t *team,
                                                   cxlpool_extent_t *ext)
 {
@@ -63,6 +101,13 @@ static cxl_coll_status_t cxl_coll_team_alloc_part(cxl_coll_team_t *team,
     /* named for 'cxlpool info': cxl-coll:<pid>:<team of the process> */
     snprintf(name, sizeof(name), "cxl-coll:%x:%x", (unsigned)getpid(),
              __atomic_fetch_add(&teams, 1, __ATOMIC_RELAXED));
+    if (team->region > team->pool_size - team->heap_offset) {
+        return cxl_coll_error(CXL_COLL_ERR_NO_MEMORY, "team partition of %llu "
+                              "bytes: the pool's heap holds %llu",
+                              (unsigned long long)team->region,
+                              (unsigned long long)(team->pool_size -
+                                                   team->heap_offset));
+    }
     st = cxlpool_alloc(team->pool, team->region, 4096, name, 0, ext);
     if (st == CXLPOOL_ERR_EXISTS) {
         st = cxlpool_alloc(team->pool, team->region, 4096, NULL, 0, ext);
@@ -279,21 +324,7 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
         team->cfg.spin = (uint64_t)params->spin;
     }
     if (local == CXL_COLL_OK) {
-        team->region = params->region_size ? params->region_size :
-                       team->cfg.region_size;
-        team->region = (team->region + 4095) & ~4095ull;
-        team->slot_bytes = cxl_coll_slot_bytes(team->region);
-        if ((team->region < CXL_COLL_MIN_REGION) ||
-            (team->slot_bytes < 64ull * team->size) ||
-            (team->slot_bytes < team->cfg.chunk_size)) {
-            local = cxl_coll_error(CXL_COLL_ERR_INVAL, "region of %llu bytes "
-                                   "too small: at least %llu, a slot (%llu) "
-                                   "at least 64 B per rank and a chunk (%llu)",
-                                   (unsigned long long)team->region,
-                                   (unsigned long long)CXL_COLL_MIN_REGION,
-                                   (unsigned long long)team->slot_bytes,
-                                   (unsigned long long)team->cfg.chunk_size);
-        }
+        local = cxl_coll_team_region(team, params->region_size);
     }
     if (local == CXL_COLL_OK) {
         local = cxl_coll_team_open_pool(team, params->pool_path);
