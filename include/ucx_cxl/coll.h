@@ -42,7 +42,9 @@ typedef enum {
     CXL_COLL_ERR_TIMEOUT,       /* CXL_COLL_TIMEOUT passed */
     CXL_COLL_ERR_OOB,           /* the out-of-band allgather failed */
     CXL_COLL_ERR_POOL,          /* the pool could not be opened or used */
-    CXL_COLL_ERR_BUSY,          /* too many outstanding requests */
+    CXL_COLL_ERR_BUSY,          /* too many requests posted and not freed
+                                   (posts only: a blocking call has a
+                                   request of its own) */
     CXL_COLL_ERR_LAST
 } cxl_coll_status_t;
 

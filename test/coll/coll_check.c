@@ -900,11 +900,12 @@ static void ck_extra(int ok, int rank, const char *fmt, ...)
 }
 
 /* allreduce of 37 int32 sums; 1 if the result is right */
-static int ck_good_allreduce(cxl_coll_team_t *team, int rank, int np,
-                             uint32_t call)
+/* A checked blocking allreduce of count int32 */
+static int ck_allreduce_n(cxl_coll_team_t *team, int rank, int np,
+                          uint32_t call, size_t count)
 {
     ck_case_t c = {.type = CXL_COLL_ALLREDUCE, .dtype = CXL_COLL_INT32,
-                   .op = CXL_COLL_SUM, .count = 37, .call = call};
+                   .op = CXL_COLL_SUM, .count = count, .call = call};
     ck_op_t o   = {.c = &c, .idx = -1};
     int ok;
 
@@ -915,6 +916,12 @@ static int ck_good_allreduce(cxl_coll_team_t *team, int rank, int np,
     ck_buf_free(team, &o.s);
     ck_buf_free(team, &o.r);
     return ok;
+}
+
+static int ck_good_allreduce(cxl_coll_team_t *team, int rank, int np,
+                             uint32_t call)
+{
+    return ck_allreduce_n(team, rank, np, call, 37);
 }
 
 static int ck_is_err(cxl_coll_status_t st, cxl_coll_status_t a,
@@ -1035,6 +1042,29 @@ static int ck_rank_bad(cxl_th_rank_t *r)
     }
     ck_extra(ck_good_allreduce(team, r->rank, r->size, call++), r->rank,
              "good allreduce after the busy post");
+
+    /* every request completed and none freed: a blocking call still runs,
+     * through the request path too (it failed with BUSY there, locally,
+     * while the peers waited in the collective) */
+    memset(&a, 0, sizeof(a));
+    a.type = CXL_COLL_BARRIER;
+    for (i = 0; i < reqs; i++) {
+        st = cxl_coll_post(team, &a, &req[i]);
+        if (st == CXL_COLL_OK) {
+            st = cxl_coll_wait(req[i]);
+        } else {
+            req[i] = NULL;
+        }
+        ck_extra(st == CXL_COLL_OK, r->rank, "barrier %d, not freed: %s", i,
+                 cxl_coll_strerror(st));
+    }
+    ck_extra(ck_allreduce_n(team, r->rank, r->size, call++, 16384), r->rank,
+             "blocking allreduce of 64 KiB with %d requests not freed", reqs);
+    ck_extra(ck_good_allreduce(team, r->rank, r->size, call++), r->rank,
+             "blocking allreduce of 8 B with %d requests not freed", reqs);
+    for (i = 0; i < reqs; i++) {
+        cxl_coll_req_free(req[i]);
+    }
 #undef CK_BAD
     cxl_coll_team_destroy(team);
     return 0;

@@ -550,7 +550,7 @@ static void team_e(void)
     ns  = cxl_coll_now_ns() - t0;
     why = cxl_coll_last_error();
     cxl_th_check((st == CXL_COLL_ERR_PEER_DEAD) && (ns < 2000000000ull) &&
-                 (strstr(why, "left the team") != NULL), "left: a barrier "
+                 (strstr(why, "gave up the team and left it") != NULL), "left: a barrier "
                  "with a rank whose partition was freed and %s fails in "
                  "%.3f s (%s)", (ext.offset == old_off) ?
                  "zeroed for another team" : "another extent zeroed",

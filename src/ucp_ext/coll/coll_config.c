@@ -59,8 +59,9 @@ static const cxl_coll_cfg_field_t cxl_coll_cfg_table[] = {
      "slices), in rounds and chunks.  Teams of 2 ranks always reduce\n"
      "one-shot (in rounds): the same bytes cross, in one step, not two."},
     {"MAX_REQS", "16", CXL_COLL_CFG_UINT, CXL_COLL_CFG_OFF(max_reqs), 1, 1024,
-     "Outstanding non-blocking collectives per team; one more posts fails\n"
-     "with CXL_COLL_ERR_BUSY."},
+     "Non-blocking collectives per team posted and not yet freed; one more\n"
+     "post fails with CXL_COLL_ERR_BUSY.  Blocking calls have a request of\n"
+     "their own and never fail so."},
     {"SPIN", "200", CXL_COLL_CFG_UINT, CXL_COLL_CFG_OFF(spin), 0, 1u << 30,
      "Polls a waiting rank spins before it yields the CPU (sched_yield) on\n"
      "every further poll: with more ranks than cores the rank waited for\n"

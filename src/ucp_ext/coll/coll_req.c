@@ -173,19 +173,28 @@ static void cxl_coll_req_release(cxl_coll_req_t *req)
     req->freed  = 0;
 }
 
-/* Post a call whose arguments passed cxl_coll_check_args() (es: its
- * element size) on a team that has not failed. */
+/*
+ * Post a call whose arguments passed cxl_coll_check_args() (es: its
+ * element size) on a team that has not failed.  A blocking call (own)
+ * takes the request beyond the CXL_COLL_MAX_REQS of cxl_coll_post(),
+ * which only it uses and frees before it returns: requests the caller
+ * has not freed, whose number is local, can not make one rank's blocking
+ * call fail while its peers wait in the collective.
+ */
 static cxl_coll_status_t cxl_coll_post_checked(cxl_coll_team_t *team,
                                                const cxl_coll_args_t *args,
-                                               size_t es,
+                                               size_t es, int own,
                                                cxl_coll_req_t **req_p)
 {
+    unsigned i, n = (unsigned)team->cfg.max_reqs, cap = n + 1;
     cxl_coll_status_t status;
     cxl_coll_req_t *req = NULL;
-    unsigned i, n;
 
-    n = (unsigned)team->cfg.max_reqs;
-    if (team->q_count < n) {
+    if (own) {
+        /* in use only if a blocking call of the team is under way: one
+         * made from the team's progress function */
+        req = team->reqs[n].in_use ? NULL : &team->reqs[n];
+    } else if (team->q_count < n) {
         for (i = 0; i < n; ++i) {
             if (!team->reqs[i].in_use) {
                 req = &team->reqs[i];
@@ -194,8 +203,13 @@ static cxl_coll_status_t cxl_coll_post_checked(cxl_coll_team_t *team,
         }
     }
     if (req == NULL) {
-        return cxl_coll_error(CXL_COLL_ERR_BUSY, "%u collectives outstanding "
-                              "or not freed (CXL_COLL_MAX_REQS)", n);
+        return own ? cxl_coll_error(CXL_COLL_ERR_BUSY, "a blocking %s while "
+                                    "another one of the team waits (from "
+                                    "its progress function?)",
+                                    cxl_coll_type_name(args->type)) :
+                     cxl_coll_error(CXL_COLL_ERR_BUSY, "%u collectives "
+                                    "outstanding or not freed "
+                                    "(CXL_COLL_MAX_REQS)", n);
     }
 
     /* req->got is all zero here: cxl_coll_got_clear() after each use */
@@ -237,8 +251,8 @@ static cxl_coll_status_t cxl_coll_post_checked(cxl_coll_team_t *team,
         return status;
     }
     team->next_step += req->nsteps;
-    i = team->q_head + team->q_count; /* < 2n: no division in the call */
-    team->queue[(i >= n) ? i - n : i] = req;
+    i = team->q_head + team->q_count; /* < 2 cap: no division in the call */
+    team->queue[(i >= cap) ? i - cap : i] = req;
     team->q_count++;
     *req_p = req;
     return CXL_COLL_OK;
@@ -263,7 +277,7 @@ cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
     if (status != CXL_COLL_OK) {
         return status; /* nothing posted: the step counter is untouched */
     }
-    return cxl_coll_post_checked(team, args, es, req_p);
+    return cxl_coll_post_checked(team, args, es, 0, req_p);
 }
 
 /*
@@ -298,8 +312,8 @@ static void cxl_coll_dequeue(cxl_coll_team_t *team, cxl_coll_status_t status)
 
     head->status = status;
     head->queued = 0;
-    team->q_head = (team->q_head + 1 == (unsigned)team->cfg.max_reqs) ? 0 :
-                   team->q_head + 1;
+    team->q_head = (team->q_head + 1 == (unsigned)team->cfg.max_reqs + 1) ?
+                   0 : team->q_head + 1;
     team->q_count--;
     if (head->freed) {
         cxl_coll_req_release(head);
@@ -397,7 +411,7 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
         /* nothing queued that must complete first */
         return cxl_coll_short_run(team, args, es);
     }
-    status = cxl_coll_post_checked(team, args, es, &req);
+    status = cxl_coll_post_checked(team, args, es, 1, &req);
     if (status != CXL_COLL_OK) {
         return status;
     }

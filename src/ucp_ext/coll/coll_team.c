@@ -208,7 +208,9 @@ static cxl_coll_status_t cxl_coll_team_validate(cxl_coll_team_t *team,
 static cxl_coll_status_t cxl_coll_team_setup(cxl_coll_team_t *team,
                                              const cxl_coll_oob_rec_t *recs)
 {
-    unsigned n = (unsigned)team->cfg.max_reqs, i;
+    /* one more than CXL_COLL_MAX_REQS: the blocking calls' own (they
+     * never fail with BUSY for requests the caller has not freed) */
+    unsigned n = (unsigned)team->cfg.max_reqs + 1, i;
 
     team->peers   = calloc(team->size, sizeof(*team->peers));
     team->reqs    = calloc(n, sizeof(*team->reqs));

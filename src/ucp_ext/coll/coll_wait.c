@@ -64,9 +64,9 @@ static cxl_coll_status_t cxl_coll_check_peer(cxl_coll_team_t *team, int p)
                              team->region) != CXLPOOL_OK) {
         /* gave up the team and destroyed it: its abort line said so, but
          * the partition may belong to another team by now, zeroed */
-        return cxl_coll_error(CXL_COLL_ERR_PEER_DEAD, "rank %d of %d left "
-                              "the team: its partition (pool extent %u) was "
-                              "freed", p, team->size,
+        return cxl_coll_error(CXL_COLL_ERR_PEER_DEAD, "rank %d of %d gave up "
+                              "the team and left it: its partition (pool "
+                              "extent %u) was freed", p, team->size,
                               (unsigned)team->peers[p].ext_index);
     }
     line = cxl_coll_abort_line(team->peers[p].part);
