@@ -73,8 +73,11 @@ static const cxl_coll_cfg_field_t cxl_coll_cfg_table[] = {
      "(a peer that gave up)."},
     {"TIMEOUT", "0", CXL_COLL_CFG_TIME, CXL_COLL_CFG_OFF(timeout_ns), 0,
      UINT64_MAX,
-     "A collective not finished this long after its post fails with\n"
-     "CXL_COLL_ERR_TIMEOUT.  0: none (a dead peer is detected anyway)."},
+     "A collective that waits this long fails with CXL_COLL_ERR_TIMEOUT,\n"
+     "the team with it.  Its clock starts at the first wait (a blocking\n"
+     "call's, or the first test() or wait() that finds it at the head of\n"
+     "the team's queue), not at the post: a call that never waits reads no\n"
+     "clock.  0: none (a dead peer is detected anyway)."},
     {"POOL_INPLACE", "y", CXL_COLL_CFG_BOOL, CXL_COLL_CFG_OFF(pool_inplace),
      0, 1,
      "Read input buffers that lie in the team's pool (cxl_coll_mem_alloc)\n"

@@ -127,8 +127,8 @@ cxl_coll_status_t cxl_coll_wait_check_at(cxl_coll_team_t *team,
     if ((team->cfg.timeout_ns != 0) &&
         (now - *post_ns >= team->cfg.timeout_ns)) {
         return cxl_coll_error(CXL_COLL_ERR_TIMEOUT, "%s not done %.3f s after "
-                              "its post (CXL_COLL_TIMEOUT), waiting for "
-                              "rank %u", cxl_coll_type_name(type),
+                              "it began to wait (CXL_COLL_TIMEOUT), waiting "
+                              "for rank %u", cxl_coll_type_name(type),
                               (now - *post_ns) / 1e9, team->blocked_peer);
     }
     if (now - team->last_check_ns < team->cfg.peer_check_ns) {
