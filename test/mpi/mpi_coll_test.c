@@ -46,6 +46,10 @@
  *   MPI_COLL_EXPECT=off       the component is not there (no counters)
  *   MPI_COLL_EXPECT=declined  it is there but took no communicator (no
  *                             team; no call reaches it)
+ *   MPI_COLL_THREAD=multiple  MPI_Init_thread with that level (funneled,
+ *                             serialized, multiple), where coll/cxl makes
+ *                             each team at the communicator's first
+ *                             collective
  *   MPI_COLL_MIN_RANKS=2      the run's coll_cxl_min_ranks: smaller split
  *                             communicators are not coll/cxl's
  *
@@ -1342,6 +1346,7 @@ int main(int argc, char **argv)
     const char *e;
     unsigned timeout = 300;
     unsigned long long c0, f0, t0, sums[6], mine[6];
+    int thread = MPI_THREAD_SINGLE, provided = MPI_THREAD_SINGLE;
     long failed_all = 0, checks_all = 0;
     uint64_t *digests = NULL;
     int i, avx;
@@ -1366,7 +1371,17 @@ int main(int argc, char **argv)
     }
     avx = ((e = getenv("MPI_COLL_AVX")) != NULL) && (strcmp(e, "require") == 0);
 
-    MPI_Init(&argc, &argv);
+    if ((e = getenv("MPI_COLL_THREAD")) != NULL) {
+        /* coll/cxl makes its teams at the first collective above
+         * MPI_THREAD_SINGLE (MPI_Comm_dup and _split hung there) */
+        thread = !strcmp(e, "multiple") ? MPI_THREAD_MULTIPLE :
+                 !strcmp(e, "serialized") ? MPI_THREAD_SERIALIZED :
+                 !strcmp(e, "funneled") ? MPI_THREAD_FUNNELED :
+                 MPI_THREAD_SINGLE;
+        MPI_Init_thread(&argc, &argv, thread, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -1381,6 +1396,10 @@ int main(int argc, char **argv)
     } else if ((g_expect != EXPECT_OFF) && !g_have_pvars) {
         fail("coll/cxl's MPI_T counters (coll_cxl_calls...) not found: "
              "component not loaded");
+    }
+    if (provided > MPI_THREAD_SINGLE) {
+        /* the team of MPI_COMM_WORLD comes with its first collective */
+        MPI_Barrier(MPI_COMM_WORLD);
     }
     t0 = pvar(CNT_TEAMS);
     ++g_checks;

@@ -52,6 +52,8 @@ typedef struct {
     size_t       region_size;     /* 0 : the library's configuration */
     int          progress_interval;
     int          spin_count;
+    int          thread_level; /* provided by MPI_Init_thread (MPI_T_init_
+                                  thread may overwrite Open MPI's global) */
     /* MPI_T performance variables (counters of this process) */
     unsigned long long n_teams;
     unsigned long long n_calls;
@@ -88,10 +90,23 @@ typedef struct {
     ompi_communicator_t   *comm;
     /* NULL before enable and once disabled: every call falls back */
     cxl_coll_team_t       *team;
+    /* the team is made at the first call, not at enable (thread levels
+     * above MPI_THREAD_SINGLE: coll_cxl_module.c) */
+    int                    lazy;
     mca_coll_cxl_prev_t    prev;
 } mca_coll_cxl_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_cxl_module_t);
+
+/* Make a lazy module's team (collective: the first call of a collective
+ * coll/cxl takes on the communicator, on every rank); 1 once it has one. */
+int mca_coll_cxl_team_lazy(mca_coll_cxl_module_t *m);
+
+/* Whether the library runs the module's calls: a team, made now if lazy */
+static inline int mca_coll_cxl_team_ready(mca_coll_cxl_module_t *m)
+{
+    return OPAL_LIKELY(m->team != NULL) || mca_coll_cxl_team_lazy(m);
+}
 
 /* component / module */
 int mca_coll_cxl_init_query(bool enable_progress_threads,

@@ -8,7 +8,12 @@
  * parameters); enable then creates the team collectively, and
  * cxl_coll_team_create() fails on every rank alike (members on different
  * pools: CXL_COLL_ERR_NOT_SAME_POOL), so a failure declines the
- * communicator everywhere.
+ * communicator everywhere.  Above MPI_THREAD_SINGLE enable runs inside
+ * Open MPI's progress engine for every communicator made after MPI_Init,
+ * where the creation's allgather can not complete: there the team is made
+ * at the communicator's first collective instead (mca_coll_cxl_team_lazy),
+ * which every rank reaches in the same order, and a failure then hands
+ * that call and all later ones to the previous module on every rank.
  *
  * The team is destroyed (collectively, over the previous allgather) from
  * the delete callback of a communicator attribute: MPI_Comm_free and
@@ -20,6 +25,7 @@
 #include "coll_cxl.h"
 
 #include "ompi/attribute/attribute.h"
+#include "ompi/runtime/mpiruntime.h"
 #include "opal/util/output.h"
 
 #include <limits.h>
@@ -29,6 +35,7 @@ static void coll_cxl_module_construct(mca_coll_cxl_module_t *m)
 {
     m->comm = NULL;
     m->team = NULL;
+    m->lazy = 0;
     memset(&m->prev, 0, sizeof(m->prev));
 }
 
@@ -92,6 +99,7 @@ static int coll_cxl_attr_delete(MPI_Comm comm, int keyval, void *attr,
     (void)comm;
     (void)keyval;
     (void)extra;
+    m->lazy = 0; /* nothing collective runs on it from here on */
     if (team != NULL) {
         m->team = NULL;
         cxl_coll_team_destroy(team);
@@ -161,36 +169,14 @@ static void coll_cxl_decline(ompi_communicator_t *comm, const char *why)
         } \
     } while (0)
 
-static int coll_cxl_module_enable(mca_coll_base_module_t *module,
-                                  struct ompi_communicator_t *comm)
+/* The library team of the module's communicator (collective) */
+static int coll_cxl_team_make(mca_coll_cxl_module_t *m)
 {
-    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
     mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
+    ompi_communicator_t *comm   = m->comm;
     cxl_coll_team_params_t params;
     cxl_coll_status_t status;
     char why[320];
-
-    m->comm = comm;
-    /* modules are enabled from the lowest priority up: what the
-     * communicator holds now is what this module replaces */
-    COLL_CXL_SAVE(m, comm, barrier);
-    COLL_CXL_SAVE(m, comm, bcast);
-    COLL_CXL_SAVE(m, comm, reduce);
-    COLL_CXL_SAVE(m, comm, allreduce);
-    COLL_CXL_SAVE(m, comm, gather);
-    COLL_CXL_SAVE(m, comm, scatter);
-    COLL_CXL_SAVE(m, comm, allgather);
-    COLL_CXL_SAVE(m, comm, reduce_scatter_block);
-    COLL_CXL_SAVE(m, comm, alltoall);
-    if ((m->prev.barrier == NULL) || (m->prev.bcast == NULL) ||
-        (m->prev.reduce == NULL) || (m->prev.allreduce == NULL) ||
-        (m->prev.gather == NULL) || (m->prev.scatter == NULL) ||
-        (m->prev.allgather == NULL) || (m->prev.reduce_scatter_block == NULL) ||
-        (m->prev.alltoall == NULL)) {
-        /* the same lower modules run on every rank: all decline */
-        coll_cxl_decline(comm, "no lower-priority module to fall back on");
-        return OMPI_ERROR;
-    }
 
     cxl_coll_team_params_init(&params);
     params.rank          = ompi_comm_rank(comm);
@@ -233,6 +219,64 @@ static int coll_cxl_module_enable(mca_coll_base_module_t *module,
     return OMPI_SUCCESS;
 }
 
+int mca_coll_cxl_team_lazy(mca_coll_cxl_module_t *m)
+{
+    if (!m->lazy) {
+        return 0;
+    }
+    /* once: a failure declines the communicator on every rank alike, and
+     * its calls go to the previous module from now on */
+    m->lazy = 0;
+    return coll_cxl_team_make(m) == OMPI_SUCCESS;
+}
+
+static int coll_cxl_module_enable(mca_coll_base_module_t *module,
+                                  struct ompi_communicator_t *comm)
+{
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+    mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
+
+    m->comm = comm;
+    /* modules are enabled from the lowest priority up: what the
+     * communicator holds now is what this module replaces */
+    COLL_CXL_SAVE(m, comm, barrier);
+    COLL_CXL_SAVE(m, comm, bcast);
+    COLL_CXL_SAVE(m, comm, reduce);
+    COLL_CXL_SAVE(m, comm, allreduce);
+    COLL_CXL_SAVE(m, comm, gather);
+    COLL_CXL_SAVE(m, comm, scatter);
+    COLL_CXL_SAVE(m, comm, allgather);
+    COLL_CXL_SAVE(m, comm, reduce_scatter_block);
+    COLL_CXL_SAVE(m, comm, alltoall);
+    if ((m->prev.barrier == NULL) || (m->prev.bcast == NULL) ||
+        (m->prev.reduce == NULL) || (m->prev.allreduce == NULL) ||
+        (m->prev.gather == NULL) || (m->prev.scatter == NULL) ||
+        (m->prev.allgather == NULL) || (m->prev.reduce_scatter_block == NULL) ||
+        (m->prev.alltoall == NULL)) {
+        /* the same lower modules run on every rank: all decline */
+        coll_cxl_decline(comm, "no lower-priority module to fall back on");
+        return OMPI_ERROR;
+    }
+
+    if (c->thread_level > MPI_THREAD_SINGLE) {
+        /*
+         * Above MPI_THREAD_SINGLE, Open MPI enables the modules of a new
+         * communicator (MPI_Comm_dup, _split...) from inside the progress
+         * engine, where the previous allgather that team creation needs
+         * waits on a condition only the progressing thread would signal:
+         * every such communicator hung.  The first collective makes it.
+         */
+        m->lazy = 1;
+        COLL_CXL_VERBOSE(1, "coll:cxl: comm %s (cid %u, rank %d of %d): "
+                         "team at the first collective (thread level %d)",
+                         comm->c_name, (unsigned)comm->c_contextid,
+                         ompi_comm_rank(comm), ompi_comm_size(comm),
+                         c->thread_level);
+        return OMPI_SUCCESS;
+    }
+    return coll_cxl_team_make(m);
+}
+
 int mca_coll_cxl_init_query(bool enable_progress_threads,
                             bool enable_mpi_threads)
 {
@@ -240,6 +284,9 @@ int mca_coll_cxl_init_query(bool enable_progress_threads,
      * communicator at a time, so MPI_THREAD_MULTIPLE is fine too */
     (void)enable_progress_threads;
     (void)enable_mpi_threads;
+    /* MPI_Init sets it before the frameworks open; MPI_T_init_thread()
+     * later sets Open MPI's global to its own argument */
+    mca_coll_cxl_component.thread_level = ompi_mpi_thread_provided;
     return OMPI_SUCCESS;
 }
 

@@ -58,7 +58,7 @@ int mca_coll_cxl_barrier(struct ompi_communicator_t *comm,
     mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
     cxl_coll_args_t args = {.type = CXL_COLL_BARRIER, .dtype = CXL_COLL_UINT8};
 
-    if (m->team == NULL) {
+    if (!mca_coll_cxl_team_ready(m)) {
         mca_coll_cxl_count_fallback(m, COLL_CXL_BARRIER, "no team");
         return m->prev.barrier(comm, m->prev.barrier_module);
     }
@@ -74,7 +74,7 @@ int mca_coll_cxl_bcast(void *buf, int count, struct ompi_datatype_t *dtype,
     mca_coll_cxl_stage_t b;
     int rc;
 
-    if (m->team == NULL) {
+    if (!mca_coll_cxl_team_ready(m)) {
         mca_coll_cxl_count_fallback(m, COLL_CXL_BCAST, "no team");
         return m->prev.bcast(buf, count, dtype, root, comm,
                              m->prev.bcast_module);
@@ -106,7 +106,7 @@ int mca_coll_cxl_gather(const void *sbuf, int scount,
     size_t per;
     int rc;
 
-    if (m->team == NULL) {
+    if (!mca_coll_cxl_team_ready(m)) {
         mca_coll_cxl_count_fallback(m, COLL_CXL_GATHER, "no team");
         return m->prev.gather(sbuf, scount, sdtype, rbuf, rcount, rdtype,
                               root, comm, m->prev.gather_module);
@@ -155,7 +155,7 @@ int mca_coll_cxl_scatter(const void *sbuf, int scount,
     size_t per;
     int rc;
 
-    if (m->team == NULL) {
+    if (!mca_coll_cxl_team_ready(m)) {
         mca_coll_cxl_count_fallback(m, COLL_CXL_SCATTER, "no team");
         return m->prev.scatter(sbuf, scount, sdtype, rbuf, rcount, rdtype,
                                root, comm, m->prev.scatter_module);
@@ -237,7 +237,7 @@ int mca_coll_cxl_allgather(const void *sbuf, int scount,
 {
     mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
 
-    if (m->team == NULL) {
+    if (!mca_coll_cxl_team_ready(m)) {
         mca_coll_cxl_count_fallback(m, COLL_CXL_ALLGATHER, "no team");
         return m->prev.allgather(sbuf, scount, sdtype, rbuf, rcount, rdtype,
                                  comm, m->prev.allgather_module);
@@ -255,7 +255,7 @@ int mca_coll_cxl_alltoall(const void *sbuf, int scount,
     mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
     int size = ompi_comm_size(comm);
 
-    if (m->team == NULL) {
+    if (!mca_coll_cxl_team_ready(m)) {
         mca_coll_cxl_count_fallback(m, COLL_CXL_ALLTOALL, "no team");
         return m->prev.alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype,
                                 comm, m->prev.alltoall_module);

@@ -39,7 +39,7 @@ static int coll_cxl_reduce_take(mca_coll_cxl_module_t *m,
 {
     const char *why;
 
-    why = (m->team == NULL) ? "no team" :
+    why = !mca_coll_cxl_team_ready(m) ? "no team" :
           coll_cxl_reduce_check(dtype, op, &args->dtype, &args->op);
     if (why[0] != '\0') {
         mca_coll_cxl_count_fallback(m, coll, why);
