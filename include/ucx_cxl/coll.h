@@ -167,6 +167,16 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
                                        cxl_coll_team_t **team_p);
 /* Collective; frees the rank's pool partition once no peer reads it. */
 void              cxl_coll_team_destroy(cxl_coll_team_t *team);
+/*
+ * Give up the team outside a collective, for an error its peers can not
+ * see (a call this rank will not make, found by the caller's own checks):
+ * its queued requests fail with status, its later calls fail, and peers
+ * that wait for it get CXL_COLL_ERR_PEER_DEAD ("gave up the team")
+ * instead of running out of step with it.  Only destroy remains.  No-op
+ * on a team that failed already or with status CXL_COLL_OK.
+ */
+void              cxl_coll_team_abort(cxl_coll_team_t *team,
+                                      cxl_coll_status_t status);
 int               cxl_coll_team_rank(const cxl_coll_team_t *team);
 int               cxl_coll_team_size(const cxl_coll_team_t *team);
 

@@ -558,6 +558,39 @@ static void team_e(void)
     cxl_coll_team_destroy(team);
 }
 
+/*
+ * cxl_coll_team_abort(): the caller gives up outside a collective; its
+ * abort line says why (what a waiting peer reads), its calls fail, a
+ * second abort changes nothing.
+ */
+static void team_f(void)
+{
+    cxl_coll_team_t *team = make_team();
+    cxl_coll_word_line_t *line;
+    cxl_coll_status_t st;
+
+    if (team == NULL) {
+        return;
+    }
+    line = cxl_coll_abort_line((uint8_t*)cxlpool_base(g.pool) +
+                               g.peer.own_off);
+    cxl_coll_team_abort(NULL, CXL_COLL_ERR_INVAL);
+    cxl_coll_team_abort(team, CXL_COLL_OK);
+    cxl_th_check(line->value == 0, "abort: with CXL_COLL_OK nothing (%llu)",
+                 (unsigned long long)line->value);
+    cxl_coll_team_abort(team, CXL_COLL_ERR_INVAL);
+    cxl_th_check(line->value == 1 + (uint64_t)CXL_COLL_ERR_INVAL, "abort: "
+                 "the abort line says invalid argument (%llu)",
+                 (unsigned long long)line->value);
+    cxl_coll_team_abort(team, CXL_COLL_ERR_NO_MEMORY);
+    cxl_th_check(line->value == 1 + (uint64_t)CXL_COLL_ERR_INVAL, "abort: "
+                 "a second abort keeps the first reason");
+    st = cxl_coll_barrier(team);
+    cxl_th_check(st == CXL_COLL_ERR_INVAL, "abort: the next call fails (%s)",
+                 cxl_coll_strerror(st));
+    cxl_coll_team_destroy(team);
+}
+
 int main(void)
 {
     char spec[300];
@@ -589,6 +622,7 @@ int main(void)
     team_c();
     team_d();
     team_e();
+    team_f();
 
     cxlpool_free(g.pool, g.peer.ext.offset);
     cxlpool_close(g.pool);

@@ -1061,6 +1061,55 @@ static void test_split(void)
  * its collectives stay with coll/inter)                               */
 
 /*
+ * localerr (only when named in MPI_COLL_ONLY; np >= 2): on a duplicate of
+ * MPI_COMM_WORLD with MPI_ERRORS_RETURN, the root of a gather passes a
+ * send size that differs from its receive size (erroneous), which only it
+ * can see: it gets an error while the others' gather succeeds.  Every
+ * later call on that communicator must then fail on every rank, in
+ * bounded time (the program's watchdog): coll/cxl returned the error
+ * without its team, the others went on one step ahead, and the next
+ * allreduce returned success with wrong values, the bcast after it too,
+ * then both ranks hung.
+ */
+static void test_localerr(void)
+{
+    int sb[2] = {g_rank, g_rank}, *rb, rc, v, sum = 0, i, later_ok = 0;
+    MPI_Comm c;
+
+    snprintf(g_check, sizeof(g_check), "localerr: MPI_Comm_dup");
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    mpi_ok(rc);
+    if (rc != MPI_SUCCESS) {
+        return;
+    }
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    rb = calloc((size_t)g_size * 2, sizeof(int));
+    snprintf(g_check, sizeof(g_check), "localerr: gather, root's send "
+             "size wrong");
+    rc = MPI_Gather(sb, (g_rank == 0) ? 1 : 2, MPI_INT, rb, 2, MPI_INT, 0, c);
+    ++g_checks;
+    if ((g_rank == 0) && (rc == MPI_SUCCESS)) {
+        fail("the root's gather with a send size unlike its receive size "
+             "succeeded");
+    }
+    for (i = 0; i < 3; ++i) {
+        snprintf(g_check, sizeof(g_check), "localerr: allreduce %d after", i);
+        v  = g_rank + 1;
+        rc = MPI_Allreduce(&v, &sum, 1, MPI_INT, MPI_SUM, c);
+        later_ok += (rc == MPI_SUCCESS);
+        snprintf(g_check, sizeof(g_check), "localerr: bcast %d after", i);
+        v  = (g_rank == 0) ? 1000 + i : -1;
+        rc = MPI_Bcast(&v, 1, MPI_INT, 0, c);
+        later_ok += (rc == MPI_SUCCESS);
+    }
+    snprintf(g_check, sizeof(g_check), "localerr: calls after the error");
+    /* the team gave up: the calls fail (a success here had wrong data) */
+    check(later_ok == 0, "every call after the root's error fails");
+    free(rb);
+    MPI_Comm_free(&c);
+}
+
+/*
  * winbuf (only when named in MPI_COLL_ONLY): MPI_Win_allocate memory (osc
  * ucx allocates it with ucp_mem_map: in the pool with
  * UCX_ALLOC_PRIO=md:cxl,...) as the root's MPI_Bcast buffer; the script
@@ -1434,6 +1483,10 @@ int main(int argc, char **argv)
     }
     if (section("avx")) {
         test_avx(avx);
+    }
+    if ((getenv("MPI_COLL_ONLY") != NULL) && section("localerr") &&
+        (g_size > 1)) {
+        test_localerr();
     }
     if ((getenv("MPI_COLL_ONLY") != NULL) && section("winbuf")) {
         test_winbuf();

@@ -28,6 +28,10 @@
 #   thread       np 3 under MPI_THREAD_MULTIPLE: MPI_Comm_dup and _split
 #                communicators get teams at their first collective (they
 #                hung at creation), results right
+#   local error  np 2: the root of a gather passes a send size unlike its
+#                receive size (only it sees the error): every later call
+#                on that communicator fails on every rank (they returned
+#                success with wrong values, then hung)
 #   declined     np 2 with the ranks' teams on two different pools
 #                (CXL_COLL_POOL): every rank declines (verbose:
 #                "team creation failed"), every call runs in the previous
@@ -217,6 +221,17 @@ if passed && [ "$dups" -ge "$np" ]; then
     ok "np $np MPI_THREAD_MULTIPLE: ${RES#mpi-coll: }; $lazy communicators with a team at their first collective, dups accepted on $dups ranks (${SECS} s)"
 else
     fail "np $np MPI_THREAD_MULTIPLE" "rc $RC, '${RES:-no result line}', dup communicators accepted on $dups of $np ranks" "$out"
+fi
+
+# --- an error one rank alone sees: the team gives up, no call runs askew -
+np=2
+out=$SCR/localerr.$np.out
+job "$out" -np "$np" "${ENVS[@]}" -x MPI_COLL_EXPECT=cxl \
+    -x MPI_COLL_ONLY=localerr -x MPI_COLL_TIMEOUT=60 "$BIN"
+if passed; then
+    ok "np $np local error: ${RES#mpi-coll: }; the root's gather failed alone, every later call on the communicator failed on every rank (${SECS} s)"
+else
+    fail "np $np local error" "rc $RC, '${RES:-no result line}'" "$out"
 fi
 
 # --- the ranks' teams on two pools: declined, previous module -------------

@@ -149,6 +149,11 @@ int  mca_coll_cxl_run(mca_coll_cxl_module_t *m, const cxl_coll_args_t *args);
 /* the team's progress function: Open MPI's progress engine */
 void mca_coll_cxl_progress(void *arg);
 const char *mca_coll_cxl_error_text(cxl_coll_status_t status);
+/* An error this rank found alone in a call the library took (rc): gives
+ * up the team so that the peers fail instead of running out of step;
+ * reported with why; returns rc */
+int mca_coll_cxl_fail_local(mca_coll_cxl_module_t *m, mca_coll_cxl_coll_t coll,
+                            int rc, const char *why);
 void mca_coll_cxl_count_fallback(mca_coll_cxl_module_t *m,
                                  mca_coll_cxl_coll_t coll, const char *why);
 

@@ -82,7 +82,8 @@ int mca_coll_cxl_bcast(void *buf, int count, struct ompi_datatype_t *dtype,
     rc = mca_coll_cxl_stage_in(&b, buf, (count > 0) ? (size_t)count : 0,
                                dtype, is_root);
     if (rc != OMPI_SUCCESS) {
-        return rc;
+        return mca_coll_cxl_fail_local(m, COLL_CXL_BCAST, rc,
+                                       "staging buffer");
     }
     /* the root's copy is only read: nothing to unpack there */
     if (is_root) {
@@ -115,7 +116,8 @@ int mca_coll_cxl_gather(const void *sbuf, int scount,
         rc = mca_coll_cxl_stage_in(&s, sbuf, (scount > 0) ? (size_t)scount : 0,
                                    sdtype, 1);
         if (rc != OMPI_SUCCESS) {
-            return rc;
+            return mca_coll_cxl_fail_local(m, COLL_CXL_GATHER, rc,
+                                           "staging buffer");
         }
         return coll_cxl_move(m, CXL_COLL_GATHER, &s, NULL, NULL, NULL,
                              s.bytes, root);
@@ -123,13 +125,16 @@ int mca_coll_cxl_gather(const void *sbuf, int scount,
 
     per = coll_cxl_bytes(rcount, rdtype);
     if (!in_place && (coll_cxl_bytes(scount, sdtype) != per)) {
-        return MPI_ERR_TRUNCATE;   /* erroneous: signatures differ */
+        /* erroneous: signatures differ */
+        return mca_coll_cxl_fail_local(m, COLL_CXL_GATHER, MPI_ERR_TRUNCATE,
+                                       "send and receive sizes differ");
     }
     rc = mca_coll_cxl_stage_in(&r, rbuf, (per != 0) ?
                                (size_t)rcount * (size_t)size : 0, rdtype,
                                in_place);
     if (rc != OMPI_SUCCESS) {
-        return rc;
+        return mca_coll_cxl_fail_local(m, COLL_CXL_GATHER, rc,
+                                       "staging buffer");
     }
     if (in_place) {
         return coll_cxl_move(m, CXL_COLL_GATHER, NULL, CXL_COLL_IN_PLACE,
@@ -138,7 +143,8 @@ int mca_coll_cxl_gather(const void *sbuf, int scount,
     rc = mca_coll_cxl_stage_in(&s, sbuf, (size_t)scount, sdtype, 1);
     if (rc != OMPI_SUCCESS) {
         (void)mca_coll_cxl_stage_out(&r, 0);
-        return rc;
+        return mca_coll_cxl_fail_local(m, COLL_CXL_GATHER, rc,
+                                       "staging buffer");
     }
     return coll_cxl_move(m, CXL_COLL_GATHER, &s, NULL, &r, NULL, per, root);
 }
@@ -164,7 +170,8 @@ int mca_coll_cxl_scatter(const void *sbuf, int scount,
         rc = mca_coll_cxl_stage_in(&r, rbuf, (rcount > 0) ? (size_t)rcount : 0,
                                    rdtype, 0);
         if (rc != OMPI_SUCCESS) {
-            return rc;
+            return mca_coll_cxl_fail_local(m, COLL_CXL_SCATTER, rc,
+                                           "staging buffer");
         }
         return coll_cxl_move(m, CXL_COLL_SCATTER, NULL, NULL, &r, NULL,
                              r.bytes, root);
@@ -172,12 +179,14 @@ int mca_coll_cxl_scatter(const void *sbuf, int scount,
 
     per = coll_cxl_bytes(scount, sdtype);
     if ((rbuf != MPI_IN_PLACE) && (coll_cxl_bytes(rcount, rdtype) != per)) {
-        return MPI_ERR_TRUNCATE;
+        return mca_coll_cxl_fail_local(m, COLL_CXL_SCATTER, MPI_ERR_TRUNCATE,
+                                       "send and receive sizes differ");
     }
     rc = mca_coll_cxl_stage_in(&s, sbuf, (per != 0) ?
                                (size_t)scount * (size_t)size : 0, sdtype, 1);
     if (rc != OMPI_SUCCESS) {
-        return rc;
+        return mca_coll_cxl_fail_local(m, COLL_CXL_SCATTER, rc,
+                                       "staging buffer");
     }
     if (rbuf == MPI_IN_PLACE) {
         /* the root's own block stays where it is in sbuf */
@@ -187,7 +196,8 @@ int mca_coll_cxl_scatter(const void *sbuf, int scount,
     rc = mca_coll_cxl_stage_in(&r, rbuf, (size_t)rcount, rdtype, 0);
     if (rc != OMPI_SUCCESS) {
         (void)mca_coll_cxl_stage_out(&s, 0);
-        return rc;
+        return mca_coll_cxl_fail_local(m, COLL_CXL_SCATTER, rc,
+                                       "staging buffer");
     }
     return coll_cxl_move(m, CXL_COLL_SCATTER, &s, NULL, &r, NULL, per, root);
 }
@@ -200,6 +210,8 @@ static int coll_cxl_all(mca_coll_cxl_module_t *m, cxl_coll_type_t type,
                         void *rbuf, int rcount, const struct ompi_datatype_t *rdtype,
                         int size)
 {
+    mca_coll_cxl_coll_t coll = (type == CXL_COLL_ALLGATHER) ?
+                               COLL_CXL_ALLGATHER : COLL_CXL_ALLTOALL;
     int in_place = (sbuf == MPI_IN_PLACE);
     mca_coll_cxl_stage_t s, r;
     size_t per;
@@ -208,13 +220,15 @@ static int coll_cxl_all(mca_coll_cxl_module_t *m, cxl_coll_type_t type,
     per = in_place ? coll_cxl_bytes(rcount, rdtype) :
                      coll_cxl_bytes(scount, sdtype);
     if (!in_place && (coll_cxl_bytes(rcount, rdtype) != per)) {
-        return MPI_ERR_TRUNCATE;
+        return mca_coll_cxl_fail_local(m, coll, MPI_ERR_TRUNCATE,
+                                       "send and receive sizes differ");
     }
     rc = mca_coll_cxl_stage_in(&r, rbuf, (per != 0) ?
                                (size_t)rcount * (size_t)size : 0, rdtype,
                                in_place);
     if (rc != OMPI_SUCCESS) {
-        return rc;
+        return mca_coll_cxl_fail_local(m, coll, rc,
+                                       "staging buffer");
     }
     if (in_place) {
         return coll_cxl_move(m, type, NULL, CXL_COLL_IN_PLACE, &r, NULL,
@@ -224,7 +238,8 @@ static int coll_cxl_all(mca_coll_cxl_module_t *m, cxl_coll_type_t type,
                                (size_t)scount * sblocks : 0, sdtype, 1);
     if (rc != OMPI_SUCCESS) {
         (void)mca_coll_cxl_stage_out(&r, 0);
-        return rc;
+        return mca_coll_cxl_fail_local(m, coll, rc,
+                                       "staging buffer");
     }
     return coll_cxl_move(m, type, &s, NULL, &r, NULL, per, 0);
 }

@@ -73,6 +73,9 @@ int mca_coll_cxl_run(mca_coll_cxl_module_t *m, const cxl_coll_args_t *args)
         return MPI_SUCCESS;
     }
 
+    /* a local error (the arguments' check) leaves the peers in the call:
+     * they learn from the abort line rather than run out of step */
+    cxl_coll_team_abort(m->team, status);
     /* always reported: the caller's error handler may not say why */
     ++c->n_errors;
     opal_output(0, "coll:cxl: %s on %s (cid %u, rank %d of %d) failed: %s",
@@ -80,6 +83,22 @@ int mca_coll_cxl_run(mca_coll_cxl_module_t *m, const cxl_coll_args_t *args)
                 ompi_comm_rank(m->comm), ompi_comm_size(m->comm),
                 mca_coll_cxl_error_text(status));
     return coll_cxl_mpi_error(status);
+}
+
+int mca_coll_cxl_fail_local(mca_coll_cxl_module_t *m, mca_coll_cxl_coll_t coll,
+                            int rc, const char *why)
+{
+    /* this rank does not make the call its peers make: they would wait
+     * for it, or pair their next calls with its next ones */
+    cxl_coll_team_abort(m->team, (rc == OMPI_ERR_OUT_OF_RESOURCE) ?
+                                 CXL_COLL_ERR_NO_MEMORY : CXL_COLL_ERR_INVAL);
+    ++mca_coll_cxl_component.n_errors;
+    opal_output(0, "coll:cxl: %s on %s (cid %u, rank %d of %d) failed: %s; "
+                "the communicator's coll/cxl team gave up",
+                mca_coll_cxl_coll_name(coll), m->comm->c_name,
+                (unsigned)m->comm->c_contextid, ompi_comm_rank(m->comm),
+                ompi_comm_size(m->comm), why);
+    return rc;
 }
 
 void mca_coll_cxl_count_fallback(mca_coll_cxl_module_t *m,

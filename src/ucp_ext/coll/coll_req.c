@@ -362,6 +362,18 @@ cxl_coll_status_t cxl_coll_test(cxl_coll_req_t *req)
     return req->status;
 }
 
+void cxl_coll_team_abort(cxl_coll_team_t *team, cxl_coll_status_t status)
+{
+    if ((team == NULL) || (status == CXL_COLL_OK) ||
+        (team->failed != CXL_COLL_OK)) {
+        return;
+    }
+    cxl_coll_abort(team, status);
+    while (team->q_count > 0) {
+        cxl_coll_dequeue(team, status);
+    }
+}
+
 cxl_coll_status_t cxl_coll_wait(cxl_coll_req_t *req)
 {
     cxl_coll_status_t status;
