@@ -29,8 +29,9 @@ static int cxl_coll_args_overlap(const cxl_coll_args_t *a, int p, int is_root,
     size_t all = block * (size_t)p, slen, rlen;
     uintptr_t s = (uintptr_t)a->sbuf, r = (uintptr_t)a->rbuf;
 
-    if ((a->sbuf == CXL_COLL_IN_PLACE) || (a->rbuf == CXL_COLL_IN_PLACE)) {
-        return 0;
+    if ((a->sbuf == CXL_COLL_IN_PLACE) || (a->rbuf == CXL_COLL_IN_PLACE) ||
+        (s >= r + all) || (r >= s + all)) {
+        return 0; /* apart by more than any extent: most calls, one test */
     }
     switch (a->type) {
     case CXL_COLL_REDUCE:
