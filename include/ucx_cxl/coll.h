@@ -137,8 +137,12 @@ typedef struct {
  * reduce_scatter rbuf then holds size * count elements and the rank's
  * block ends up at its start), or from the rank's own block of rbuf
  * (gather on the root, allgather, alltoall).  Scatter: the root passes
- * rbuf = CXL_COLL_IN_PLACE and its own block stays in sbuf.  Otherwise
- * sbuf and rbuf must not overlap (as in MPI): CXL_COLL_ERR_INVAL.
+ * rbuf = CXL_COLL_IN_PLACE and its own block stays in sbuf.  A call whose
+ * sbuf is exactly what its in-place form reads (sbuf == rbuf for reduce
+ * on the root, allreduce, reduce_scatter and alltoall; sbuf = the own
+ * block of rbuf for allgather and gather's root; scatter's root: rbuf =
+ * its own block of sbuf) runs as that form.  Any other overlap of sbuf
+ * and rbuf: CXL_COLL_ERR_INVAL (MPI forbids both).
  */
 typedef struct {
     cxl_coll_type_t  type;

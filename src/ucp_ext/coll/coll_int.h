@@ -172,9 +172,15 @@ static inline void cxl_coll_block(cxl_coll_team_t *team, int peer,
 }
 
 /* ---- requests (coll_req.c) ---- */
-/* The arguments' errors, as every post reports them; *es_p: element size. */
+/*
+ * The arguments' errors, as every post reports them; *es_p: element size;
+ * *use: a, or *copy where a is an in-place form written with pointers
+ * (sbuf == rbuf...) and copy says CXL_COLL_IN_PLACE.
+ */
 cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
-                                      const cxl_coll_args_t *a, size_t *es_p);
+                                      const cxl_coll_args_t *a, size_t *es_p,
+                                      cxl_coll_args_t *copy,
+                                      const cxl_coll_args_t **use);
 typedef cxl_coll_status_t (*cxl_coll_progress_t)(cxl_coll_req_t *req);
 
 struct cxl_coll_req {

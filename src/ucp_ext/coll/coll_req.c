@@ -13,57 +13,73 @@
 /* the collective's name, for the messages of cxl_coll_check_args() only */
 #define CXL_COLL_CHECK_NAME cxl_coll_type_name(a->type)
 
+/* How sbuf and rbuf of a call lie (cxl_coll_args_alias). */
+enum {
+    CXL_COLL_APART,
+    CXL_COLL_OVERLAP,     /* in part: refused */
+    CXL_COLL_AS_SBUF_IP,  /* exactly the in-place form, sbuf's */
+    CXL_COLL_AS_RBUF_IP   /* exactly the in-place form, rbuf's (scatter) */
+};
+
 /*
  * Whether the input and the result of a call with both overlap (block:
  * bytes of one rank's block).  The paths read the own input at different
  * times relative to writing the result (a one-shot reduction of a request
  * on rank 2 and up folds into rbuf before it reads its own input, the
  * short path copies it first), and peers read a pool-resident sbuf in
- * place while its owner writes rbuf: an aliased call would come out
- * different by path and by rank, so it is refused, as MPI forbids it.
- * The in-place forms pass CXL_COLL_IN_PLACE instead.
+ * place while its owner writes rbuf: an overlapping call would come out
+ * different by path and by rank.  MPI forbids both, but where sbuf is
+ * exactly what the in-place form reads (allreduce of x into x, allgather
+ * from the own block of rbuf), codes do it and it worked: that is run as
+ * the in-place form; any other overlap is refused.
  */
-static int cxl_coll_args_overlap(const cxl_coll_args_t *a, int p, int is_root,
-                                 size_t block)
+static int cxl_coll_args_alias(const cxl_coll_args_t *a, int p, int me,
+                               int is_root, size_t block)
 {
-    size_t all = block * (size_t)p, slen, rlen;
+    size_t all = block * (size_t)p, slen, rlen, own = block * (size_t)me;
     uintptr_t s = (uintptr_t)a->sbuf, r = (uintptr_t)a->rbuf;
 
     if ((a->sbuf == CXL_COLL_IN_PLACE) || (a->rbuf == CXL_COLL_IN_PLACE) ||
         (s >= r + all) || (r >= s + all)) {
-        return 0; /* apart by more than any extent: most calls, one test */
+        return CXL_COLL_APART; /* apart by more than any extent: one test */
     }
     switch (a->type) {
     case CXL_COLL_REDUCE:
         slen = block;
         rlen = is_root ? block : 0;      /* the other ranks': unused */
+        if (is_root && (s == r)) {
+            return CXL_COLL_AS_SBUF_IP;
+        }
         break;
     case CXL_COLL_ALLREDUCE:
-        slen = rlen = block;
-        break;
-    case CXL_COLL_REDUCE_SCATTER:
-        slen = all;
-        rlen = block;
+    case CXL_COLL_REDUCE_SCATTER:        /* in place: the input in rbuf */
+    case CXL_COLL_ALLTOALL:
+        slen = (a->type == CXL_COLL_ALLREDUCE) ? block : all;
+        rlen = (a->type == CXL_COLL_ALLTOALL) ? all : block;
+        if (s == r) {
+            return CXL_COLL_AS_SBUF_IP;
+        }
         break;
     case CXL_COLL_GATHER:
+    case CXL_COLL_ALLGATHER:
         slen = block;
-        rlen = is_root ? all : 0;
+        rlen = (is_root || (a->type == CXL_COLL_ALLGATHER)) ? all : 0;
+        if ((rlen != 0) && (s == r + own)) {
+            return CXL_COLL_AS_SBUF_IP;  /* the own block of rbuf */
+        }
         break;
     case CXL_COLL_SCATTER:
         slen = is_root ? all : 0;
         rlen = block;
-        break;
-    case CXL_COLL_ALLGATHER:
-        slen = block;
-        rlen = all;
-        break;
-    case CXL_COLL_ALLTOALL:
-        slen = rlen = all;
+        if ((slen != 0) && (r == s + own)) {
+            return CXL_COLL_AS_RBUF_IP;  /* the own block of sbuf */
+        }
         break;
     default:
-        return 0; /* bcast: one buffer */
+        return CXL_COLL_APART; /* bcast: one buffer */
     }
-    return (slen > 0) && (rlen > 0) && (s < r + rlen) && (r < s + slen);
+    return ((slen > 0) && (rlen > 0) && (s < r + rlen) && (r < s + slen)) ?
+           CXL_COLL_OVERLAP : CXL_COLL_APART;
 }
 
 /*
@@ -72,7 +88,9 @@ static int cxl_coll_args_overlap(const cxl_coll_args_t *a, int p, int is_root,
  * looked up only once something is wrong.
  */
 cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
-                                      const cxl_coll_args_t *a, size_t *es_p)
+                                      const cxl_coll_args_t *a, size_t *es_p,
+                                      cxl_coll_args_t *copy,
+                                      const cxl_coll_args_t **use)
 {
     int p = team->size, me = team->rank, root_ok, is_root;
     int need_s = 0, need_r = 0;
@@ -158,10 +176,23 @@ cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
                               "is not an in-place form of it on rank %d",
                               CXL_COLL_CHECK_NAME, me);
     }
-    if (cxl_coll_args_overlap(a, p, is_root, a->count * es)) {
+    switch (cxl_coll_args_alias(a, p, me, is_root, a->count * es)) {
+    case CXL_COLL_OVERLAP:
         return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: sbuf and rbuf overlap "
                               "on rank %d (the in-place form passes "
                               "CXL_COLL_IN_PLACE)", CXL_COLL_CHECK_NAME, me);
+    case CXL_COLL_AS_SBUF_IP:
+        *copy      = *a;
+        copy->sbuf = CXL_COLL_IN_PLACE;
+        *use       = copy;
+        break;
+    case CXL_COLL_AS_RBUF_IP:
+        *copy      = *a;
+        copy->rbuf = (void*)CXL_COLL_IN_PLACE;
+        *use       = copy;
+        break;
+    default:
+        break;
     }
     return CXL_COLL_OK;
 }
@@ -264,6 +295,7 @@ cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
                                 cxl_coll_req_t **req_p)
 {
     cxl_coll_status_t status;
+    cxl_coll_args_t copy;
     size_t es = 0;
 
     if ((team == NULL) || (args == NULL) || (req_p == NULL)) {
@@ -274,7 +306,7 @@ cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
         return cxl_coll_error(team->failed, "the team failed in an earlier "
                               "collective and can only be destroyed");
     }
-    status = cxl_coll_check_args(team, args, &es);
+    status = cxl_coll_check_args(team, args, &es, &copy, &args);
     if (status != CXL_COLL_OK) {
         return status; /* nothing posted: the step counter is untouched */
     }
@@ -410,13 +442,14 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
                                const cxl_coll_args_t *args)
 {
     cxl_coll_status_t status;
+    cxl_coll_args_t copy;
     cxl_coll_req_t *req;
     size_t es;
 
     if ((team == NULL) || (args == NULL) || (team->failed != CXL_COLL_OK)) {
         return cxl_coll_post(team, args, &req); /* its error */
     }
-    status = cxl_coll_check_args(team, args, &es);
+    status = cxl_coll_check_args(team, args, &es, &copy, &args);
     if (status != CXL_COLL_OK) {
         return status;
     }
