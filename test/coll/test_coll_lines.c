@@ -591,6 +591,52 @@ static void team_f(void)
     cxl_coll_team_destroy(team);
 }
 
+/*
+ * A failed team's destroy: rank 0 published a bcast (3000 B, small slot)
+ * that rank 1 has not read, then gave up.  Freeing its partition at once
+ * pulled the data from under a reader still copying it; destroy now waits,
+ * at most CXL_COLL_DRAIN_NS, and keeps the partition if rank 1 never gets
+ * done.  Once rank 1's done line passed the step, destroy frees at once.
+ */
+static void team_g(void)
+{
+    uint64_t t0, ns;
+    cxlpool_extent_t e;
+    cxl_coll_team_t *team;
+    int kept, round;
+
+    for (round = 0; round < 2; ++round) {
+        team = make_team();
+        if (team == NULL) {
+            return;
+        }
+        cxl_th_check(root_bcast(team, 1, 3000, 7, 2) == CXL_COLL_OK,
+                     "drain: root step 1, 3000 B, rank 1 reads it later");
+        cxl_coll_team_abort(team, CXL_COLL_ERR_INVAL);
+        if (round == 1) {
+            peer_done(1); /* rank 1 read it */
+        }
+        t0 = cxl_coll_now_ns();
+        cxl_coll_team_destroy(team);
+        ns   = cxl_coll_now_ns() - t0;
+        kept = (cxlpool_extent_find(g.pool, g.peer.own_off, 4096, &e) ==
+                CXLPOOL_OK);
+        if (round == 0) {
+            cxl_th_check(kept && (ns >= CXL_COLL_DRAIN_NS / 2), "drain: a "
+                         "failed team's partition that rank 1 may still read "
+                         "is kept (%s after %.3f s)", kept ? "kept" : "freed",
+                         ns / 1e9);
+            if (kept) {
+                cxlpool_free(g.pool, g.peer.own_off);
+            }
+        } else {
+            cxl_th_check(!kept && (ns < CXL_COLL_DRAIN_NS / 2), "drain: freed "
+                         "once rank 1 is done with it (%s after %.3f s)",
+                         kept ? "kept" : "freed", ns / 1e9);
+        }
+    }
+}
+
 int main(void)
 {
     char spec[300];
@@ -623,6 +669,7 @@ int main(void)
     team_d();
     team_e();
     team_f();
+    team_g();
 
     cxlpool_free(g.pool, g.peer.ext.offset);
     cxlpool_close(g.pool);

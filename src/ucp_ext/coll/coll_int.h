@@ -104,6 +104,9 @@ struct cxl_coll_team {
     uint64_t            slot_bytes;
     uint64_t            part_off;    /* own partition */
     uint8_t            *part;
+    int                 keep_pool;   /* a peer may still read the own
+                                        partition: the pool handle (whose
+                                        close frees it) stays open */
     cxl_coll_peer_t    *peers;
     cxl_coll_mypub_t    mypub[CXL_COLL_NSIG];
     uint8_t            *ll_own;      /* NSIG x LL_MAX: the own flagged
@@ -398,6 +401,15 @@ void              cxl_coll_idle(const cxl_coll_team_t *team,
                                 cxl_coll_idle_t *idle);
 /* This rank gives up: peers waiting for it see its abort line. */
 void              cxl_coll_abort(cxl_coll_team_t *team, cxl_coll_status_t st);
+/*
+ * Before a failed team frees its partition: a live peer may still copy
+ * what this rank published last (a root returns once its data is out).
+ * Waits, at most CXL_COLL_DRAIN_NS, until every peer's done line reached
+ * the last step this rank took, or the peer died, gave up or left.  1:
+ * nobody reads the partition any more; 0: the bound passed.
+ */
+#define CXL_COLL_DRAIN_NS 1000000000ull
+int               cxl_coll_drain(cxl_coll_team_t *team);
 
 /* ---- the short path (coll_short.c) ---- */
 /* Whether a valid call of es-byte elements fits the short path. */

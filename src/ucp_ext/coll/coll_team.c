@@ -250,7 +250,9 @@ static void cxl_coll_team_free(cxl_coll_team_t *team)
     }
     if (team->pool != NULL) {
         cxl_coll_mem_cleanup(team);
-        cxl_coll_pool_put(team->pool);
+        if (!team->keep_pool) {
+            cxl_coll_pool_put(team->pool);
+        }
     }
     free(team->mem_offs);
     free(team->peers);
@@ -425,15 +427,24 @@ void cxl_coll_team_destroy(cxl_coll_team_t *team)
      * Once every rank is here, nobody reads a partition again.  The pool
      * can not tell that by itself: whoever frees after the last signal it
      * sees may still have a peer polling its lines.  A failed team skips
-     * it (a peer may be dead); its peers stopped reading when they failed.
+     * it (a peer may be dead) and waits, bounded, for its live peers to
+     * finish what it published; if one does not, the partition stays to
+     * the pool's reclaim of this attachment.
      */
-    if (team->failed == CXL_COLL_OK) {
+    if ((team->failed != CXL_COLL_OK) && !cxl_coll_drain(team)) {
+        /* closing the handle would free the partition with the rest of
+         * the attachment: both stay until the process ends */
+        team->part      = NULL;
+        team->keep_pool = 1;
+    } else if (team->failed == CXL_COLL_OK) {
         all = calloc(team->size, sizeof(*all));
         if ((all == NULL) ||
             (team->oob(team->oob_arg, &x, all, sizeof(x)) != 0)) {
             /* freeing now could let a peer read reused memory: leave the
-             * partition to the pool's reclaim of this attachment */
-            team->part = NULL;
+             * partition, and the handle whose close would free it, to the
+             * process's end */
+            team->part      = NULL;
+            team->keep_pool = 1;
         }
         free(all);
     }

@@ -7,6 +7,8 @@
  */
 #include "coll_int.h"
 
+#include <stdlib.h>
+
 #include <sched.h>
 #include <time.h>
 #include <immintrin.h>
@@ -137,4 +139,47 @@ cxl_coll_status_t cxl_coll_wait_check_at(cxl_coll_team_t *team,
     team->last_check_ns = now;
     status = cxl_coll_check_peers(team);
     return (status == CXL_COLL_OK) ? CXL_COLL_INPROGRESS : status;
+}
+
+int cxl_coll_drain(cxl_coll_team_t *team)
+{
+    uint64_t last = team->next_step - 1, t0 = cxl_coll_now_ns(), now;
+    uint64_t checked = t0;
+    cxl_coll_word_line_t *line;
+    cxl_coll_idle_t idle;
+    int p, busy, check;
+    uint8_t *gone;
+
+    gone = calloc((size_t)team->size, 1);
+    if (gone == NULL) {
+        return 0;
+    }
+    cxl_coll_idle_init(team, &idle);
+    for (;;) {
+        now   = cxl_coll_now_ns();
+        check = (now - checked >= team->cfg.peer_check_ns);
+        busy  = 0;
+        for (p = 0; p < team->size; ++p) {
+            if ((p == team->rank) || gone[p]) {
+                continue;
+            }
+            line = cxl_coll_done_line(team->peers[p].part);
+            cxl_coh_invalidate(team->coh, line, sizeof(*line));
+            if ((cxl_coll_load(&line->value) >= last) ||
+                (check && (cxl_coll_check_peer(team, p) != CXL_COLL_OK))) {
+                gone[p] = 1; /* done with it, or dead, gave up, left */
+                continue;
+            }
+            busy = 1;
+        }
+        if (check) {
+            checked = now;
+        }
+        if (!busy || (now - t0 >= CXL_COLL_DRAIN_NS)) {
+            break;
+        }
+        cxl_coll_idle(team, &idle);
+    }
+    free(gone);
+    return !busy;
 }
