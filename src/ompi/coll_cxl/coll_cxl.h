@@ -52,8 +52,6 @@ typedef struct {
     size_t       region_size;     /* 0 : the library's configuration */
     int          progress_interval;
     int          spin_count;
-    int          thread_level; /* provided by MPI_Init_thread (MPI_T_init_
-                                  thread may overwrite Open MPI's global) */
     /* MPI_T performance variables (counters of this process) */
     unsigned long long n_teams;
     unsigned long long n_calls;
@@ -90,8 +88,8 @@ typedef struct {
     ompi_communicator_t   *comm;
     /* NULL before enable and once disabled: every call falls back */
     cxl_coll_team_t       *team;
-    /* the team is made at the first call, not at enable (thread levels
-     * above MPI_THREAD_SINGLE: coll_cxl_module.c) */
+    /* the team is made at the first call, not at enable
+     * (coll_cxl_module.c) */
     int                    lazy;
     mca_coll_cxl_prev_t    prev;
 } mca_coll_cxl_module_t;

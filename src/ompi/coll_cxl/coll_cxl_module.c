@@ -5,15 +5,13 @@
  * Every rank of a communicator must decide alike, or some would wait in
  * the library for ranks that went to the previous module.  comm_query
  * decides from what all ranks share (size, inter or intra, the MCA
- * parameters); enable then creates the team collectively, and
+ * parameters); its first collective then creates the team, and
  * cxl_coll_team_create() fails on every rank alike (members on different
  * pools: CXL_COLL_ERR_NOT_SAME_POOL), so a failure declines the
- * communicator everywhere.  Above MPI_THREAD_SINGLE enable runs inside
- * Open MPI's progress engine for every communicator made after MPI_Init,
- * where the creation's allgather can not complete: there the team is made
- * at the communicator's first collective instead (mca_coll_cxl_team_lazy),
- * which every rank reaches in the same order, and a failure then hands
- * that call and all later ones to the previous module on every rank.
+ * communicator everywhere.  The team is made at the communicator's first
+ * collective, not in enable (see there; mca_coll_cxl_team_lazy): every
+ * rank reaches that call in the same order, and a failure hands it and all
+ * later ones to the previous module on every rank.
  *
  * The team is destroyed (collectively, over the previous allgather) from
  * the delete callback of a communicator attribute: MPI_Comm_free and
@@ -25,10 +23,10 @@
 #include "coll_cxl.h"
 
 #include "ompi/attribute/attribute.h"
-#include "ompi/runtime/mpiruntime.h"
 #include "opal/util/output.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <string.h>
 
 static void coll_cxl_module_construct(mca_coll_cxl_module_t *m)
@@ -103,7 +101,8 @@ static int coll_cxl_attr_delete(MPI_Comm comm, int keyval, void *attr,
     if (team != NULL) {
         m->team = NULL;
         cxl_coll_team_destroy(team);
-        --mca_coll_cxl_component.n_teams;
+        __atomic_fetch_sub(&mca_coll_cxl_component.n_teams, 1,
+                           __ATOMIC_RELAXED);
     }
     OBJ_RELEASE(m);
     return MPI_SUCCESS;
@@ -125,6 +124,8 @@ static int coll_cxl_attr_copy(MPI_Comm oldcomm, int keyval, void *extra,
 }
 
 static int coll_cxl_keyval = MPI_KEYVAL_INVALID;
+/* teams are made at first collectives, which threads may run at once */
+static pthread_mutex_t coll_cxl_keyval_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ties the team's life to the communicator's attributes */
 static int coll_cxl_attach(mca_coll_cxl_module_t *m, ompi_communicator_t *comm)
@@ -132,6 +133,7 @@ static int coll_cxl_attach(mca_coll_cxl_module_t *m, ompi_communicator_t *comm)
     ompi_attribute_fn_ptr_union_t copy_fn, del_fn;
     int rc;
 
+    pthread_mutex_lock(&coll_cxl_keyval_lock);
     if (coll_cxl_keyval == MPI_KEYVAL_INVALID) {
         /* not copied by MPI_Comm_dup: the new communicator gets a
          * selection, and a team, of its own */
@@ -141,9 +143,11 @@ static int coll_cxl_attach(mca_coll_cxl_module_t *m, ompi_communicator_t *comm)
                                      &coll_cxl_keyval, NULL, 0, NULL);
         if (rc != OMPI_SUCCESS) {
             coll_cxl_keyval = MPI_KEYVAL_INVALID;
+            pthread_mutex_unlock(&coll_cxl_keyval_lock);
             return rc;
         }
     }
+    pthread_mutex_unlock(&coll_cxl_keyval_lock);
     OBJ_RETAIN(m);
     rc = ompi_attr_set_c(COMM_ATTR, comm, &comm->c_keyhash, coll_cxl_keyval,
                          m, false);
@@ -202,7 +206,8 @@ static int coll_cxl_team_make(mca_coll_cxl_module_t *m)
         return OMPI_ERROR;
     }
 
-    ++c->n_teams;
+    /* first collectives of two communicators may run in two threads */
+    __atomic_fetch_add(&c->n_teams, 1, __ATOMIC_RELAXED);
     if (coll_cxl_attach(m, comm) != OMPI_SUCCESS) {
         /* a local failure (memory): the team stays usable, only its pool
          * memory is not given back before the process ends */
@@ -234,7 +239,6 @@ static int coll_cxl_module_enable(mca_coll_base_module_t *module,
                                   struct ompi_communicator_t *comm)
 {
     mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
-    mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
 
     m->comm = comm;
     /* modules are enabled from the lowest priority up: what the
@@ -258,23 +262,22 @@ static int coll_cxl_module_enable(mca_coll_base_module_t *module,
         return OMPI_ERROR;
     }
 
-    if (c->thread_level > MPI_THREAD_SINGLE) {
-        /*
-         * Above MPI_THREAD_SINGLE, Open MPI enables the modules of a new
-         * communicator (MPI_Comm_dup, _split...) from inside the progress
-         * engine, where the previous allgather that team creation needs
-         * waits on a condition only the progressing thread would signal:
-         * every such communicator hung.  The first collective makes it.
-         */
-        m->lazy = 1;
-        COLL_CXL_VERBOSE(1, "coll:cxl: comm %s (cid %u, rank %d of %d): "
-                         "team at the first collective (thread level %d)",
-                         comm->c_name, (unsigned)comm->c_contextid,
-                         ompi_comm_rank(comm), ompi_comm_size(comm),
-                         c->thread_level);
-        return OMPI_SUCCESS;
-    }
-    return coll_cxl_team_make(m);
+    /*
+     * Open MPI enables the modules of a communicator made after MPI_Init
+     * (MPI_Comm_dup, _split...) from inside its progress engine.  With
+     * threads (above MPI_THREAD_SINGLE, or a progress thread) its waits
+     * there block on a condition only the progressing thread would
+     * signal, and the allgather team creation needs hung every such
+     * communicator.  So the first collective on the communicator makes
+     * the team, on every rank at the same call, whatever the thread level
+     * of each.
+     */
+    m->lazy = 1;
+    COLL_CXL_VERBOSE(1, "coll:cxl: comm %s (cid %u, rank %d of %d): team at "
+                     "the first collective", comm->c_name,
+                     (unsigned)comm->c_contextid, ompi_comm_rank(comm),
+                     ompi_comm_size(comm));
+    return OMPI_SUCCESS;
 }
 
 int mca_coll_cxl_init_query(bool enable_progress_threads,
@@ -284,9 +287,6 @@ int mca_coll_cxl_init_query(bool enable_progress_threads,
      * communicator at a time, so MPI_THREAD_MULTIPLE is fine too */
     (void)enable_progress_threads;
     (void)enable_mpi_threads;
-    /* MPI_Init sets it before the frameworks open; MPI_T_init_thread()
-     * later sets Open MPI's global to its own argument */
-    mca_coll_cxl_component.thread_level = ompi_mpi_thread_provided;
     return OMPI_SUCCESS;
 }
 
