@@ -43,8 +43,10 @@ typedef enum {
     CXL_COLL_ERR_OOB,           /* the out-of-band allgather failed */
     CXL_COLL_ERR_POOL,          /* the pool could not be opened or used */
     CXL_COLL_ERR_BUSY,          /* too many requests posted and not freed
-                                   (posts only: a blocking call has a
-                                   request of its own) */
+                                   (posts; a blocking call has a request
+                                   of its own, unless it is made from the
+                                   team's progress function while another
+                                   blocking call of the team waits) */
     CXL_COLL_ERR_LAST
 } cxl_coll_status_t;
 

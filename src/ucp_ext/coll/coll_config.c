@@ -43,8 +43,9 @@ static const cxl_coll_cfg_field_t cxl_coll_cfg_table[] = {
     {"REGION_SIZE", "4m", CXL_COLL_CFG_SIZE, CXL_COLL_CFG_OFF(region_size),
      CXL_COLL_MIN_REGION, CXL_COLL_MAX_REGION,
      "Pool bytes each rank owns for a team (its partition: 40 KiB of control\n"
-     "lines, flagged lines and small slots, then two data slots of at least\n"
-     "a chunk each: 168 KiB with the default chunk).  Larger messages go\n"
+     "lines, flagged lines and small slots, then two data slots of a chunk,\n"
+     "or 64 B per rank if more, in 4 KiB pages: 168 KiB with the default\n"
+     "chunk).  Larger messages go\n"
      "through it in rounds; the pool space a team uses never depends on\n"
      "message sizes.  Equal on all ranks."},
     {"CHUNK_SIZE", "64k", CXL_COLL_CFG_SIZE, CXL_COLL_CFG_OFF(chunk_size),
@@ -61,7 +62,7 @@ static const cxl_coll_cfg_field_t cxl_coll_cfg_table[] = {
     {"MAX_REQS", "16", CXL_COLL_CFG_UINT, CXL_COLL_CFG_OFF(max_reqs), 1, 1024,
      "Non-blocking collectives per team posted and not yet freed; one more\n"
      "post fails with CXL_COLL_ERR_BUSY.  Blocking calls have a request of\n"
-     "their own and never fail so."},
+     "their own (one at a time: not from the team's progress function)."},
     {"SPIN", "200", CXL_COLL_CFG_UINT, CXL_COLL_CFG_OFF(spin), 0, 1u << 30,
      "Polls a waiting rank spins before it yields the CPU (sched_yield) on\n"
      "every further poll: with more ranks than cores the rank waited for\n"
@@ -74,10 +75,10 @@ static const cxl_coll_cfg_field_t cxl_coll_cfg_table[] = {
     {"TIMEOUT", "0", CXL_COLL_CFG_TIME, CXL_COLL_CFG_OFF(timeout_ns), 0,
      UINT64_MAX,
      "A collective that waits this long fails with CXL_COLL_ERR_TIMEOUT,\n"
-     "the team with it.  Its clock starts at the first wait (a blocking\n"
-     "call's, or the first test() or wait() that finds it at the head of\n"
-     "the team's queue), not at the post: a call that never waits reads no\n"
-     "clock.  0: none (a dead peer is detected anyway)."},
+     "the team with it.  Its clock starts when it first waits (within 16\n"
+     "polls of a blocking call, or of test() and wait() that find it at\n"
+     "the head of the team's queue), not at the post: a call that never\n"
+     "waits reads no clock.  0: none (a dead peer is detected anyway)."},
     {"POOL_INPLACE", "y", CXL_COLL_CFG_BOOL, CXL_COLL_CFG_OFF(pool_inplace),
      0, 1,
      "Read input buffers that lie in the team's pool (cxl_coll_mem_alloc)\n"

@@ -113,7 +113,10 @@ static cxl_coll_status_t cxl_coll_team_alloc_part(cxl_coll_team_t *team,
         st = cxlpool_alloc(team->pool, team->region, 4096, NULL, 0, ext);
     }
     if (st != CXLPOOL_OK) {
-        return cxl_coll_error((st == CXLPOOL_ERR_NO_SPACE) ?
+        /* INVAL: longer than this host's arena (the rest of the request
+         * is valid): no space as well */
+        return cxl_coll_error(((st == CXLPOOL_ERR_NO_SPACE) ||
+                               (st == CXLPOOL_ERR_INVAL)) ?
                               CXL_COLL_ERR_NO_MEMORY : CXL_COLL_ERR_POOL,
                               "team partition of %llu bytes: %s",
                               (unsigned long long)team->region,
