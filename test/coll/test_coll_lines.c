@@ -24,7 +24,10 @@
  *     waits (here rank 1 publishes from it), and fails a wait that
  *     outlasts CXL_COLL_TIMEOUT, the team with it;
  *   - a peer that left: rank 1's partition freed and zeroed for another
- *     team fails rank 0's wait within CXL_COLL_PEER_CHECK.
+ *     team fails rank 0's wait within CXL_COLL_PEER_CHECK; a failed
+ *     team's destroy keeps its partition while rank 1 may still read it;
+ *     publications of another team (its tag) in rank 1's partition are
+ *     not taken for this team's steps.
  *
  * hw coherence (the sw protocol runs in coll_check's sw configurations).
  * Ends with "test_coll_lines: N passed, N failed".
@@ -43,6 +46,8 @@
 static struct {
     cxlpool_t        *pool;
     cxl_fake_peer_t   peer;      /* rank 1's partition, rank 0's offset */
+    uint64_t          tag;       /* the team's: xor'ed into the steps of
+                                    ready words and flags (coll_int.h) */
     char              path[256];
 } g;
 
@@ -64,7 +69,7 @@ static void peer_line(uint64_t step, unsigned i, const uint8_t *data,
     size_t n = (len - x < CXL_COLL_LL_PAYLOAD) ? len - x : CXL_COLL_LL_PAYLOAD;
 
     memcpy(line->w, data + x, n);
-    cxl_coll_store(&line->flag, flag);
+    cxl_coll_store(&line->flag, flag ^ g.tag); /* flag: a step */
 }
 
 static void peer_done(uint64_t v)
@@ -184,7 +189,7 @@ static cxl_coll_status_t root_bcast(cxl_coll_team_t *team, uint64_t step,
             x    = (size_t)i * CXL_COLL_LL_PAYLOAD;
             n    = (len - x < CXL_COLL_LL_PAYLOAD) ? len - x :
                    CXL_COLL_LL_PAYLOAD;
-            cxl_th_check(cxl_coll_load(&line->flag) == step,
+            cxl_th_check(cxl_coll_load(&line->flag) == (step ^ g.tag),
                          "root step %llu: line %u carries the step "
                          "(%llu)", (unsigned long long)step, i,
                          (unsigned long long)line->flag);
@@ -195,7 +200,7 @@ static cxl_coll_status_t root_bcast(cxl_coll_team_t *team, uint64_t step,
                      nlines);
     } else if (len <= CXL_COLL_INLINE_MAX) {
         sig   = cxl_coll_sig(part, step);
-        ready = cxl_coll_ready_bytes(sig->ready, step);
+        ready = cxl_coll_ready_bytes(sig->ready, step ^ g.tag);
         cxl_th_check((sig->seq == step) && (ready == (int64_t)len) &&
                      (memcmp(sig->u.inl, data, len) == 0), "root step %llu: "
                      "%zu B inline in the signal line (seq %llu, ready %lld)",
@@ -203,7 +208,7 @@ static cxl_coll_status_t root_bcast(cxl_coll_team_t *team, uint64_t step,
                      (unsigned long long)sig->seq, (long long)ready);
     } else {
         sig   = cxl_coll_sig(part, step);
-        ready = cxl_coll_ready_bytes(sig->ready, step);
+        ready = cxl_coll_ready_bytes(sig->ready, step ^ g.tag);
         cxl_th_check((sig->seq == step) && (ready >= (int64_t)len) &&
                      (sig->u.ext.buf_off == 0), "root step %llu: signal "
                      "(seq %llu, ready %lld, buf_off %llu)",
@@ -227,6 +232,7 @@ static cxl_coll_team_t *make_team(void)
     st = cxl_fake_peer_team(&g.peer, g.path, LINES_REGION, &team);
     cxl_th_check(st == CXL_COLL_OK, "team of rank 0 and a written partition: "
                  "%s", cxl_coll_last_error());
+    g.tag = (st == CXL_COLL_OK) ? team->tag : 0;
     return (st == CXL_COLL_OK) ? team : NULL;
 }
 
@@ -331,7 +337,7 @@ static void check_watch_small(cxl_coll_team_t *team, uint64_t step,
                  cxl_coll_strerror(st));
     sig->u.ext.buf_off = 0;
     sig->u.ext.stride  = (len + 63) & ~63ull;
-    cxl_coll_store(&sig->ready, cxl_coll_ready_make(step, first));
+    cxl_coll_store(&sig->ready, cxl_coll_ready_make(step ^ g.tag, first));
     cxl_coll_store(&sig->seq, step);
     st = cxl_coll_test(req);
     cxl_th_check(st == CXL_COLL_INPROGRESS, "watch step %llu: %zu of %zu B "
@@ -343,7 +349,7 @@ static void check_watch_small(cxl_coll_team_t *team, uint64_t step,
     for (i = 0; i < 3 * CXL_COLL_WATCH_POLLS; ++i) {
         (void)cxl_coll_test(req);
     }
-    cxl_coll_store(&sig->ready, cxl_coll_ready_make(step, len));
+    cxl_coll_store(&sig->ready, cxl_coll_ready_make(step ^ g.tag, len));
     st = cxl_coll_test(req);
     cxl_th_check(st == CXL_COLL_OK, "watch step %llu: the first test() after "
                  "the rest is ready finishes (%s)", (unsigned long long)step,
@@ -419,7 +425,7 @@ static void prog_publish(void *arg)
     if (g_prog.len <= CXL_COLL_INLINE_MAX) {
         sig = cxl_coll_sig(g.peer.part, g_prog.step);
         memcpy(sig->u.inl, g_prog.data, g_prog.len);
-        cxl_coll_store(&sig->ready, cxl_coll_ready_make(g_prog.step,
+        cxl_coll_store(&sig->ready, cxl_coll_ready_make(g_prog.step ^ g.tag,
                                                         g_prog.len));
         cxl_coll_store(&sig->seq, g_prog.step);
         return;
@@ -461,6 +467,7 @@ static void team_d(void)
     if (st != CXL_COLL_OK) {
         return;
     }
+    g.tag = team->tag;
     /* steps 1-2: rank 1's bcast, inline and in flagged lines */
     prog_expect(1, 8, 11);
     st = cxl_coll_bcast(team, buf, 8, CXL_COLL_UINT8, 1);
@@ -485,7 +492,7 @@ static void team_d(void)
                  "short: allreduce sums {1, 2} and {10, 20} (%s: %u %u)",
                  cxl_coll_strerror(st), out[0], out[1]);
     cxl_th_check((sig->seq == 3) && (memcmp(sig->u.inl, in, 8) == 0) &&
-                 (cxl_coll_ready_bytes(sig->ready, 3) == 8),
+                 (cxl_coll_ready_bytes(sig->ready, 3 ^ g.tag) == 8),
                  "short: rank 0's input inline in its signal line of step 3");
     /* steps 4-6: rank 0's bcasts, inline, flagged and in the small slot */
     g_prog.len = 0;
@@ -637,6 +644,87 @@ static void team_g(void)
     }
 }
 
+/*
+ * Lines of another team: rank 1's partition reused by a team whose step 1
+ * and 2 publications (inline, flagged) carry the same step numbers but
+ * that team's tag.  Rank 0 must not take them; it takes the same bytes
+ * once they carry this team's tag.
+ */
+static void team_h(void)
+{
+    uint64_t mine, other = 0, first_off, first_tag;
+    uint8_t data[100], buf[100];
+    cxl_coll_team_t *team = make_team();
+    cxl_coll_req_t *req = NULL;
+    cxl_coll_status_t st = CXL_COLL_OK;
+    cxl_coll_sig_t *sig;
+    unsigned i;
+
+    if (team == NULL) {
+        return;
+    }
+    /* the next team in the same partitions has another tag */
+    first_off = g.peer.own_off;
+    first_tag = g.tag;
+    destroy_team(team);
+    team = make_team();
+    if (team == NULL) {
+        return;
+    }
+    cxl_th_check((g.tag != first_tag) && (g.tag >> 63), "other team: a team "
+                 "made after another in %s partition has another tag "
+                 "(0x%llx, 0x%llx)", (g.peer.own_off == first_off) ?
+                 "the same" : "another",
+                 (unsigned long long)first_tag, (unsigned long long)g.tag);
+    mine  = g.tag;
+    other = mine ^ 0x5a5a5a5a5a5aull; /* differs in the ready tag's bits */
+    pattern(data, sizeof(data), 21);
+    /* step 1: 8 B inline */
+    sig = cxl_coll_sig(g.peer.part, 1);
+    memcpy(sig->u.inl, data, 8);
+    cxl_coll_store(&sig->ready, cxl_coll_ready_make(1 ^ other, 8));
+    cxl_coll_store(&sig->seq, 1);
+    memset(buf, 0xee, sizeof(buf));
+    if (reader_post(team, buf, 8, 1, "other team", &req)) {
+        for (i = 0; i < 64; ++i) {
+            st = cxl_coll_test(req);
+        }
+        cxl_th_check(st == CXL_COLL_INPROGRESS, "other team: an inline "
+                     "publication of step 1 under another team's tag is not "
+                     "taken (%s)", cxl_coll_strerror(st));
+        cxl_coll_store(&sig->ready, cxl_coll_ready_make(1 ^ mine, 8));
+        st = cxl_coll_test(req);
+        cxl_th_check((st == CXL_COLL_OK) && !memcmp(buf, data, 8), "other "
+                     "team: taken under this team's tag (%s)",
+                     cxl_coll_strerror(st));
+        cxl_coll_req_free(req);
+    }
+    /* step 2: 100 B in flagged lines */
+    g.tag = other;
+    for (i = 0; i * CXL_COLL_LL_PAYLOAD < sizeof(data); ++i) {
+        peer_line(2, i, data, sizeof(data), 2);
+    }
+    g.tag = mine;
+    memset(buf, 0xee, sizeof(buf));
+    if (reader_post(team, buf, sizeof(data), 2, "other team", &req)) {
+        for (i = 0; i < 64; ++i) {
+            st = cxl_coll_test(req);
+        }
+        cxl_th_check(st == CXL_COLL_INPROGRESS, "other team: flagged lines of "
+                     "step 2 under another team's tag are not taken (%s)",
+                     cxl_coll_strerror(st));
+        for (i = 0; i * CXL_COLL_LL_PAYLOAD < sizeof(data); ++i) {
+            peer_line(2, i, data, sizeof(data), 2);
+        }
+        st = cxl_coll_test(req);
+        cxl_th_check((st == CXL_COLL_OK) && !memcmp(buf, data, sizeof(data)),
+                     "other team: taken under this team's tag (%s)",
+                     cxl_coll_strerror(st));
+        cxl_coll_req_free(req);
+    }
+    destroy_team(team);
+}
+
 int main(void)
 {
     char spec[300];
@@ -670,6 +758,7 @@ int main(void)
     team_e();
     team_f();
     team_g();
+    team_h();
 
     cxlpool_free(g.pool, g.peer.ext.offset);
     cxlpool_close(g.pool);

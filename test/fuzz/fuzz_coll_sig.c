@@ -18,9 +18,9 @@
  *
  * Input: byte 0 (ctl): bits 0-1 collectives - 1; bit 2: the harness stamps
  * seq of signal line k, and the flag of each of its flagged lines, with
- * the steps the team will use (1..8), bit 3: it
- * stamps the step tag into each ready word (the fuzzer would have to find
- * both 64-bit values); then 4 bytes per collective (type, count low,
+ * the steps the team will use (1..8; flags tagged as the team tags them),
+ * bit 3: it stamps the step tag into each ready word (the fuzzer would
+ * have to find both 64-bit values); then 4 bytes per collective (type, count low,
  * count high | root << 7, dtype/op); the rest is rank 1's partition from
  * offset 0 (header, done, abort, 8 signal lines, their flagged lines and
  * small slots, then its data slots).
@@ -154,7 +154,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 }
 
 /* Rank 1's partition from the input, with the stamps ctl asks for. */
-static void fuzz_coll_write_peer(uint8_t ctl, const uint8_t *data, size_t size)
+static void fuzz_coll_write_peer(const cxl_coll_team_t *team, uint8_t ctl,
+                                 const uint8_t *data, size_t size)
 {
     cxl_coll_sig_t *sig;
     uint64_t step;
@@ -168,11 +169,12 @@ static void fuzz_coll_write_peer(uint8_t ctl, const uint8_t *data, size_t size)
         if (ctl & 0x4) {
             sig->seq = step;
             for (i = 0; i < CXL_COLL_LL_LINES; ++i) {
-                cxl_coll_ll_line(fuzz_coll.peer.part, step, i)->flag = step;
+                cxl_coll_ll_line(fuzz_coll.peer.part, step, i)->flag =
+                    cxl_coll_tag(team, step);
             }
         }
         if (ctl & 0x8) {
-            sig->ready = cxl_coll_ready_make(step,
+            sig->ready = cxl_coll_ready_make(cxl_coll_tag(team, step),
                                              sig->ready & CXL_COLL_READY_MASK);
         }
     }
@@ -247,7 +249,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                        &team) == CXL_COLL_OK,
                     cxl_coll_last_error());
 
-    fuzz_coll_write_peer(ctl, data + FUZZ_COLL_HDR_BYTES,
+    fuzz_coll_write_peer(team, ctl, data + FUZZ_COLL_HDR_BYTES,
                          size - FUZZ_COLL_HDR_BYTES);
     before = malloc(FUZZ_COLL_REGION);
     fuzz_coll_check(before != NULL, "snapshot");

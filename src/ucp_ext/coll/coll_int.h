@@ -104,6 +104,12 @@ struct cxl_coll_team {
     uint64_t            slot_bytes;
     uint64_t            part_off;    /* own partition */
     uint8_t            *part;
+    uint64_t            tag;         /* xor'ed into the step that ready
+                                        words and flagged lines carry, the
+                                        same on all ranks, another in every
+                                        team: lines of another team (a
+                                        freed partition, reused) never pass
+                                        for this one's */
     int                 keep_pool;   /* a peer may still read the own
                                         partition: the pool handle (whose
                                         close frees it) stays open */
@@ -172,6 +178,13 @@ static inline void cxl_coll_block(cxl_coll_team_t *team, int peer,
     team->watch        = word;
     team->watch_seen   = seen;
     team->watch_polls  = 0;
+}
+
+/* The step as ready words and flagged lines carry it (team->tag). */
+static inline uint64_t cxl_coll_tag(const cxl_coll_team_t *team,
+                                    uint64_t step)
+{
+    return step ^ team->tag;
 }
 
 /* ---- requests (coll_req.c) ---- */

@@ -135,7 +135,8 @@ void cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
     }
     /* data written back before the signal (sw); stores in order (hw) */
     cxl_coh_fence(team->coh);
-    cxl_coll_store(&sig->ready, cxl_coll_ready_make(step, ready));
+    cxl_coll_store(&sig->ready,
+                   cxl_coll_ready_make(cxl_coll_tag(team, step), ready));
     cxl_coll_store(&sig->seq, step);
     cxl_coh_publish(team->coh, sig, sizeof(*sig));
 }
@@ -178,7 +179,7 @@ void cxl_coll_publish_ll(cxl_coll_team_t *team, uint64_t step, uint64_t len,
             memcpy(line->w, stage + x, len - x);
         }
         /* after the payload (release; hw: stores in order) */
-        cxl_coll_store(&line->flag, step);
+        cxl_coll_store(&line->flag, cxl_coll_tag(team, step));
     }
     /* sw: each line goes to memory whole, so the flags need no fence of
      * their own before them */
@@ -192,7 +193,8 @@ void cxl_coll_publish_ready(cxl_coll_team_t *team, uint64_t step,
     cxl_coll_sig_t *sig = cxl_coll_sig(team->part, step);
 
     cxl_coh_fence(team->coh);
-    cxl_coll_store(&sig->ready, cxl_coll_ready_make(step, ready));
+    cxl_coll_store(&sig->ready,
+                   cxl_coll_ready_make(cxl_coll_tag(team, step), ready));
     cxl_coh_publish(team->coh, sig, sizeof(*sig));
 }
 
@@ -227,7 +229,7 @@ static cxl_coll_status_t cxl_coll_peek_ll(cxl_coll_team_t *team, int peer,
     unsigned i, nlines = (unsigned)((len + CXL_COLL_LL_PAYLOAD - 1) /
                                     CXL_COLL_LL_PAYLOAD);
     cxl_coll_ll_line_t *line;
-    uint64_t x, missing = 0;
+    uint64_t x, missing = 0, tag = cxl_coll_tag(team, step);
 
     if (p->ll_step != step) {
         /*
@@ -240,7 +242,7 @@ static cxl_coll_status_t cxl_coll_peek_ll(cxl_coll_team_t *team, int peer,
         for (i = 0; i < nlines; ++i) {
             line = cxl_coll_ll_line(p->part, step, i);
             cxl_coh_invalidate(team->coh, line, CXL_CACHE_LINE);
-            missing |= cxl_coll_load(&line->flag) ^ step;
+            missing |= cxl_coll_load(&line->flag) ^ tag;
         }
         if (missing != 0) {
             /* watch the last line still missing: written last (a second
@@ -248,7 +250,7 @@ static cxl_coll_status_t cxl_coll_peek_ll(cxl_coll_team_t *team, int peer,
             for (i = nlines; i-- > 0;) {
                 line = cxl_coll_ll_line(p->part, step, i);
                 x    = cxl_coll_load(&line->flag);
-                if (x != step) {
+                if (x != tag) {
                     cxl_coll_block(team, peer, &line->flag, x);
                     break;
                 }
@@ -307,7 +309,7 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
         return CXL_COLL_INPROGRESS;
     }
     raw   = cxl_coll_load(&sig->ready);
-    ready = cxl_coll_ready_bytes(raw, step);
+    ready = cxl_coll_ready_bytes(raw, cxl_coll_tag(team, step));
     if (ready < 0) {
         cxl_coll_block(team, peer, &sig->ready, raw);
         return CXL_COLL_INPROGRESS;

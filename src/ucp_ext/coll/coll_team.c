@@ -208,6 +208,25 @@ static cxl_coll_status_t cxl_coll_team_validate(cxl_coll_team_t *team,
     return CXL_COLL_OK;
 }
 
+/*
+ * The team's tag: rank 0's partition extent (index and generation: no two
+ * live teams share it, and its reuse changes the generation) and its
+ * attachment, mixed (splitmix64's finaliser), top bit set so that no
+ * step's tag is the 0 of a fresh line.
+ */
+static uint64_t cxl_coll_team_tag(const cxl_coll_oob_rec_t *recs)
+{
+    uint64_t x = ((uint64_t)recs[0].ext_index << 32) ^ recs[0].ext_gen ^
+                 (recs[0].token * 0x9e3779b97f4a7c15ull) ^ recs[0].part_off;
+
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x | (1ull << 63);
+}
+
 static cxl_coll_status_t cxl_coll_team_setup(cxl_coll_team_t *team,
                                              const cxl_coll_oob_rec_t *recs)
 {
@@ -242,6 +261,7 @@ static cxl_coll_status_t cxl_coll_team_setup(cxl_coll_team_t *team,
         team->reqs[i].team = team;
         team->reqs[i].got  = team->got_mem + (size_t)i * team->size;
     }
+    team->tag       = cxl_coll_team_tag(recs);
     team->next_step = 1;
     return CXL_COLL_OK;
 }
