@@ -23,7 +23,11 @@
  * in bits 63..48 of its tag (default CXL_COLL_UCP_TAG_PREFIX); the program
  * must not send or receive tags with that prefix on the worker (nor
  * receive with a mask that would match them).  Bits 47..16 hold the
- * sequence number of the allgather, bits 15..0 the sender's rank.
+ * sequence number of the allgather, bits 15..0 the sender's rank.  So
+ * every live oob object on a worker needs its own prefix (a second one
+ * with the same is refused: CXL_COLL_ERR_INVAL), and after a call that
+ * failed, a new object on the same endpoints should take another prefix:
+ * a peer's late message of the failed call is still queued under it.
  *
  * The worker needs UCP_FEATURE_TAG.  Threads: an oob object and its worker
  * are used by one thread at a time.  Errors: functions return a

@@ -564,7 +564,7 @@ static void bad_boot(const char *what, int rank, int size,
 static void test_bad_input(void)
 {
     cxl_coll_ucp_params_t p;
-    cxl_coll_ucp_oob_t *oob = NULL;
+    cxl_coll_ucp_oob_t *oob = NULL, *oob2 = NULL;
     ucp_ep_h eps[2] = {NULL, NULL};
     cxl_coll_status_t st;
     char buf[8];
@@ -621,7 +621,26 @@ static void test_bad_input(void)
         rc = cxl_coll_ucp_allgather(oob, "abcdefg", buf, sizeof(buf));
         check((rc == 0) && !memcmp(buf, "abcdefg", 8), "allgather of one "
               "rank copies: %d", rc);
+        /* a second live object on the worker with the same prefix would
+         * take the first one's messages (a call returned another team's
+         * block as success): refused; another prefix is fine, and the
+         * prefix is free again once the first is destroyed */
+        st = cxl_coll_ucp_oob_create(&p, &oob2);
+        check((st == CXL_COLL_ERR_INVAL) && (oob2 == NULL) &&
+              (strstr(cxl_coll_ucp_last_error(), "in use") != NULL),
+              "a second oob on the worker with its prefix: %s (%s)",
+              cxl_coll_strerror(st), cxl_coll_ucp_last_error());
+        p.tag_prefix = CXL_COLL_UCP_TAG_PREFIX + 1;
+        st = cxl_coll_ucp_oob_create(&p, &oob2);
+        check(st == CXL_COLL_OK, "a second oob with another prefix: %s",
+              cxl_coll_strerror(st));
+        cxl_coll_ucp_oob_destroy(oob2);
         cxl_coll_ucp_oob_destroy(oob);
+        p.tag_prefix = 0;
+        st = cxl_coll_ucp_oob_create(&p, &oob2);
+        check(st == CXL_COLL_OK, "the prefix again once its object is "
+              "destroyed: %s", cxl_coll_strerror(st));
+        cxl_coll_ucp_oob_destroy(oob2);
     }
 }
 

@@ -20,6 +20,7 @@
  */
 #include "coll_ucp_int.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -79,6 +80,50 @@ void cxl_coll_ucp_params_init(cxl_coll_ucp_params_t *params)
     memset(params, 0, sizeof(*params));
 }
 
+/*
+ * The process's live objects.  Two on one worker with one tag prefix take
+ * each other's messages: a tag holds the prefix, the call's sequence number
+ * (every object counts from 0) and the sender's rank only, so a call of one
+ * returned, as success, a block that a peer of the other sent.
+ */
+static pthread_mutex_t     cxl_coll_ucp_live_lock = PTHREAD_MUTEX_INITIALIZER;
+static cxl_coll_ucp_oob_t *cxl_coll_ucp_live;
+
+/* Register oob; 0, or -1 if a live object has its worker and prefix. */
+static int cxl_coll_ucp_live_add(cxl_coll_ucp_oob_t *oob)
+{
+    cxl_coll_ucp_oob_t *o;
+    int rc = 0;
+
+    pthread_mutex_lock(&cxl_coll_ucp_live_lock);
+    for (o = cxl_coll_ucp_live; o != NULL; o = o->next) {
+        if ((o->worker == oob->worker) && (o->prefix == oob->prefix)) {
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0) {
+        oob->next          = cxl_coll_ucp_live;
+        cxl_coll_ucp_live  = oob;
+    }
+    pthread_mutex_unlock(&cxl_coll_ucp_live_lock);
+    return rc;
+}
+
+static void cxl_coll_ucp_live_del(cxl_coll_ucp_oob_t *oob)
+{
+    cxl_coll_ucp_oob_t **p;
+
+    pthread_mutex_lock(&cxl_coll_ucp_live_lock);
+    for (p = &cxl_coll_ucp_live; *p != NULL; p = &(*p)->next) {
+        if (*p == oob) {
+            *p = oob->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cxl_coll_ucp_live_lock);
+}
+
 cxl_coll_status_t cxl_coll_ucp_oob_alloc(const cxl_coll_ucp_params_t *params,
                                          cxl_coll_ucp_oob_t **oob_p)
 {
@@ -127,6 +172,14 @@ cxl_coll_status_t cxl_coll_ucp_oob_alloc(const cxl_coll_ucp_params_t *params,
     oob->timeout = params->timeout ? params->timeout :
                    CXL_COLL_UCP_TIMEOUT_DEFAULT;
     oob->prefix  = (uint64_t)prefix << CXL_COLL_UCP_PFX_SHIFT;
+    if (cxl_coll_ucp_live_add(oob) != 0) {
+        free(oob->eps);
+        free(oob);
+        return cxl_coll_ucp_error(rank, CXL_COLL_ERR_INVAL, "tag_prefix 0x%x "
+                                  "is in use on this worker by another live "
+                                  "oob object: each needs its own (their "
+                                  "messages would mix)", prefix);
+    }
     *oob_p       = oob;
     return CXL_COLL_OK;
 }
@@ -532,6 +585,7 @@ void cxl_coll_ucp_oob_destroy(cxl_coll_ucp_oob_t *oob)
     if (oob == NULL) {
         return;
     }
+    cxl_coll_ucp_live_del(oob);
     if (oob->peers != NULL) {
         closed = cxl_coll_ucp_close_eps(oob);
     }

@@ -36,6 +36,7 @@ struct cxl_coll_ucp_oob {
     /* a failed call whose requests UCX may still touch: freed once owned
      * endpoints are closed, else left (one per object at most) */
     cxl_coll_ucp_call_t *orphan;
+    struct cxl_coll_ucp_oob *next;  /* the process's live objects */
 };
 
 double cxl_coll_ucp_now(void);
