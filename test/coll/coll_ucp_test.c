@@ -586,6 +586,10 @@ static void test_bad_input(void)
              g.worker);
     bad_boot("rendezvous without a host", 0, 2, ":5000", 1, 0, g.worker);
     bad_boot("unclosed IPv6 bracket", 0, 2, "[::1:5000", 1, 0, g.worker);
+    /* read as port 0 (the text after the bracket's colon was ignored) */
+    bad_boot("IPv6 port 50:00", 0, 2, "[::1]:50:00", 1, 0, g.worker);
+    bad_boot("port +5000", 0, 2, "127.0.0.1:+5000", 1, 0, g.worker);
+    bad_boot("port ' 5000'", 0, 2, "127.0.0.1: 5000", 1, 0, g.worker);
     bad_boot("port 0 at rank 1", 1, 2, "127.0.0.1:0", 1, 0, g.worker);
     bad_boot("host that does not resolve", 1, 2, "no-such-host.invalid:5000",
              1, 0, g.worker);

@@ -151,17 +151,18 @@ static cxl_coll_status_t cxl_coll_ucp_parse(cxl_coll_ucp_boot_t *b,
     }
     colon = strrchr(spec, ':');
     if (spec[0] == '[') {
-        host = spec + 1;
-        end  = strchr(host, ']');
-        if ((end == NULL) || (end[1] != ':')) {
-            colon = NULL;
-        }
+        host  = spec + 1;
+        end   = strchr(host, ']');
+        /* the port follows the bracket: "[::1]:50:00" is no port 0 */
+        colon = ((end == NULL) || (end[1] != ':')) ? NULL : end + 1;
     } else {
         end = colon;
     }
-    port = (colon != NULL) ? strtol(colon + 1, &e, 10) : -1;
-    if ((colon == NULL) || (end == NULL) || (end == host) ||
-        (colon[1] == '\0') || (*e != '\0') || (port < 0) || (port > 65535) ||
+    /* digits only: strtol() would take " 9", "+9" and "-0" */
+    port = ((colon != NULL) && (colon[1] >= '0') && (colon[1] <= '9')) ?
+           strtol(colon + 1, &e, 10) : -1;
+    if ((colon == NULL) || (end == NULL) || (end == host) || (port < 0) ||
+        (*e != '\0') || (port > 65535) ||
         ((size_t)(end - host) >= sizeof(b->host))) {
         return cxl_coll_ucp_error(b->rank, CXL_COLL_ERR_INVAL, "rendezvous "
                                   "'%s': expected HOST:PORT or [ADDR]:PORT, "
