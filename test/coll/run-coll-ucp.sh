@@ -12,7 +12,9 @@
 #      rank fails with CXL_COLL_ERR_NOT_SAME_POOL
 #   3. rank 2 of 3 never starts: ranks 0 and 1 fail the bootstrap within
 #      the timeout (--timeout 3)
-#   4. rank 0 never starts: rank 1 fails the bootstrap within the timeout
+#   4. rank 0 never starts: rank 1 fails the bootstrap within the timeout;
+#      4b. rank 0's address drops SYNs (a listener with a full backlog):
+#      rank 1 fails within 10 s of a 2 s timeout
 #   5. rank 1 says the job has 3 ranks, rank 0 says 2: both fail
 #   6. rank 2 of 3 bootstraps and dies (_exit) before team creation: ranks
 #      0 and 1 fail team creation instead of hanging (--timeout 5)
@@ -231,6 +233,37 @@ if POOL=$(make_pool m0); then
     RDV=127.0.0.1:1
     job missing-root 2 "1" --timeout 3 --expect bootstrap-fail
     pool_clean "missing-root" "$POOL"
+    destroy_pool "$POOL"
+fi
+
+# ---- 4b. rank 0's address drops SYNs (a full backlog, as a firewall) ----
+# connect() blocked without the bootstrap's deadline: ~127 s, the kernel's
+SYN_PY='import socket, sys, time
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen(0)
+c = socket.create_connection(l.getsockname())
+print(l.getsockname()[1], flush=True)
+time.sleep(60)'
+if POOL=$(make_pool syn) && command -v /usr/bin/python3 >/dev/null; then
+    /usr/bin/python3 -c "$SYN_PY" >"$SCR/syn.port" 2>&1 &
+    SYN_PID=$!
+    for _ in $(seq 1 100); do
+        [ -s "$SCR/syn.port" ] && break
+        sleep 0.05
+    done
+    RDV=127.0.0.1:$(head -n1 "$SCR/syn.port")
+    t0=$(date +%s)
+    job syn-drop 2 "1" --timeout 2 --expect bootstrap-fail
+    t1=$(date +%s)
+    if [ $((t1 - t0)) -le 10 ]; then
+        ok "syn-drop: rank 1 gave up the bootstrap after $((t1 - t0)) s (timeout 2 s)"
+    else
+        fail "syn-drop" "rank 1 took $((t1 - t0)) s against a timeout of 2 s"
+    fi
+    kill "$SYN_PID" 2>/dev/null
+    wait "$SYN_PID" 2>/dev/null
+    pool_clean "syn-drop" "$POOL"
     destroy_pool "$POOL"
 fi
 

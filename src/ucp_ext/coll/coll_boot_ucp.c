@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -78,6 +79,41 @@ static int cxl_coll_ucp_poll(int fd, short events, double deadline)
             return rc;
         }
     }
+}
+
+/*
+ * connect() by the deadline: a blocking one to a host that drops SYNs (a
+ * full backlog, a firewall) held the bootstrap for the kernel's ~127 s.
+ * 0: connected; -1: failed (errno); -2: deadline.
+ */
+static int cxl_coll_ucp_connect_by(int fd, const struct sockaddr *sa,
+                                   socklen_t salen, double deadline)
+{
+    int flags = fcntl(fd, F_GETFL), err = 0, rc;
+    socklen_t elen = sizeof(err);
+
+    if ((flags < 0) || (fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)) {
+        return -1;
+    }
+    if (connect(fd, sa, salen) != 0) {
+        if (errno != EINPROGRESS) {
+            return -1;
+        }
+        rc = cxl_coll_ucp_poll(fd, POLLOUT, deadline);
+        if (rc <= 0) {
+            errno = (rc == 0) ? ETIMEDOUT : errno;
+            return (rc == 0) ? -2 : -1;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0) {
+            return -1;
+        }
+        if (err != 0) {
+            errno = err;
+            return -1;
+        }
+    }
+    /* send and recv poll with the deadline themselves */
+    return (fcntl(fd, F_SETFL, flags) == 0) ? 0 : -1;
 }
 
 /* 0: done; -1: peer closed or error (errno); -2: deadline. */
@@ -453,7 +489,7 @@ static cxl_coll_status_t cxl_coll_ucp_root(cxl_coll_ucp_boot_t *b)
 static int cxl_coll_ucp_connect(cxl_coll_ucp_boot_t *b)
 {
     struct addrinfo *res, *ai;
-    int fd, err = 0;
+    int fd, err = 0, rc = -1;
 
     if (cxl_coll_ucp_resolve(b, 0, &res) != CXL_COLL_OK) {
         return -CXL_COLL_ERR_INVAL;
@@ -467,14 +503,20 @@ static int cxl_coll_ucp_connect(cxl_coll_ucp_boot_t *b)
                 err = errno;
                 continue;
             }
-            if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+            rc = cxl_coll_ucp_connect_by(fd, ai->ai_addr, ai->ai_addrlen,
+                                         b->deadline);
+            if (rc == 0) {
                 freeaddrinfo(res);
                 return fd;
             }
             err = errno;
             close(fd);
+            if (rc == -2) {
+                break;
+            }
         }
-        if (cxl_coll_ucp_now() + CXL_COLL_UCP_RETRY_US * 1e-6 > b->deadline) {
+        if ((rc == -2) ||
+            (cxl_coll_ucp_now() + CXL_COLL_UCP_RETRY_US * 1e-6 > b->deadline)) {
             break;
         }
         usleep(CXL_COLL_UCP_RETRY_US);
