@@ -61,8 +61,9 @@ typedef struct {
      * rank 0 listens and the others connect; rank 0 may give PORT 0 and
      * learns the port from the listening callback. */
     const char   *rendezvous;
-    /* Seconds one allgather (and the whole bootstrap) may take; 0: the
-     * default (CXL_COLL_UCP_TIMEOUT_DEFAULT). */
+    /* Seconds one allgather may take, and the bootstrap's rendezvous
+     * (its closing check allgather gets a timeout of its own: up to twice
+     * this in all); 0: the default (CXL_COLL_UCP_TIMEOUT_DEFAULT). */
     double        timeout;
     /* Bits 63..48 of every tag; 0: CXL_COLL_UCP_TAG_PREFIX. */
     unsigned      tag_prefix;
@@ -82,7 +83,10 @@ cxl_coll_status_t cxl_coll_ucp_oob_create(const cxl_coll_ucp_params_t *params,
  * Collective over params->size processes: exchange worker addresses
  * through the TCP rendezvous, create endpoints to every other rank
  * (UCP_ERR_HANDLING_MODE_PEER: a peer that fails makes the allgather fail
- * at once instead of at the timeout), check them with one allgather.  The
+ * once the transport notices, instead of at the timeout; over UCX_TLS=cxl
+ * that is UCP's keepalive, UCX_KEEPALIVE_INTERVAL, 20 s by default, so
+ * the timeout comes first unless it is set lower), check them with one
+ * allgather.  The
  * endpoints belong to the oob object: cxl_coll_ucp_oob_destroy() closes
  * them.  Fails on every rank that is there, within the timeout, when a
  * rank does not show up or the ranks disagree on size.
