@@ -924,6 +924,28 @@ static int ck_good_allreduce(cxl_coll_team_t *team, int rank, int np,
     return ck_allreduce_n(team, rank, np, call, 37);
 }
 
+/* A checked allgather of 2 int32 per rank into rb, from sbuf = rb + at */
+static int ck_allgather_from(cxl_coll_team_t *team, const cxl_th_rank_t *r,
+                             int32_t *rb, int at)
+{
+    cxl_coll_status_t st;
+    int i, ok;
+
+    for (i = 0; i < 2; i++) {
+        rb[at + i] = r->rank * 10 + i;
+    }
+    st = cxl_coll_allgather(team, rb + at, rb, 2, CXL_COLL_INT32);
+    ok = (st == CXL_COLL_OK);
+    for (i = 0; ok && (i < 2 * r->size); i++) {
+        ok = (rb[i] == (i / 2) * 10 + (i % 2));
+    }
+    if (st != CXL_COLL_OK) {
+        fprintf(stderr, "allgather from rb + %d: %s\n", at,
+                cxl_coll_strerror(st));
+    }
+    return ok;
+}
+
 static int ck_is_err(cxl_coll_status_t st, cxl_coll_status_t a,
                      cxl_coll_status_t b)
 {
@@ -1030,27 +1052,11 @@ static int ck_rank_bad(cxl_th_rank_t *r)
                  "place: %s", cxl_coll_strerror(st));
         free(big);
     }
-    for (i = 0; i < 2; i++) {
-        rb[2 * r->rank + i] = r->rank * 10 + i;
-    }
-    st = cxl_coll_allgather(team, rb + 2 * r->rank, rb, 2, CXL_COLL_INT32);
-    ok = (st == CXL_COLL_OK);
-    for (i = 0; ok && (i < 2 * r->size); i++) {
-        ok = (rb[i] == (i / 2) * 10 + (i % 2));
-    }
-    ck_extra(ok, r->rank, "allgather from the own block of rbuf, as in "
-             "place: %s", cxl_coll_strerror(st));
-    /* adjacent is not overlapping: a real allgather, checked */
-    for (i = 0; i < 2; i++) {
-        rb[2 * r->size + i] = r->rank * 10 + i;
-    }
-    st = cxl_coll_allgather(team, rb + 2 * r->size, rb, 2, CXL_COLL_INT32);
-    ok = (st == CXL_COLL_OK);
-    for (i = 0; ok && (i < 2 * r->size); i++) {
-        ok = (rb[i] == (i / 2) * 10 + (i % 2));
-    }
-    ck_extra(ok, r->rank, "allgather with sbuf right behind rbuf: %s",
-             cxl_coll_strerror(st));
+    ck_extra(ck_allgather_from(team, r, rb, 2 * r->rank), r->rank,
+             "allgather from the own block of rbuf, as in place");
+    /* adjacent is not overlapping: a real allgather */
+    ck_extra(ck_allgather_from(team, r, rb, 2 * r->size), r->rank,
+             "allgather with sbuf right behind rbuf");
 
     /* one request more than CXL_COLL_MAX_REQS */
     memset(&a, 0, sizeof(a));
