@@ -47,6 +47,10 @@ typedef enum {
                                    of its own, unless it is made from the
                                    team's progress function while another
                                    blocking call of the team waits) */
+    CXL_COLL_ERR_MISMATCH,      /* the ranks' calls differ: collective,
+                                   count, root, datatype or operation (an
+                                   erroneous program; the team is unusable
+                                   after it, as after any error) */
     CXL_COLL_ERR_LAST
 } cxl_coll_status_t;
 
@@ -190,7 +194,13 @@ int               cxl_coll_team_size(const cxl_coll_team_t *team);
  * Non-blocking form: post, then cxl_coll_test() until it returns anything
  * but CXL_COLL_INPROGRESS (or cxl_coll_wait()), then cxl_coll_req_free().
  * Collectives of one team complete in the order they were posted; every
- * rank posts the same sequence.
+ * rank posts the same sequence: the same collective, count, root, and for
+ * reductions datatype and op (a data movement may name another datatype
+ * of the same bytes).  Where ranks do not, the ranks that see it get
+ * CXL_COLL_ERR_MISMATCH: at once where a publication of the other call is
+ * there to read, else within CXL_COLL_PEER_CHECK of waiting (sw mode:
+ * once the other rank waits too, or destroys the team); nothing of the
+ * other call's data is read.
  */
 cxl_coll_status_t cxl_coll_post(cxl_coll_team_t *team,
                                 const cxl_coll_args_t *args,

@@ -48,6 +48,8 @@ static struct {
     cxl_fake_peer_t   peer;      /* rank 1's partition, rank 0's offset */
     uint64_t          tag;       /* the team's: xor'ed into the steps of
                                     ready words and flags (coll_int.h) */
+    uint64_t          call;      /* hash of the call rank 0 makes, which
+                                    rank 1's publications carry */
     char              path[256];
 } g;
 
@@ -60,7 +62,30 @@ static void pattern(uint8_t *p, size_t len, unsigned seed)
     }
 }
 
-/* Rank 1 writes line i of step: its share of data, then flag. */
+/* The hash of a call (cxl_coll_call_make), as publications carry it. */
+static uint64_t call_hash(cxl_coll_type_t type, size_t count,
+                          cxl_coll_dtype_t dtype, cxl_coll_op_t op, int root)
+{
+    cxl_coll_args_t a;
+    cxl_coll_call_t c;
+
+    memset(&a, 0, sizeof(a));
+    a.type  = type;
+    a.count = count;
+    a.dtype = dtype;
+    a.op    = op;
+    a.root  = root;
+    cxl_coll_call_make(&a, cxl_coll_dtype_size(dtype), 1, 1, &c);
+    return c.hash;
+}
+
+/* Rank 0's bcast of len bytes from root */
+static uint64_t bcast_hash(size_t len, int root)
+{
+    return call_hash(CXL_COLL_BCAST, len, CXL_COLL_UINT8, CXL_COLL_SUM, root);
+}
+
+/* Rank 1 writes line i of step: its share of data, then flag (g.call). */
 static void peer_line(uint64_t step, unsigned i, const uint8_t *data,
                       size_t len, uint64_t flag)
 {
@@ -69,7 +94,7 @@ static void peer_line(uint64_t step, unsigned i, const uint8_t *data,
     size_t n = (len - x < CXL_COLL_LL_PAYLOAD) ? len - x : CXL_COLL_LL_PAYLOAD;
 
     memcpy(line->w, data + x, n);
-    cxl_coll_store(&line->flag, flag ^ g.tag); /* flag: a step */
+    cxl_coll_store(&line->flag, cxl_coll_ll_flag(flag ^ g.tag, g.call));
 }
 
 static void peer_done(uint64_t v)
@@ -119,6 +144,7 @@ static void check_reader(cxl_coll_team_t *team, uint64_t step, size_t len,
 
     pattern(data, len, seed);
     memset(buf, 0xee, len);
+    g.call = bcast_hash(len, 1);
     for (i = 0; i < nlines; ++i) {
         peer_line(step, i, data, len, old_flag);
     }
@@ -189,7 +215,8 @@ static cxl_coll_status_t root_bcast(cxl_coll_team_t *team, uint64_t step,
             x    = (size_t)i * CXL_COLL_LL_PAYLOAD;
             n    = (len - x < CXL_COLL_LL_PAYLOAD) ? len - x :
                    CXL_COLL_LL_PAYLOAD;
-            cxl_th_check(cxl_coll_load(&line->flag) == (step ^ g.tag),
+            cxl_th_check(cxl_coll_load(&line->flag) ==
+                         cxl_coll_ll_flag(step ^ g.tag, bcast_hash(len, 0)),
                          "root step %llu: line %u carries the step "
                          "(%llu)", (unsigned long long)step, i,
                          (unsigned long long)line->flag);
@@ -337,6 +364,7 @@ static void check_watch_small(cxl_coll_team_t *team, uint64_t step,
                  cxl_coll_strerror(st));
     sig->u.ext.buf_off = 0;
     sig->u.ext.stride  = (len + 63) & ~63ull;
+    sig->call          = bcast_hash(len, 1);
     cxl_coll_store(&sig->ready, cxl_coll_ready_make(step ^ g.tag, first));
     cxl_coll_store(&sig->seq, step);
     st = cxl_coll_test(req);
@@ -425,6 +453,7 @@ static void prog_publish(void *arg)
     if (g_prog.len <= CXL_COLL_INLINE_MAX) {
         sig = cxl_coll_sig(g.peer.part, g_prog.step);
         memcpy(sig->u.inl, g_prog.data, g_prog.len);
+        sig->call = g.call;
         cxl_coll_store(&sig->ready, cxl_coll_ready_make(g_prog.step ^ g.tag,
                                                         g_prog.len));
         cxl_coll_store(&sig->seq, g_prog.step);
@@ -440,6 +469,7 @@ static void prog_expect(uint64_t step, size_t len, unsigned seed)
     g_prog.calls = 0;
     g_prog.step  = step;
     g_prog.len   = len;
+    g.call       = bcast_hash(len, 1); /* rank 0's call, unless said */
     pattern(g_prog.data, len, seed);
 }
 
@@ -485,6 +515,7 @@ static void team_d(void)
                  cxl_coll_strerror(st));
     /* step 3: allreduce of 8 B, both inline */
     prog_expect(3, 8, 0);
+    g.call = call_hash(CXL_COLL_ALLREDUCE, 2, CXL_COLL_UINT32, CXL_COLL_SUM, 0);
     memcpy(g_prog.data, peer_in, sizeof(peer_in));
     st  = cxl_coll_allreduce(team, in, out, 2, CXL_COLL_UINT32, CXL_COLL_SUM);
     sig = cxl_coll_sig(part, 3);
@@ -682,6 +713,7 @@ static void team_h(void)
     /* step 1: 8 B inline */
     sig = cxl_coll_sig(g.peer.part, 1);
     memcpy(sig->u.inl, data, 8);
+    sig->call = bcast_hash(8, 1);
     cxl_coll_store(&sig->ready, cxl_coll_ready_make(1 ^ other, 8));
     cxl_coll_store(&sig->seq, 1);
     memset(buf, 0xee, sizeof(buf));
@@ -700,7 +732,8 @@ static void team_h(void)
         cxl_coll_req_free(req);
     }
     /* step 2: 100 B in flagged lines */
-    g.tag = other;
+    g.call = bcast_hash(sizeof(data), 1);
+    g.tag  = other;
     for (i = 0; i * CXL_COLL_LL_PAYLOAD < sizeof(data); ++i) {
         peer_line(2, i, data, sizeof(data), 2);
     }

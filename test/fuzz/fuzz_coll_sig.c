@@ -19,6 +19,8 @@
  * Input: byte 0 (ctl): bits 0-1 collectives - 1; bit 2: the harness stamps
  * seq of signal line k, and the flag of each of its flagged lines, with
  * the steps the team will use (1..8; flags tagged as the team tags them),
+ * and the call word of the signal line and the flags with the hash of the
+ * collective that takes step k if each takes one (the last one's beyond),
  * bit 3: it stamps the step tag into each ready word (the fuzzer would
  * have to find both 64-bit values); then 4 bytes per collective (type, count low,
  * count high | root << 7, dtype/op); the rest is rank 1's partition from
@@ -153,10 +155,29 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-/* Rank 1's partition from the input, with the stamps ctl asks for. */
+/* The collective of 4 input bytes. */
+static void fuzz_coll_args(const uint8_t *op, cxl_coll_args_t *a)
+{
+    static const cxl_coll_dtype_t dtypes[] = {
+        CXL_COLL_UINT8, CXL_COLL_INT32, CXL_COLL_FLOAT32, CXL_COLL_FLOAT64
+    };
+
+    memset(a, 0, sizeof(*a));
+    a->type  = (cxl_coll_type_t)(op[0] % CXL_COLL_TYPE_LAST);
+    a->count = op[1] | ((size_t)(op[2] & 0x7f) << 8);  /* up to 32767 */
+    a->root  = op[2] >> 7;
+    a->dtype = dtypes[op[3] & 3];
+    a->op    = (cxl_coll_op_t)((op[3] >> 2) % 3);      /* sum, prod, min */
+}
+
+/* Rank 1's partition from the input, with the stamps ctl asks for (ops:
+ * the collectives' input bytes). */
 static void fuzz_coll_write_peer(const cxl_coll_team_t *team, uint8_t ctl,
+                                 const uint8_t *ops, unsigned nops,
                                  const uint8_t *data, size_t size)
 {
+    cxl_coll_call_t call;
+    cxl_coll_args_t a;
     cxl_coll_sig_t *sig;
     uint64_t step;
     unsigned i;
@@ -167,10 +188,15 @@ static void fuzz_coll_write_peer(const cxl_coll_team_t *team, uint8_t ctl,
     for (step = 1; step <= CXL_COLL_NSIG; ++step) {
         sig = cxl_coll_sig(fuzz_coll.peer.part, step);
         if (ctl & 0x4) {
-            sig->seq = step;
+            fuzz_coll_args(ops + 4 * ((step <= nops) ? step - 1 : nops - 1),
+                           &a);
+            cxl_coll_call_make(&a, cxl_coll_dtype_size(a.dtype), step, 1,
+                               &call);
+            sig->seq  = step;
+            sig->call = call.hash;
             for (i = 0; i < CXL_COLL_LL_LINES; ++i) {
                 cxl_coll_ll_line(fuzz_coll.peer.part, step, i)->flag =
-                    cxl_coll_tag(team, step);
+                    cxl_coll_ll_flag(cxl_coll_tag(team, step), call.hash);
             }
         }
         if (ctl & 0x8) {
@@ -201,19 +227,12 @@ static void fuzz_coll_sizes(const cxl_coll_args_t *a, size_t bytes,
 /* One collective as rank 0, with buffers of their exact sizes. */
 static void fuzz_coll_one(cxl_coll_team_t *team, const uint8_t *op)
 {
-    static const cxl_coll_dtype_t dtypes[] = {
-        CXL_COLL_UINT8, CXL_COLL_INT32, CXL_COLL_FLOAT32, CXL_COLL_FLOAT64
-    };
     cxl_coll_args_t a;
     size_t es, sb, rb;
     uint8_t *s, *r;
 
-    a.type  = (cxl_coll_type_t)(op[0] % CXL_COLL_TYPE_LAST);
-    a.count = op[1] | ((size_t)(op[2] & 0x7f) << 8);  /* up to 32767 */
-    a.root  = op[2] >> 7;
-    a.dtype = dtypes[op[3] & 3];
-    a.op    = (cxl_coll_op_t)((op[3] >> 2) % 3);      /* sum, prod, min */
-    es      = cxl_coll_dtype_size(a.dtype);
+    fuzz_coll_args(op, &a);
+    es = cxl_coll_dtype_size(a.dtype);
     /* exactly what rank 0's role reads and writes (malloc(0) too: ASan
      * reports any byte touched outside) */
     fuzz_coll_sizes(&a, a.count * es, &sb, &rb);
@@ -249,7 +268,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                        &team) == CXL_COLL_OK,
                     cxl_coll_last_error());
 
-    fuzz_coll_write_peer(team, ctl, data + FUZZ_COLL_HDR_BYTES,
+    fuzz_coll_write_peer(team, ctl, data + 1, nops, data + FUZZ_COLL_HDR_BYTES,
                          size - FUZZ_COLL_HDR_BYTES);
     before = malloc(FUZZ_COLL_REGION);
     fuzz_coll_check(before != NULL, "snapshot");

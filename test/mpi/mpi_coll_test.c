@@ -1113,6 +1113,51 @@ static void test_localerr(void)
 }
 
 /*
+ * mismatch (only when named in MPI_COLL_ONLY; np >= 2): on a duplicate of
+ * MPI_COMM_WORLD with MPI_ERRORS_RETURN, an erroneous program whose ranks
+ * call differently: rank 1 receives a bcast of 2 ints where the root sends
+ * 1.  Every rank but the root (which may have sent and left) must get an
+ * error, and every later call on the communicator fails on every rank, in
+ * bounded time (the program's watchdog): coll/cxl returned success with an
+ * int the root never sent, and then an allreduce in which one rank sums
+ * and the others take the max, with each rank's own answer.
+ */
+static void test_mismatch(void)
+{
+    int v[2] = {-1, -1}, rc, sum = 0, i, later_ok = 0;
+    MPI_Comm c;
+
+    snprintf(g_check, sizeof(g_check), "mismatch: MPI_Comm_dup");
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    mpi_ok(rc);
+    if (rc != MPI_SUCCESS) {
+        return;
+    }
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    snprintf(g_check, sizeof(g_check), "mismatch: bcast, rank 1 expects "
+             "2 ints of the root's 1");
+    if (g_rank == 0) {
+        v[0] = 1234;
+    }
+    rc = MPI_Bcast(v, (g_rank == 1) ? 2 : 1, MPI_INT, 0, c);
+    ++g_checks;
+    if ((g_rank == 1) && (rc == MPI_SUCCESS)) {
+        fail("rank 1's bcast of 2 ints where the root sent 1 succeeded "
+             "(%d %d)", v[0], v[1]);
+    }
+    for (i = 0; i < 3; ++i) {
+        snprintf(g_check, sizeof(g_check), "mismatch: allreduce %d after", i);
+        v[0] = g_rank + 1;
+        rc   = MPI_Allreduce(v, &sum, 1, MPI_INT,
+                             (g_rank == 0) ? MPI_SUM : MPI_MAX, c);
+        later_ok += (rc == MPI_SUCCESS);
+    }
+    snprintf(g_check, sizeof(g_check), "mismatch: calls after the error");
+    check(later_ok == 0, "every call after the mismatched bcast fails");
+    MPI_Comm_free(&c);
+}
+
+/*
  * winbuf (only when named in MPI_COLL_ONLY): MPI_Win_allocate memory (osc
  * ucx allocates it with ucp_mem_map: in the pool with
  * UCX_ALLOC_PRIO=md:cxl,...) as the root's MPI_Bcast buffer; the script
@@ -1493,6 +1538,10 @@ int main(int argc, char **argv)
     if ((getenv("MPI_COLL_ONLY") != NULL) && section("localerr") &&
         (g_size > 1)) {
         test_localerr();
+    }
+    if ((getenv("MPI_COLL_ONLY") != NULL) && section("mismatch") &&
+        (g_size >= 2)) {
+        test_mismatch();
     }
     if ((getenv("MPI_COLL_ONLY") != NULL) && section("winbuf")) {
         test_winbuf();

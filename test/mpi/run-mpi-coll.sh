@@ -32,6 +32,10 @@
 #                receive size (only it sees the error): every later call
 #                on that communicator fails on every rank (they returned
 #                success with wrong values, then hung)
+#   mismatch     np 2: rank 1 receives a bcast of 2 ints where the root
+#                sends 1 (erroneous): it fails, and every later call on
+#                that communicator on every rank (it returned success
+#                with an int never sent)
 #   declined     np 2 with the ranks' teams on two different pools
 #                (CXL_COLL_POOL): every rank declines (verbose:
 #                "team creation failed"), every call runs in the previous
@@ -232,6 +236,17 @@ if passed; then
     ok "np $np local error: ${RES#mpi-coll: }; the root's gather failed alone, every later call on the communicator failed on every rank (${SECS} s)"
 else
     fail "np $np local error" "rc $RC, '${RES:-no result line}'" "$out"
+fi
+
+# --- ranks whose calls differ: an error, not a hang or another's data ---
+out=$SCR/mismatch.$np.out
+job "$out" -np "$np" "${ENVS[@]}" -x MPI_COLL_EXPECT=cxl \
+    -x MPI_COLL_ONLY=mismatch -x MPI_COLL_TIMEOUT=60 "$BIN"
+mm=$(grep -c "the ranks' calls differ" "$out")
+if passed && [ "$mm" -ge 1 ]; then
+    ok "np $np mismatch: ${RES#mpi-coll: }; rank 1's bcast of 2 ints of the root's 1 failed, every later call on the communicator failed on every rank, $mm lines name it (${SECS} s)"
+else
+    fail "np $np mismatch" "rc $RC, '${RES:-no result line}', $mm lines name the mismatch" "$out"
 fi
 
 # --- the ranks' teams on two pools: declined, previous module -------------

@@ -45,6 +45,20 @@ void cxl_coll_log(const cxl_coll_team_t *team, const char *fmt, ...)
 /* "64 KiB", "1 MiB", "12 B" */
 const char *cxl_coll_bytes_str(uint64_t bytes, char *buf, size_t len);
 
+/*
+ * One call as every rank must make it alike (coll_call.c): its steps,
+ * what it is, the bytes of a rank's block, and a hash of what and bytes
+ * that its publications carry.
+ */
+typedef struct {
+    uint64_t callno;  /* the rank's count of calls, this one included */
+    uint64_t first;   /* first step */
+    uint64_t nsteps;  /* 0: the call makes no step */
+    uint64_t what;    /* collective, and root, op, dtype where they matter */
+    uint64_t bytes;
+    uint64_t hash;
+} cxl_coll_call_t;
+
 /* ---- team ---- */
 typedef struct {
     uint8_t  *part;       /* the peer's partition in this mapping */
@@ -58,7 +72,8 @@ typedef struct {
 } cxl_coll_peer_t;
 
 /* What each rank tells the others at creation (coll_team.c). */
-#define CXL_COLL_OOB_VERSION 2 /* 2: flagged lines (partition layout) */
+#define CXL_COLL_OOB_VERSION 3 /* partition layout: 2 flagged lines,
+                                  3 call records */
 typedef struct {
     uint64_t magic;
     uint32_t version;
@@ -122,6 +137,12 @@ struct cxl_coll_team {
     struct cxl_coll_pub *pubs;       /* scratch: one per rank */
 
     uint64_t            next_step;   /* first step of the next posted request */
+    const cxl_coll_call_t *call;     /* the call being progressed (its
+                                        publications carry its hash), or
+                                        cxl_coll_call_none */
+    uint64_t            callno;      /* calls recorded (coll_call.c) */
+    uint64_t            rec_flushed; /* sw: records up to this callno
+                                        written back */
     uint64_t            done_all;    /* every peer's done line is >= this */
     cxl_coll_status_t   failed;      /* a collective failed: team unusable */
 
@@ -212,6 +233,7 @@ struct cxl_coll_req {
 
     uint64_t            step0;       /* first step */
     uint64_t            nsteps;
+    cxl_coll_call_t     call;        /* as recorded at the post */
     uint64_t            k;           /* current step, 0..nsteps */
     int                 phase;
     uint64_t            cursor;      /* bytes done by this rank in the step */
@@ -382,17 +404,76 @@ void     cxl_coll_fetch(cxl_coll_team_t *team, const cxl_coll_pub_t *pub,
 int      cxl_coll_in_pool(const cxl_coll_team_t *team, const void *p,
                           size_t len);
 
+/* ---- calls that differ across ranks (coll_call.c) ---- */
+/* collectives by role, as bit masks of their type */
+#define CXL_COLL_TYPE_BIT(_t) (1u << (_t))
+#define CXL_COLL_ROOTED       (CXL_COLL_TYPE_BIT(CXL_COLL_BCAST) | \
+                               CXL_COLL_TYPE_BIT(CXL_COLL_REDUCE) | \
+                               CXL_COLL_TYPE_BIT(CXL_COLL_GATHER) | \
+                               CXL_COLL_TYPE_BIT(CXL_COLL_SCATTER))
+#define CXL_COLL_REDUCING     (CXL_COLL_TYPE_BIT(CXL_COLL_REDUCE) | \
+                               CXL_COLL_TYPE_BIT(CXL_COLL_ALLREDUCE) | \
+                               CXL_COLL_TYPE_BIT(CXL_COLL_REDUCE_SCATTER))
+
+/*
+ * The call of args (es: element size) taking steps [first, first+nsteps),
+ * not numbered.  Data movements compare bytes only (a bcast of 8 x uint8
+ * against 1 x uint64 moves the same bytes, and codes do it); reductions
+ * also the datatype and the operation.  Inline: on the path of every call.
+ */
+static inline void cxl_coll_call_make(const cxl_coll_args_t *args, size_t es,
+                                      uint64_t first, uint64_t nsteps,
+                                      cxl_coll_call_t *call)
+{
+    unsigned bit  = CXL_COLL_TYPE_BIT(args->type);
+    uint64_t what = (uint64_t)args->type, h;
+
+    if (bit & CXL_COLL_REDUCING) {
+        what |= ((uint64_t)args->dtype << 8) | ((uint64_t)args->op << 16);
+    }
+    if (bit & CXL_COLL_ROOTED) {
+        what |= (uint64_t)(uint32_t)args->root << 32;
+    }
+    call->first  = first;
+    call->nsteps = nsteps;
+    call->what   = what;
+    call->bytes  = (args->type == CXL_COLL_BARRIER) ? 0 : args->count * es;
+    /* any bit of what or bytes reaches the low 23 bits flagged lines use */
+    h          = ((what * 0x9e3779b97f4a7c15ull) ^ call->bytes) *
+                 0xbf58476d1ce4e5b9ull;
+    call->hash = h ^ (h >> 32);
+}
+
+/* cxl_coll_call_make(), numbered, and said in the own record ring: this
+ * rank makes it (before its steps). */
+void cxl_coll_call_start(cxl_coll_team_t *team, const cxl_coll_args_t *args,
+                         size_t es, uint64_t first, uint64_t nsteps,
+                         cxl_coll_call_t *call);
+/* The call of a team with no call made yet (team->call is never NULL). */
+extern const cxl_coll_call_t cxl_coll_call_none;
+/* sw: write back the records not yet written back (a waiting rank). */
+void cxl_coll_call_flush(cxl_coll_team_t *team);
+/*
+ * A waiting rank's look at peer's record of the call numbered like call:
+ * CXL_COLL_ERR_MISMATCH where it is another (a hang otherwise: each waits
+ * for what the other's call never publishes), else OK.
+ */
+cxl_coll_status_t cxl_coll_call_check(cxl_coll_team_t *team,
+                                      const cxl_coll_call_t *call, int peer);
+/* peer published a step of team->call for another call. */
+cxl_coll_status_t cxl_coll_call_differs(cxl_coll_team_t *team, int peer);
+
 /* ---- waiting (coll_wait.c) ---- */
 /*
- * After a poll of a call of type found nothing: peer liveness and the
- * timeout.  *polls and *post_ns are the call's (0 at its post).
+ * After a poll of call found nothing: peer liveness, calls that differ,
+ * and the timeout.  *polls and *post_ns are the call's (0 at its post).
  */
 cxl_coll_status_t cxl_coll_wait_check_at(cxl_coll_team_t *team,
-                                         cxl_coll_type_t type,
+                                         const cxl_coll_call_t *call,
                                          uint64_t *post_ns, unsigned *polls);
 static inline cxl_coll_status_t cxl_coll_wait_check(cxl_coll_req_t *req)
 {
-    return cxl_coll_wait_check_at(req->team, req->args.type, &req->post_ns,
+    return cxl_coll_wait_check_at(req->team, &req->call, &req->post_ns,
                                   &req->polls);
 }
 

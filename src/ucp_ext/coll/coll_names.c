@@ -20,6 +20,7 @@ static const char *const cxl_coll_status_names[] = {
     [CXL_COLL_ERR_OOB]           = "out-of-band exchange failed",
     [CXL_COLL_ERR_POOL]          = "pool error",
     [CXL_COLL_ERR_BUSY]          = "too many outstanding collectives",
+    [CXL_COLL_ERR_MISMATCH]      = "the ranks' calls differ",
 };
 
 static const struct {

@@ -7,6 +7,8 @@
  *   128               done line: the last step this rank fully consumed
  *   256               abort line: nonzero once this rank gave up
  *   384 + 128*k       signal line k (k < CXL_COLL_NSIG)
+ *   2048 + 128*j      call record j (j < CXL_COLL_NREC): what the owner
+ *                     called, read by a peer that waits too long for it
  *   4096 + 512*k      flagged lines of signal line k (k < CXL_COLL_NSIG):
  *                     publications of up to CXL_COLL_LL_MAX bytes, 56 B a
  *                     line, each line carrying its step
@@ -47,6 +49,8 @@
 #define CXL_COLL_OFF_DONE      128
 #define CXL_COLL_OFF_ABORT     256
 #define CXL_COLL_OFF_SIG       384
+#define CXL_COLL_OFF_REC       2048
+#define CXL_COLL_NREC          16
 #define CXL_COLL_OFF_LL        4096
 /* Flagged lines: word 0 the step, words 1-7 payload (56 B) */
 #define CXL_COLL_LL_PAYLOAD    56
@@ -66,6 +70,9 @@
 /* ready = tag of the step in the top bits | bytes in the low bits */
 #define CXL_COLL_READY_BITS    40
 #define CXL_COLL_READY_MASK    ((1ull << CXL_COLL_READY_BITS) - 1)
+/* a flagged line's word 0: the tagged step, bits 40-62 xor'ed with the
+ * call's hash (cxl_coll_ll_flag) */
+#define CXL_COLL_LL_CALL_MASK  (((1ull << 23) - 1) << CXL_COLL_READY_BITS)
 
 typedef struct {
     uint64_t magic;
@@ -99,10 +106,28 @@ typedef struct {
             uint64_t stride;      /* bytes between blocks of the data */
         } ext;
     } u;
-    uint64_t pad;
+    uint64_t call;                /* hash of the call (cxl_coll_call_t) */
 } cxl_coll_sig_t;
 
 _Static_assert(sizeof(cxl_coll_sig_t) == CXL_CACHE_LINE, "signal is one line");
+
+/*
+ * Call record: what the owner called, one line per call in a ring of
+ * CXL_COLL_NREC.  callno (monotonic from 1) is stored 0 first and last
+ * with its number, so a reader that loads the same nonzero callno before
+ * and after the other words read one record whole (hw: stores visible in
+ * order; sw: the line reaches memory whole).
+ */
+typedef struct {
+    uint64_t callno;
+    uint64_t first;               /* first step */
+    uint64_t nsteps;              /* 0: a call that makes no step */
+    uint64_t what;                /* cxl_coll_call_what() */
+    uint64_t bytes;               /* of a rank's block */
+    uint64_t pad[3];
+} cxl_coll_rec_t;
+
+_Static_assert(sizeof(cxl_coll_rec_t) == CXL_CACHE_LINE, "record is one line");
 _Static_assert(sizeof(cxl_coll_word_line_t) == CXL_CACHE_LINE, "one line");
 
 /*
@@ -124,7 +149,9 @@ _Static_assert(CXL_COLL_LL_LINES * CXL_CACHE_LINE <= CXL_COLL_LL_STRIDE,
 _Static_assert(CXL_COLL_LL_MAX < CXL_COLL_SMALL_MAX, "flagged lines first");
 _Static_assert(CXL_COLL_OFF_DATA % 4096 == 0, "slots page aligned");
 _Static_assert(CXL_COLL_OFF_SIG + CXL_COLL_NSIG * CXL_COLL_LINE_STRIDE <=
-               CXL_COLL_OFF_DATA, "control area fits");
+               CXL_COLL_OFF_REC, "signal lines fit");
+_Static_assert(CXL_COLL_OFF_REC + CXL_COLL_NREC * CXL_COLL_LINE_STRIDE <=
+               CXL_COLL_OFF_LL, "call records fit");
 _Static_assert(CXL_COLL_NSIG % CXL_COLL_NSLOTS == 0, "a line keeps its slot");
 
 /*
@@ -145,6 +172,24 @@ static inline int64_t cxl_coll_ready_bytes(uint64_t ready, uint64_t step)
         return -1;
     }
     return (int64_t)(ready & CXL_COLL_READY_MASK);
+}
+
+/* Word 0 of a flagged line of a step whose tag is tstep, of a call. */
+static inline uint64_t cxl_coll_ll_flag(uint64_t tstep, uint64_t call)
+{
+    return tstep ^ ((call << CXL_COLL_READY_BITS) & CXL_COLL_LL_CALL_MASK);
+}
+
+/* Whether flag belongs to the step tagged tstep (of whatever call). */
+static inline int cxl_coll_ll_same_step(uint64_t flag, uint64_t tstep)
+{
+    return ((flag ^ tstep) & ~CXL_COLL_LL_CALL_MASK) == 0;
+}
+
+static inline cxl_coll_rec_t *cxl_coll_rec(uint8_t *part, uint64_t callno)
+{
+    return (cxl_coll_rec_t*)(part + CXL_COLL_OFF_REC +
+                             (callno % CXL_COLL_NREC) * CXL_COLL_LINE_STRIDE);
 }
 
 static inline cxl_coll_hdr_t *cxl_coll_hdr(uint8_t *part)

@@ -282,6 +282,7 @@ static cxl_coll_status_t cxl_coll_post_checked(cxl_coll_team_t *team,
         cxl_coll_req_release(req);
         return status;
     }
+    cxl_coll_call_start(team, args, es, req->step0, req->nsteps, &req->call);
     team->next_step += req->nsteps;
     i = team->q_head + team->q_count; /* < 2 cap: no division in the call */
     team->queue[(i >= cap) ? i - cap : i] = req;
@@ -370,6 +371,7 @@ cxl_coll_status_t cxl_coll_test(cxl_coll_req_t *req)
             status = CXL_COLL_INPROGRESS;
         } else {
             team->watch = NULL; /* set again by a pass that stops */
+            team->call  = &head->call;
             status      = head->progress(head);
             if (status != CXL_COLL_INPROGRESS) {
                 team->watch = NULL; /* blocks of a pass that went on */
@@ -455,7 +457,9 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
     }
     if ((team->q_count == 0) && cxl_coll_short_fits(team, args, es)) {
         /* nothing queued that must complete first */
-        return cxl_coll_short_run(team, args, es);
+        status     = cxl_coll_short_run(team, args, es);
+        team->call = &cxl_coll_call_none; /* the short call's is gone */
+        return status;
     }
     status = cxl_coll_post_checked(team, args, es, 1, &req);
     if (status != CXL_COLL_OK) {

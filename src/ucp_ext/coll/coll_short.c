@@ -24,17 +24,15 @@
 
 /* The waiting state of one call (a request keeps the same in itself). */
 typedef struct {
-    cxl_coll_type_t type;
+    cxl_coll_call_t call;
     uint64_t        post_ns;
     unsigned        polls;
     cxl_coll_idle_t idle;
 } cxl_coll_short_wait_t;
 
 static void cxl_coll_short_wait_init(const cxl_coll_team_t *team,
-                                     cxl_coll_short_wait_t *w,
-                                     cxl_coll_type_t type)
+                                     cxl_coll_short_wait_t *w)
 {
-    w->type    = type;
     w->post_ns = 0;
     w->polls   = 0;
     cxl_coll_idle_init(team, &w->idle);
@@ -49,7 +47,7 @@ static cxl_coll_status_t cxl_coll_short_idle(cxl_coll_team_t *team,
 {
     cxl_coll_status_t status;
 
-    status = cxl_coll_wait_check_at(team, w->type, &w->post_ns, &w->polls);
+    status = cxl_coll_wait_check_at(team, &w->call, &w->post_ns, &w->polls);
     if (status != CXL_COLL_INPROGRESS) {
         cxl_coll_abort(team, status);
         return status;
@@ -360,7 +358,10 @@ cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
                                   (unsigned)team->size : 1, len);
         cxl_coll_short_log(team, a, l.kind);
     }
-    cxl_coll_short_wait_init(team, &wt, a->type);
+    cxl_coll_short_wait_init(team, &wt);
+    /* the call is the request path's of the same arguments: one step */
+    cxl_coll_call_start(team, a, es, step, 1, &wt.call);
+    team->call = &wt.call;
     switch (a->type) {
     case CXL_COLL_BARRIER:
         cxl_coll_short_layout(&l, 1, 0);

@@ -133,6 +133,7 @@ void cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
             team->data_step[cxl_coll_slot_of(step)] = step;
         }
     }
+    sig->call = team->call->hash;
     /* data written back before the signal (sw); stores in order (hw) */
     cxl_coh_fence(team->coh);
     cxl_coll_store(&sig->ready,
@@ -163,8 +164,9 @@ void cxl_coll_publish_ll(cxl_coll_team_t *team, uint64_t step, uint64_t len,
     cxl_coll_mypub_t *mypub   = &team->mypub[cxl_coll_sig_of(step)];
     /* test knob, sw only: the flags reach memory, the payload does not */
     int payload = !team->cfg.skip_wb || (team->coh == CXL_COH_HW);
+    uint64_t x, flag = cxl_coll_ll_flag(cxl_coll_tag(team, step),
+                                        team->call->hash);
     cxl_coll_ll_line_t *line;
-    uint64_t x;
     unsigned i;
 
     mypub->base   = stage;
@@ -179,7 +181,7 @@ void cxl_coll_publish_ll(cxl_coll_team_t *team, uint64_t step, uint64_t len,
             memcpy(line->w, stage + x, len - x);
         }
         /* after the payload (release; hw: stores in order) */
-        cxl_coll_store(&line->flag, cxl_coll_tag(team, step));
+        cxl_coll_store(&line->flag, flag);
     }
     /* sw: each line goes to memory whole, so the flags need no fence of
      * their own before them */
@@ -229,7 +231,8 @@ static cxl_coll_status_t cxl_coll_peek_ll(cxl_coll_team_t *team, int peer,
     unsigned i, nlines = (unsigned)((len + CXL_COLL_LL_PAYLOAD - 1) /
                                     CXL_COLL_LL_PAYLOAD);
     cxl_coll_ll_line_t *line;
-    uint64_t x, missing = 0, tag = cxl_coll_tag(team, step);
+    uint64_t x, missing = 0, tstep = cxl_coll_tag(team, step);
+    uint64_t flag = cxl_coll_ll_flag(tstep, team->call->hash);
 
     if (p->ll_step != step) {
         /*
@@ -242,15 +245,21 @@ static cxl_coll_status_t cxl_coll_peek_ll(cxl_coll_team_t *team, int peer,
         for (i = 0; i < nlines; ++i) {
             line = cxl_coll_ll_line(p->part, step, i);
             cxl_coh_invalidate(team->coh, line, CXL_CACHE_LINE);
-            missing |= cxl_coll_load(&line->flag) ^ tag;
+            missing |= cxl_coll_load(&line->flag) ^ flag;
         }
         if (missing != 0) {
+            /* line 0 is in every publication of the step: of this step,
+             * but not of this call? */
+            x = cxl_coll_load(&cxl_coll_ll_line(p->part, step, 0)->flag);
+            if ((x != flag) && cxl_coll_ll_same_step(x, tstep)) {
+                return cxl_coll_call_differs(team, peer);
+            }
             /* watch the last line still missing: written last (a second
              * look, on this path only) */
             for (i = nlines; i-- > 0;) {
                 line = cxl_coll_ll_line(p->part, step, i);
                 x    = cxl_coll_load(&line->flag);
-                if (x != tag) {
+                if (x != flag) {
                     cxl_coll_block(team, peer, &line->flag, x);
                     break;
                 }
@@ -313,6 +322,9 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
     if (ready < 0) {
         cxl_coll_block(team, peer, &sig->ready, raw);
         return CXL_COLL_INPROGRESS;
+    }
+    if (sig->call != team->call->hash) {
+        return cxl_coll_call_differs(team, peer);
     }
     cxl_coll_seen(team, peer, step);
     pub->ready_word = NULL;

@@ -333,6 +333,7 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
     }
     team->rank    = params->rank;
     team->size    = params->size;
+    team->call    = &cxl_coll_call_none;
     team->oob     = params->oob_allgather;
     team->oob_arg = params->oob_arg;
 
@@ -460,6 +461,9 @@ void cxl_coll_team_destroy(cxl_coll_team_t *team)
         team->part      = NULL;
         team->keep_pool = 1;
     } else if (team->failed == CXL_COLL_OK) {
+        /* sw: a peer stuck in a call this rank did not make learns it
+         * from the records (cxl_coll_call_check) */
+        cxl_coll_call_flush(team);
         all = calloc(team->size, sizeof(*all));
         if ((all == NULL) ||
             (team->oob(team->oob_arg, &x, all, sizeof(x)) != 0)) {

@@ -46,8 +46,10 @@ void cxl_coll_abort(cxl_coll_team_t *team, cxl_coll_status_t status)
     cxl_coh_publish(team->coh, line, sizeof(*line));
 }
 
-static cxl_coll_status_t cxl_coll_check_peer(cxl_coll_team_t *team, int p)
+static cxl_coll_status_t cxl_coll_check_peer(cxl_coll_team_t *team, int p,
+                                             const cxl_coll_call_t *call)
 {
+    cxl_coll_status_t status;
     cxl_coll_word_line_t *line;
     uint64_t v;
 
@@ -71,9 +73,24 @@ static cxl_coll_status_t cxl_coll_check_peer(cxl_coll_team_t *team, int p)
                               "extent %u) was freed", p, team->size,
                               (unsigned)team->peers[p].ext_index);
     }
+    /* its partition is still its own: its records say whether it made
+     * another call, which is why it (or this rank) gives up, if it did */
+    if (call != NULL) {
+        status = cxl_coll_call_check(team, call, p);
+        if (status != CXL_COLL_OK) {
+            return status;
+        }
+    }
     line = cxl_coll_abort_line(team->peers[p].part);
     cxl_coh_invalidate(team->coh, line, sizeof(*line));
     v = cxl_coll_load(&line->value);
+    if (v == 1 + (uint64_t)CXL_COLL_ERR_MISMATCH) {
+        /* the call that differs may be this rank's: its peer saw it first
+         * (its sw record may not be written back) */
+        return cxl_coll_error(CXL_COLL_ERR_MISMATCH, "rank %d of %d found "
+                              "that the ranks' calls differ and gave up the "
+                              "team", p, team->size);
+    }
     if (v != 0) {
         return cxl_coll_error(CXL_COLL_ERR_PEER_DEAD, "rank %d of %d gave up "
                               "the team (%s)", p, team->size,
@@ -83,26 +100,30 @@ static cxl_coll_status_t cxl_coll_check_peer(cxl_coll_team_t *team, int p)
 }
 
 /*
- * The peer waited for, only: another peer that died after it published
+ * The peer waited for, only (its liveness, then whether it made the same
+ * call, call): another peer that died after it published
  * what this collective needs from it does not fail the collective (a rank
  * that finished and died is not missed), and one that died before would be
  * waited for itself sooner or later; a peer that is alive but waits for a
  * dead one gives up the team and says so in its abort line, which is
  * checked here.  Without a peer waited for: every other.
  */
-static cxl_coll_status_t cxl_coll_check_peers(cxl_coll_team_t *team)
+static cxl_coll_status_t cxl_coll_check_peers(cxl_coll_team_t *team,
+                                              const cxl_coll_call_t *call)
 {
     cxl_coll_status_t status;
     int first = (int)team->blocked_peer, p;
 
+    /* sw: what this rank calls, for a peer that waits for it in vain */
+    cxl_coll_call_flush(team);
     if ((first < team->size) && (first != team->rank)) {
-        return cxl_coll_check_peer(team, first);
+        return cxl_coll_check_peer(team, first, call);
     }
     for (p = 0; p < team->size; ++p) {
         if (p == team->rank) {
             continue;
         }
-        status = cxl_coll_check_peer(team, p);
+        status = cxl_coll_check_peer(team, p, call);
         if (status != CXL_COLL_OK) {
             return status;
         }
@@ -111,9 +132,10 @@ static cxl_coll_status_t cxl_coll_check_peers(cxl_coll_team_t *team)
 }
 
 cxl_coll_status_t cxl_coll_wait_check_at(cxl_coll_team_t *team,
-                                         cxl_coll_type_t type,
+                                         const cxl_coll_call_t *call,
                                          uint64_t *post_ns, unsigned *polls)
 {
+    cxl_coll_type_t type = (cxl_coll_type_t)(call->what & 0xff);
     cxl_coll_status_t status;
     uint64_t now;
 
@@ -137,7 +159,7 @@ cxl_coll_status_t cxl_coll_wait_check_at(cxl_coll_team_t *team,
         return CXL_COLL_INPROGRESS;
     }
     team->last_check_ns = now;
-    status = cxl_coll_check_peers(team);
+    status = cxl_coll_check_peers(team, call);
     return (status == CXL_COLL_OK) ? CXL_COLL_INPROGRESS : status;
 }
 
@@ -166,7 +188,8 @@ int cxl_coll_drain(cxl_coll_team_t *team)
             line = cxl_coll_done_line(team->peers[p].part);
             cxl_coh_invalidate(team->coh, line, sizeof(*line));
             if ((cxl_coll_load(&line->value) >= last) ||
-                (check && (cxl_coll_check_peer(team, p) != CXL_COLL_OK))) {
+                (check && (cxl_coll_check_peer(team, p, NULL) !=
+                           CXL_COLL_OK))) {
                 gone[p] = 1; /* done with it, or dead, gave up, left */
                 continue;
             }
