@@ -15,6 +15,8 @@
 #   4. rank 0 never starts: rank 1 fails the bootstrap within the timeout;
 #      4b. rank 0's address drops SYNs (a listener with a full backlog):
 #      rank 1 fails within 10 s of a 2 s timeout
+#      4c. a client connects to rank 0 before rank 1 and sends nothing:
+#      rank 0 drops it after a second and the job runs (--timeout 5)
 #   5. rank 1 says the job has 3 ranks, rank 0 says 2: both fail
 #   6. rank 2 of 3 bootstraps and dies (_exit) before team creation: ranks
 #      0 and 1 fail team creation instead of hanging (--timeout 5)
@@ -121,9 +123,11 @@ launch() {
 # job NAME SIZE "RANKS" ARGS...: start the listed ranks of a job of SIZE
 # (rank 0 first, the others once it printed its port; without rank 0 they
 # get RDV), wait for all, show and count each.  RENV[r]: an extra
-# VAR=VALUE for rank r; RARGS[r]: extra arguments.
+# VAR=VALUE for rank r; RARGS[r]: extra arguments; AFTER_ROOT: a command
+# run with rank 0's port before the others start.
 declare -A RENV RARGS
 RDV=
+AFTER_ROOT=
 QUIET=0          # 1: show rank 0's output, the others' only on failure
 EXPECT_WRONG=0   # 1: the ranks must report wrong results (expect_wrong)
 job() {
@@ -145,6 +149,7 @@ job() {
                 done
                 [ -z "$port" ] && fail "$name" "rank 0 did not print its port"
                 rdv=127.0.0.1:${port:-1}
+                [ -n "$AFTER_ROOT" ] && $AFTER_ROOT "${port:-1}"
             fi
         else
             launch "$out" ${RENV[$r]:-} -- --rank "$r" --size "$size" \
@@ -170,6 +175,7 @@ job() {
     RENV=()
     RARGS=()
     RDV=
+    AFTER_ROOT=
     EXPECT_WRONG=0
 }
 
@@ -264,6 +270,37 @@ if POOL=$(make_pool syn) && command -v /usr/bin/python3 >/dev/null; then
     kill "$SYN_PID" 2>/dev/null
     wait "$SYN_PID" 2>/dev/null
     pool_clean "syn-drop" "$POOL"
+    destroy_pool "$POOL"
+fi
+
+# ---- 4c. a silent client at rank 0's port, ahead of rank 1 ----
+# rank 0 read its hello until the bootstrap's deadline, then blamed rank 1
+SILENT_PY='import socket, sys, time
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+print("connected", flush=True)
+time.sleep(60)'
+silent_client() {
+    /usr/bin/python3 -c "$SILENT_PY" "$1" >"$SCR/silent.out" 2>&1 &
+    SILENT_PID=$!
+    for _ in $(seq 1 100); do
+        grep -q connected "$SCR/silent.out" 2>/dev/null && break
+        sleep 0.05
+    done
+}
+if POOL=$(make_pool sc) && command -v /usr/bin/python3 >/dev/null; then
+    AFTER_ROOT=silent_client
+    t0=$(date +%s)
+    job silent-client 2 "0 1" --timeout 5
+    t1=$(date +%s)
+    # the job's ranks passed (counted above) only if rank 0 dropped it
+    if grep -q connected "$SCR/silent.out"; then
+        ok "silent-client: the client was connected ahead of rank 1; the job took $((t1 - t0)) s (timeout 5 s)"
+    else
+        fail "silent-client" "the client did not connect: $(head -n1 "$SCR/silent.out" 2>/dev/null)"
+    fi
+    kill "$SILENT_PID" 2>/dev/null
+    wait "$SILENT_PID" 2>/dev/null
+    pool_clean "silent-client" "$POOL"
     destroy_pool "$POOL"
 fi
 

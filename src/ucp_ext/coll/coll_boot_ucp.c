@@ -28,6 +28,10 @@
 #define CXL_COLL_UCP_BOOT_MAGIC   0x43584231u   /* "CXB1" */
 #define CXL_COLL_UCP_ADDR_MAX     (1u << 20)    /* a worker address, bytes */
 #define CXL_COLL_UCP_RETRY_US     50000         /* connect retry */
+/* A rank sends its hello right after connect: a connection that has not
+ * sent it by then is not one (a port scan, a stuck client), and rank 0
+ * must not wait for it while the ranks queue behind it. */
+#define CXL_COLL_UCP_HELLO_S      1.0
 
 /* Network byte order on the wire; a hello is followed by the address. */
 typedef struct {
@@ -304,15 +308,19 @@ static void cxl_coll_ucp_reject(int fd, cxl_coll_status_t status,
  */
 static int cxl_coll_ucp_hello(cxl_coll_ucp_boot_t *b, int fd, int *conns)
 {
+    double until = cxl_coll_ucp_now() + CXL_COLL_UCP_HELLO_S;
     cxl_coll_ucp_hello_t h;
     char why[256];
     int rc, rank;
 
-    rc = cxl_coll_ucp_recv_all(fd, &h, sizeof(h), b->deadline);
+    until = (until < b->deadline) ? until : b->deadline;
+    rc    = cxl_coll_ucp_recv_all(fd, &h, sizeof(h), until);
     if ((rc == -1) || ((rc == 0) && (ntohl(h.magic) != CXL_COLL_UCP_BOOT_MAGIC))) {
         return 0; /* closed at once, or a stranger */
     } else if (rc == -2) {
-        return -CXL_COLL_ERR_TIMEOUT;
+        /* silent for CXL_COLL_UCP_HELLO_S: dropped, unless the
+         * bootstrap's own time is up */
+        return (until < b->deadline) ? 0 : -CXL_COLL_ERR_TIMEOUT;
     }
     rank       = (int32_t)ntohl((uint32_t)h.rank);
     h.size     = (int32_t)ntohl((uint32_t)h.size);
@@ -347,11 +355,12 @@ static int cxl_coll_ucp_hello(cxl_coll_ucp_boot_t *b, int fd, int *conns)
         return -CXL_COLL_ERR_NO_MEMORY;
     }
     b->lens[rank] = h.addr_len;
-    rc = cxl_coll_ucp_recv_all(fd, b->addrs[rank], h.addr_len, b->deadline);
+    rc = cxl_coll_ucp_recv_all(fd, b->addrs[rank], h.addr_len, until);
     if (rc != 0) {
         free(b->addrs[rank]);
         b->addrs[rank] = NULL;
-        return (rc == -2) ? -CXL_COLL_ERR_TIMEOUT : 0;
+        return ((rc == -2) && (until >= b->deadline)) ?
+               -CXL_COLL_ERR_TIMEOUT : 0;
     }
     conns[rank] = fd;
     return 1;
