@@ -61,9 +61,9 @@ typedef struct {
      * rank 0 listens and the others connect; rank 0 may give PORT 0 and
      * learns the port from the listening callback. */
     const char   *rendezvous;
-    /* Seconds one allgather may take, and the bootstrap's rendezvous
-     * (its closing check allgather gets a timeout of its own: up to twice
-     * this in all); 0: the default (CXL_COLL_UCP_TIMEOUT_DEFAULT). */
+    /* Seconds one allgather may take, and the whole bootstrap (its
+     * rendezvous and closing check allgather together); 0: the default
+     * (CXL_COLL_UCP_TIMEOUT_DEFAULT). */
     double        timeout;
     /* Bits 63..48 of every tag; 0: CXL_COLL_UCP_TAG_PREFIX. */
     unsigned      tag_prefix;

@@ -12,6 +12,9 @@
 #      rank fails with CXL_COLL_ERR_NOT_SAME_POOL
 #   3. rank 2 of 3 never starts: ranks 0 and 1 fail the bootstrap within
 #      the timeout (--timeout 3)
+#      3b. rank 2 of 3 sends its hello and is stopped (SIGSTOP) before
+#      the check allgather, rank 1 comes 2 s later: rank 0 fails within
+#      the timeout (4 s) plus 1.5 s of its start, not rendezvous + timeout
 #   4. rank 0 never starts: rank 1 fails the bootstrap within the timeout;
 #      4b. rank 0's address drops SYNs (a listener with a full backlog):
 #      rank 1 fails within 10 s of a 2 s timeout
@@ -231,6 +234,44 @@ fi
 if POOL=$(make_pool m2); then
     job missing-rank 3 "0 1" --timeout 3 --expect bootstrap-fail
     pool_clean "missing-rank" "$POOL"
+    destroy_pool "$POOL"
+fi
+
+# ---- 3b. rank 2 of 3 stops after its hello ----
+# the check allgather got a timeout of its own: rendezvous + 4 s
+# hello_then_stop PORT: rank 2 connects and sends its hello, is stopped,
+# and rank 1 starts 2 s later
+hello_then_stop() {
+    local hex i
+    launch "$SCR/stopped.2.out" -- --rank 2 --size 3 \
+        --rendezvous "127.0.0.1:$1" --timeout 4 --expect bootstrap-fail
+    STOP_PID=${BG_PIDS[-1]}
+    unset 'BG_PIDS[-1]'
+    hex=$(printf '%04X' "$1")
+    for i in $(seq 1 100); do   # its connection, established (state 01)
+        awk -v p=":$hex" '$3 ~ p"$" && $4 == "01" {f=1} END {exit !f}' \
+            /proc/net/tcp && break
+        sleep 0.05
+    done
+    sleep 0.5                   # the hello follows the connect at once
+    pkill -STOP -P "$STOP_PID"
+    sleep 2
+}
+if POOL=$(make_pool ck); then
+    AFTER_ROOT=hello_then_stop
+    job stopped-rank 3 "0 1" --timeout 4 --expect bootstrap-fail
+    pkill -CONT -P "$STOP_PID"
+    wait "$STOP_PID"
+    count "$SCR/stopped.2.out" $? "stopped-rank rank 2 (stopped)"
+    # rank 0's own clock: it waited ~2.5 s of it for rank 1
+    secs=$(sed -n 's/.*bootstrap fails: .* after \([0-9.]*\) s.*/\1/p' \
+           "$SCR/stopped-rank.0.out" | head -n1)
+    if [ -n "$secs" ] && awk -v s="$secs" 'BEGIN {exit !(s <= 5.5)}'; then
+        ok "stopped-rank: rank 0 gave up after $secs s of its own (timeout 4 s, rank 1 came after about 2.5 s)"
+    else
+        fail "stopped-rank" "rank 0 gave up after ${secs:-?} s against a timeout of 4 s"
+    fi
+    pool_clean "stopped-rank" "$POOL"
     destroy_pool "$POOL"
 fi
 

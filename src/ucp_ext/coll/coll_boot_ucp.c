@@ -770,7 +770,11 @@ cxl_coll_status_t cxl_coll_ucp_bootstrap(const cxl_coll_ucp_params_t *params,
         status = cxl_coll_ucp_make_eps(&b, oob);
     }
     if (status == CXL_COLL_OK) {
-        status = cxl_coll_ucp_check(oob);
+        /* within the bootstrap's timeout, not one more of its own: a rank
+         * stopped after its hello held the others up to twice as long */
+        oob->deadline = b.deadline;
+        status        = cxl_coll_ucp_check(oob);
+        oob->deadline = 0;
     }
 
 out:

@@ -374,7 +374,9 @@ static void cxl_coll_ucp_missing(const cxl_coll_ucp_oob_t *oob,
 static int cxl_coll_ucp_complete(cxl_coll_ucp_oob_t *oob,
                                  cxl_coll_ucp_call_t *call, uint32_t seq)
 {
-    double deadline = cxl_coll_ucp_now() + oob->timeout;
+    double start    = cxl_coll_ucp_now();
+    double deadline = (oob->deadline > 0) ? oob->deadline :
+                      start + oob->timeout;
     ucp_tag_recv_info_t info;
     ucs_status_t st;
     unsigned idle = 0;
@@ -443,7 +445,7 @@ static int cxl_coll_ucp_complete(cxl_coll_ucp_oob_t *oob,
                                       "from rank(s) %s within %.3g s (a rank "
                                       "did not make the call, or it is stuck "
                                       "or dead)", seq, call->len, list,
-                                      oob->timeout);
+                                      deadline - start);
         }
         /* ranks may outnumber cores: let the one awaited run */
         if (ucp_worker_progress(oob->worker) != 0) {

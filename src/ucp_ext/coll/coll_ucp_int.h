@@ -30,6 +30,9 @@ struct cxl_coll_ucp_oob {
     ucp_ep_h            *eps;       /* size entries, NULL at rank */
     cxl_coll_ucp_peer_t *peers;     /* bootstrap only: owned endpoints */
     double               timeout;
+    double               deadline;  /* > 0: every call's, instead of
+                                       its start + timeout (the
+                                       bootstrap's check allgather) */
     uint64_t             prefix;    /* tag_prefix << 48 */
     uint32_t             seq;       /* of the next allgather */
     int                  failed;    /* status of the call that failed */
