@@ -22,12 +22,16 @@
  * Tags: every message of the helper carries the 16-bit prefix tag_prefix
  * in bits 63..48 of its tag (default CXL_COLL_UCP_TAG_PREFIX); the program
  * must not send or receive tags with that prefix on the worker (nor
- * receive with a mask that would match them).  Bits 47..16 hold the
- * sequence number of the allgather, bits 15..0 the sender's rank.  So
- * every live oob object on a worker needs its own prefix (a second one
- * with the same is refused: CXL_COLL_ERR_INVAL), and after a call that
- * failed, a new object on the same endpoints should take another prefix:
- * a peer's late message of the failed call is still queued under it.
+ * receive with a mask that would match them).  Bits 47..32 hold the
+ * object's instance (drawn by rank 0 at each bootstrap; 0 for objects of
+ * cxl_coll_ucp_oob_create), bits 31..16 the sequence number of the
+ * allgather, bits 15..0 the sender's rank.  So every live oob object on a
+ * worker needs its own prefix (a second one with the same is refused:
+ * CXL_COLL_ERR_INVAL).  A peer's late message of a failed call stays
+ * queued in UCP under its tag: a new bootstrap on the same worker and
+ * prefix has another instance and never takes it, but a new object of
+ * cxl_coll_ucp_oob_create() after a failed call should take another
+ * prefix.
  *
  * The worker needs UCP_FEATURE_TAG.  Threads: an oob object and its worker
  * are used by one thread at a time.  Errors: functions return a

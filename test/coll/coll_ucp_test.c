@@ -19,6 +19,11 @@
  *                    (_exit, no endpoint closed, no team)
  *   --stall S        after the bootstrap sleep S seconds (alive, no
  *                    progress, no team), then clean up and leave
+ *   --late HOST:PORT (2 ranks) after the bootstrap, an allgather that rank
+ *                    1 joins only after rank 0 gave up on it (its message
+ *                    comes late), then a second bootstrap at HOST:PORT on
+ *                    the same worker and prefix, whose allgather must get
+ *                    its own blocks, not the late one
  *   --bad-input      first check that bad arguments of the helper's API
  *                    give CXL_COLL_ERR_INVAL and create nothing
  *   --demo           instead of the checks: per collective one line of what
@@ -59,6 +64,7 @@ static struct {
     double         stall;
     int            bad_input;
     int            demo;
+    const char    *late;
     int            passed;
     int            failed;
     ucp_context_h  ctx;
@@ -689,7 +695,8 @@ static void usage(void)
     fprintf(stderr, "usage: coll_ucp_test --rank R --size N --rendezvous "
             "HOST:PORT [--timeout S] [--scratch DIR] [--iters K]\n"
             "       [--expect ok|bootstrap-fail|not-same-pool|team-fail] "
-            "[--leave] [--stall S] [--bad-input] [--demo]\n");
+            "[--leave] [--stall S] [--late HOST:PORT] [--bad-input] "
+            "[--demo]\n");
     exit(2);
 }
 
@@ -722,15 +729,69 @@ static void parse(int argc, char **argv)
             g.stall = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--expect")) {
             g.expect = argv[++i];
+        } else if (!strcmp(argv[i], "--late")) {
+            g.late = argv[++i];
         } else {
             usage();
         }
     }
     if ((g.rank < 0) || (g.size < 1) || (g.rank >= g.size) ||
+        (g.late && (g.size != 2)) ||
         (strcmp(g.expect, "ok") && strcmp(g.expect, "bootstrap-fail") &&
          strcmp(g.expect, "not-same-pool") && strcmp(g.expect, "team-fail"))) {
         usage();
     }
+}
+
+/*
+ * A late message of a failed call, and a new object on the same worker
+ * and prefix (--late): rank 0's allgather on a times out while rank 1 has
+ * not called; rank 1 calls once it did (and completes: rank 0's block was
+ * queued for it), so its block reaches rank 0's worker after rank 0 gave
+ * up.  Both then bootstrap again at rdv2; the allgather of the new object
+ * is its call #1, as the failed one was: it must get rank 1's new block.
+ */
+static void test_late(cxl_coll_ucp_oob_t *a, const char *rdv2)
+{
+    char mine[8] = "", all[2][8];
+    cxl_coll_ucp_params_t p;
+    cxl_coll_ucp_oob_t *b = NULL;
+    int rc, peer = 1 - g.rank;
+
+    if (g.rank == 1) {
+        usleep((useconds_t)((g.timeout + 0.5) * 1e6));
+    }
+    snprintf(mine, sizeof(mine), "A-%d", g.rank);
+    rc = cxl_coll_ucp_allgather(a, mine, all, sizeof(mine));
+    if (g.rank == 0) {
+        check(rc != 0, "late: the allgather on the first object fails "
+              "without rank 1 (%s)", rc ? cxl_coll_ucp_last_error() : "ok");
+    } else {
+        printf("# rank 1: its late allgather on the first object: %s\n",
+               rc ? cxl_coll_ucp_last_error() : "completed");
+    }
+    cxl_coll_ucp_oob_destroy(a);
+
+    cxl_coll_ucp_params_init(&p);
+    p.worker     = g.worker;
+    p.rank       = g.rank;
+    p.size       = g.size;
+    p.rendezvous = rdv2;
+    p.timeout    = g.timeout;
+    rc = cxl_coll_ucp_bootstrap(&p, &b);
+    check(rc == CXL_COLL_OK, "late: a second bootstrap on the same worker "
+          "and prefix: %s", rc ? cxl_coll_ucp_last_error() : "ok");
+    if (rc != CXL_COLL_OK) {
+        return;
+    }
+    snprintf(mine, sizeof(mine), "B-%d", g.rank);
+    memset(all, 0, sizeof(all));
+    rc = cxl_coll_ucp_allgather(b, mine, all, sizeof(mine));
+    check((rc == 0) && (all[peer][0] == 'B') && (all[peer][2] == '0' + peer),
+          "late: the second object's allgather gets rank %d's block of it "
+          "(\"%.7s\", rc %d), not a late one of the first", peer, all[peer],
+          rc);
+    cxl_coll_ucp_oob_destroy(b);
 }
 
 int main(int argc, char **argv)
@@ -769,6 +830,11 @@ int main(int argc, char **argv)
     check(st == CXL_COLL_OK, "bootstrap of %d ranks over UCP: %s", g.size,
           (st == CXL_COLL_OK) ? "ok" : cxl_coll_ucp_last_error());
     if (st != CXL_COLL_OK) {
+        goto out;
+    }
+    if (g.late != NULL) {
+        test_late(oob, g.late);
+        oob = NULL;
         goto out;
     }
     if (g.stall > 0) {

@@ -25,6 +25,10 @@
 #      0 and 1 fail team creation instead of hanging (--timeout 5)
 #   7. rank 2 of 3 bootstraps and stalls (alive, never calls the team
 #      creation): ranks 0 and 1 fail team creation at the timeout (5 s)
+#   7b. a late message: rank 0's allgather times out without rank 1,
+#      whose block comes later; both bootstrap again on the same worker
+#      and prefix (--late), and the new object's allgather must get rank
+#      1's new block (it got the late one, as success)
 #   8. (sw only) CXL_COLL_TEST_SKIP_WB=y on 2 ranks: the checks must
 #      see wrong results (the test can fail)
 # CXL_TEST_COHERENCE=sw: the same in software-coherent mode on the strict
@@ -376,6 +380,16 @@ if POOL=$(make_pool st); then
     RARGS[1]="--expect team-fail"
     job rank-stalls 3 "0 1 2" --timeout 5
     pool_clean "rank-stalls" "$POOL"
+    destroy_pool "$POOL"
+fi
+
+# ---- 7b. a late message of a failed call, then a new object ----
+if POOL=$(make_pool lt) && command -v /usr/bin/python3 >/dev/null; then
+    P2=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    RARGS[0]="--late 127.0.0.1:$P2"
+    RARGS[1]="--late 127.0.0.1:$P2"
+    job late-message 2 "0 1" --timeout 3
+    pool_clean "late-message" "$POOL"
     destroy_pool "$POOL"
 fi
 

@@ -22,10 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define CXL_COLL_UCP_BOOT_MAGIC   0x43584231u   /* "CXB1" */
+#define CXL_COLL_UCP_BOOT_MAGIC   0x43584232u   /* "CXB2": with instance */
 #define CXL_COLL_UCP_ADDR_MAX     (1u << 20)    /* a worker address, bytes */
 #define CXL_COLL_UCP_RETRY_US     50000         /* connect retry */
 /* A rank sends its hello right after connect: a connection that has not
@@ -42,13 +43,14 @@ typedef struct {
     uint32_t addr_len;
 } cxl_coll_ucp_hello_t;
 
-/* The answer of rank 0: status 0 and size (u32 length, address) pairs,
- * or a status and msg_len bytes of reason. */
+/* The answer of rank 0: status 0, the object's instance and size (u32
+ * length, address) pairs, or a status and msg_len bytes of reason. */
 typedef struct {
     uint32_t magic;
     int32_t  status;
     uint32_t size;
     uint32_t msg_len;
+    uint32_t instance;
 } cxl_coll_ucp_reply_t;
 
 typedef struct {
@@ -57,6 +59,7 @@ typedef struct {
     int          size;
     double       deadline;
     uint32_t     prefix;       /* tag prefix, the same on every rank */
+    uint32_t     instance;     /* drawn by rank 0, sent in the answer */
     char         host[256];
     char         port[8];
     void        *my_addr;
@@ -295,8 +298,9 @@ static void cxl_coll_ucp_reject(int fd, cxl_coll_status_t status,
 
     rep.magic   = htonl(CXL_COLL_UCP_BOOT_MAGIC);
     rep.status  = (int32_t)htonl((uint32_t)status);
-    rep.size    = 0;
-    rep.msg_len = htonl((uint32_t)len);
+    rep.size     = 0;
+    rep.msg_len  = htonl((uint32_t)len);
+    rep.instance = 0;
     if (cxl_coll_ucp_send_all(fd, &rep, sizeof(rep), deadline) == 0) {
         cxl_coll_ucp_send_all(fd, why, len, deadline);
     }
@@ -395,8 +399,9 @@ static cxl_coll_status_t cxl_coll_ucp_answer(cxl_coll_ucp_boot_t *b,
 
     rep.magic   = htonl(CXL_COLL_UCP_BOOT_MAGIC);
     rep.status  = 0;
-    rep.size    = htonl((uint32_t)b->size);
-    rep.msg_len = 0;
+    rep.size     = htonl((uint32_t)b->size);
+    rep.msg_len  = 0;
+    rep.instance = htonl(b->instance);
     for (k = 1; (k < b->size) && (rc == 0); ++k) {
         rc = cxl_coll_ucp_send_all(conns[k], &rep, sizeof(rep), b->deadline);
         for (j = 0; (j < b->size) && (rc == 0); ++j) {
@@ -416,6 +421,25 @@ static cxl_coll_status_t cxl_coll_ucp_answer(cxl_coll_ucp_boot_t *b,
                                   "it closed the connection");
     }
     return CXL_COLL_OK;
+}
+
+/*
+ * The object's instance, 1..0xffff: another at every bootstrap, so that a
+ * peer's late message of an earlier object's failed call (on the same
+ * worker, with the same prefix: UCP keeps it queued) is never taken.
+ */
+static uint32_t cxl_coll_ucp_instance(void)
+{
+    static uint32_t count;
+    uint32_t x = 0;
+
+    if (getrandom(&x, sizeof(x), GRND_NONBLOCK) != (ssize_t)sizeof(x)) {
+        x = (uint32_t)getpid() * 2654435761u ^
+            (uint32_t)(cxl_coll_ucp_now() * 1e6);
+    }
+    x = (x + __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED)) &
+        CXL_COLL_UCP_SEQ_MASK;
+    return x ? x : 1;
 }
 
 static cxl_coll_status_t cxl_coll_ucp_root(cxl_coll_ucp_boot_t *b)
@@ -476,7 +500,8 @@ static cxl_coll_status_t cxl_coll_ucp_root(cxl_coll_ucp_boot_t *b)
         snprintf(why, sizeof(why), "%s", cxl_coll_ucp_last_error());
     }
     if (status == CXL_COLL_OK) {
-        status = cxl_coll_ucp_answer(b, conns);
+        b->instance = cxl_coll_ucp_instance();
+        status      = cxl_coll_ucp_answer(b, conns);
     } else {
         for (k = 1; k < b->size; ++k) {
             if (conns[k] >= 0) {
@@ -583,9 +608,12 @@ static cxl_coll_status_t cxl_coll_ucp_member(cxl_coll_ucp_boot_t *b)
     }
     rep.status  = (int32_t)ntohl((uint32_t)rep.status);
     rep.msg_len = ntohl(rep.msg_len);
+    b->instance = ntohl(rep.instance);
     if ((ntohl(rep.magic) != CXL_COLL_UCP_BOOT_MAGIC) ||
         ((rep.status == 0) && (ntohl(rep.size) != (uint32_t)b->size)) ||
         ((rep.status <= 0) && (rep.status != 0)) ||
+        ((rep.status == 0) && ((b->instance == 0) ||
+                               (b->instance > CXL_COLL_UCP_SEQ_MASK))) ||
         (rep.status >= CXL_COLL_ERR_LAST)) {
         status = cxl_coll_ucp_error(b->rank, CXL_COLL_ERR_OOB, "bootstrap: "
                                     "%s:%s answered something else than rank "
@@ -767,7 +795,8 @@ cxl_coll_status_t cxl_coll_ucp_bootstrap(const cxl_coll_ucp_params_t *params,
         status = cxl_coll_ucp_member(&b);
     }
     if (status == CXL_COLL_OK) {
-        status = cxl_coll_ucp_make_eps(&b, oob);
+        oob->instance = (uint64_t)b.instance << CXL_COLL_UCP_INST_SHIFT;
+        status        = cxl_coll_ucp_make_eps(&b, oob);
     }
     if (status == CXL_COLL_OK) {
         /* within the bootstrap's timeout, not one more of its own: a rank

@@ -10,7 +10,7 @@
  * programs that bootstrap over UCP link libcxl_coll_ucp.
  *
  * One allgather: every rank sends its block to every other rank (tag =
- * prefix | seq | sender) and receives theirs into a staging buffer; the
+ * prefix | instance | seq | sender) and receives theirs into a staging buffer; the
  * exact tag keeps consecutive calls apart (an early message of call s+1
  * waits in UCP's unexpected queue until call s+1 posts its receive).
  * Staging copies, not the caller's buffers, are handed to UCP, so a call
@@ -81,10 +81,12 @@ void cxl_coll_ucp_params_init(cxl_coll_ucp_params_t *params)
 }
 
 /*
- * The process's live objects.  Two on one worker with one tag prefix take
- * each other's messages: a tag holds the prefix, the call's sequence number
- * (every object counts from 0) and the sender's rank only, so a call of one
- * returned, as success, a block that a peer of the other sent.
+ * The process's live objects.  Two on one worker with one tag prefix could
+ * take each other's messages: a tag holds the prefix, the object's
+ * instance (0 for every object of cxl_coll_ucp_oob_create), the call's
+ * sequence number (every object counts from 0) and the sender's rank
+ * only, so a call of one returned, as success, a block that a peer of the
+ * other sent.
  */
 static pthread_mutex_t     cxl_coll_ucp_live_lock = PTHREAD_MUTEX_INITIALIZER;
 static cxl_coll_ucp_oob_t *cxl_coll_ucp_live;
@@ -244,7 +246,8 @@ static cxl_coll_ucp_call_t *cxl_coll_ucp_call_alloc(int size, size_t len)
 static ucp_tag_t cxl_coll_ucp_tag(const cxl_coll_ucp_oob_t *oob, uint32_t seq,
                                   int sender)
 {
-    return oob->prefix | ((uint64_t)seq << CXL_COLL_UCP_SEQ_SHIFT) |
+    return oob->prefix | oob->instance |
+           (((uint64_t)seq & CXL_COLL_UCP_SEQ_MASK) << CXL_COLL_UCP_SEQ_SHIFT) |
            (uint64_t)sender;
 }
 

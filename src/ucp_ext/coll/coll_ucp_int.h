@@ -10,7 +10,9 @@
 #include <stdint.h>
 
 #define CXL_COLL_UCP_MAX_RANKS 65536        /* bits 15..0 of a tag */
-#define CXL_COLL_UCP_SEQ_SHIFT 16
+#define CXL_COLL_UCP_SEQ_SHIFT 16           /* bits 31..16, wrapping */
+#define CXL_COLL_UCP_SEQ_MASK  0xffffull
+#define CXL_COLL_UCP_INST_SHIFT 32          /* bits 47..32 */
 #define CXL_COLL_UCP_PFX_SHIFT 48
 
 typedef struct cxl_coll_ucp_call cxl_coll_ucp_call_t;
@@ -34,6 +36,11 @@ struct cxl_coll_ucp_oob {
                                        its start + timeout (the
                                        bootstrap's check allgather) */
     uint64_t             prefix;    /* tag_prefix << 48 */
+    uint64_t             instance;  /* << 32: a bootstrap's, drawn by rank
+                                       0 (oob_create: 0), so a late message
+                                       of an earlier object's failed call
+                                       on the same worker and prefix is
+                                       never this one's */
     uint32_t             seq;       /* of the next allgather */
     int                  failed;    /* status of the call that failed */
     /* a failed call whose requests UCX may still touch: freed once owned
