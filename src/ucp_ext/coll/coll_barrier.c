@@ -11,7 +11,6 @@ static cxl_coll_status_t cxl_coll_barrier_progress(cxl_coll_req_t *req)
     cxl_coll_team_t *team = req->team;
     uint64_t step         = req->step0;
     cxl_coll_status_t status;
-    cxl_coll_pub_t pub;
     int i, w, missing = 0;
 
     if (req->nsteps == 0) {
@@ -22,7 +21,7 @@ static cxl_coll_status_t cxl_coll_barrier_progress(cxl_coll_req_t *req)
         if (status != CXL_COLL_OK) {
             return status;
         }
-        cxl_coll_publish(team, step, "", 0, NULL, 0, 0);
+        cxl_coll_publish_signal(team, step);
         req->phase = 1;
     }
     for (i = 1; i < team->size; ++i) {
@@ -30,7 +29,7 @@ static cxl_coll_status_t cxl_coll_barrier_progress(cxl_coll_req_t *req)
         if (req->got[w]) {
             continue;
         }
-        status = cxl_coll_peek(team, w, step, 1, 0, 0, &pub);
+        status = cxl_coll_peek_signal(team, w, step);
         if (status == CXL_COLL_OK) {
             req->got[w] = 1;
         } else if (status == CXL_COLL_INPROGRESS) {

@@ -23,25 +23,30 @@
 
 const cxl_coll_call_t cxl_coll_call_none;
 
-void cxl_coll_call_start(cxl_coll_team_t *team, const cxl_coll_args_t *args,
-                         size_t es, uint64_t first, uint64_t nsteps,
-                         cxl_coll_call_t *call)
+void cxl_coll_call_record(cxl_coll_team_t *team, cxl_coll_call_t *call)
 {
     uint64_t no = ++team->callno;
     cxl_coll_rec_t *rec;
 
-    cxl_coll_call_make(args, es, first, nsteps, call);
     call->callno = no;
     if (team->size < 2) {
         return; /* nobody reads it */
     }
     rec = cxl_coll_rec(team->part, no);
     cxl_coll_store(&rec->callno, 0);
-    rec->first  = first;
-    rec->nsteps = nsteps;
+    rec->first  = call->first;
+    rec->nsteps = call->nsteps;
     rec->what   = call->what;
     rec->bytes  = call->bytes;
     cxl_coll_store(&rec->callno, no);
+}
+
+void cxl_coll_call_start(cxl_coll_team_t *team, const cxl_coll_args_t *args,
+                         size_t es, uint64_t first, uint64_t nsteps,
+                         cxl_coll_call_t *call)
+{
+    cxl_coll_call_make(args, es, first, nsteps, call);
+    cxl_coll_call_record(team, call);
 }
 
 void cxl_coll_call_flush(cxl_coll_team_t *team)

@@ -438,14 +438,17 @@ static inline void cxl_coll_call_make(const cxl_coll_args_t *args, size_t es,
     call->nsteps = nsteps;
     call->what   = what;
     call->bytes  = (args->type == CXL_COLL_BARRIER) ? 0 : args->count * es;
-    /* any bit of what or bytes reaches the low 23 bits flagged lines use */
-    h          = ((what * 0x9e3779b97f4a7c15ull) ^ call->bytes) *
+    /* any bit of what or bytes reaches the low 23 bits flagged lines
+     * use; no call hashes to 0, what a zeroed line holds */
+    h          = (((what + 1) * 0x9e3779b97f4a7c15ull) ^ call->bytes) *
                  0xbf58476d1ce4e5b9ull;
     call->hash = h ^ (h >> 32);
 }
 
-/* cxl_coll_call_make(), numbered, and said in the own record ring: this
- * rank makes it (before its steps). */
+/* Number call and say in the own record ring that this rank makes it
+ * (before its steps). */
+void cxl_coll_call_record(cxl_coll_team_t *team, cxl_coll_call_t *call);
+/* cxl_coll_call_make(), then cxl_coll_call_record(). */
 void cxl_coll_call_start(cxl_coll_team_t *team, const cxl_coll_args_t *args,
                          size_t es, uint64_t first, uint64_t nsteps,
                          cxl_coll_call_t *call);
@@ -505,6 +508,16 @@ void              cxl_coll_abort(cxl_coll_team_t *team, cxl_coll_status_t st);
 #define CXL_COLL_DRAIN_NS 1000000000ull
 int               cxl_coll_drain(cxl_coll_team_t *team);
 
+/*
+ * A signal without data (barrier): the lines of cxl_coll_publish() and
+ * cxl_coll_peek() of 0 inline bytes, with less around them.  peek: OK once
+ * peer signalled step (for the same call), else INPROGRESS or an error.
+ */
+void              cxl_coll_publish_signal(cxl_coll_team_t *team,
+                                          uint64_t step);
+cxl_coll_status_t cxl_coll_peek_signal(cxl_coll_team_t *team, int peer,
+                                       uint64_t step);
+
 /* ---- the short path (coll_short.c) ---- */
 /* Whether a valid call of es-byte elements fits the short path. */
 int               cxl_coll_short_fits(const cxl_coll_team_t *team,
@@ -512,6 +525,8 @@ int               cxl_coll_short_fits(const cxl_coll_team_t *team,
 /* Run it, blocking; only while no request of the team is queued. */
 cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
                                      const cxl_coll_args_t *a, size_t es);
+/* A barrier of a team of 2 or more, the same way, with less around it. */
+cxl_coll_status_t cxl_coll_short_barrier(cxl_coll_team_t *team);
 
 /* ---- the collectives: set up req, return its progress function ---- */
 cxl_coll_status_t cxl_coll_barrier_post(cxl_coll_req_t *req);

@@ -451,6 +451,13 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
     if ((team == NULL) || (args == NULL) || (team->failed != CXL_COLL_OK)) {
         return cxl_coll_post(team, args, &req); /* its error */
     }
+    if ((args->type == CXL_COLL_BARRIER) && (team->q_count == 0) &&
+        (team->size > 1)) {
+        /* nothing to check, nothing queued that must complete first */
+        status     = cxl_coll_short_barrier(team);
+        team->call = &cxl_coll_call_none; /* the short call's is gone */
+        return status;
+    }
     status = cxl_coll_check_args(team, args, &es, &copy, &args);
     if (status != CXL_COLL_OK) {
         return status;

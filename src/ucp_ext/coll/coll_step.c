@@ -142,6 +142,44 @@ void cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
     cxl_coh_publish(team->coh, sig, sizeof(*sig));
 }
 
+void cxl_coll_publish_signal(cxl_coll_team_t *team, uint64_t step)
+{
+    cxl_coll_sig_t *sig = cxl_coll_sig(team->part, step);
+
+    /* as cxl_coll_publish() of 0 inline bytes, without the own copy (no
+     * data for anyone to read back) */
+    sig->call = team->call->hash;
+    cxl_coh_fence(team->coh);
+    cxl_coll_store(&sig->ready,
+                   cxl_coll_ready_make(cxl_coll_tag(team, step), 0));
+    cxl_coll_store(&sig->seq, step);
+    cxl_coh_publish(team->coh, sig, sizeof(*sig));
+}
+
+cxl_coll_status_t cxl_coll_peek_signal(cxl_coll_team_t *team, int peer,
+                                       uint64_t step)
+{
+    cxl_coll_sig_t *sig = cxl_coll_sig(team->peers[peer].part, step);
+    uint64_t seq, raw;
+
+    cxl_coh_invalidate(team->coh, sig, sizeof(*sig));
+    seq = cxl_coll_load(&sig->seq);
+    if (seq != step) {
+        cxl_coll_block(team, peer, &sig->seq, seq);
+        return CXL_COLL_INPROGRESS;
+    }
+    raw = cxl_coll_load(&sig->ready);
+    if (cxl_coll_ready_bytes(raw, cxl_coll_tag(team, step)) < 0) {
+        cxl_coll_block(team, peer, &sig->ready, raw);
+        return CXL_COLL_INPROGRESS;
+    }
+    if (sig->call != team->call->hash) {
+        return cxl_coll_call_differs(team, peer);
+    }
+    cxl_coll_seen(team, peer, step);
+    return CXL_COLL_OK;
+}
+
 const char *cxl_coll_pub_kind_name(cxl_coll_pub_kind_t kind)
 {
     switch (kind) {
