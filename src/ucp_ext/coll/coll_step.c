@@ -156,11 +156,19 @@ void cxl_coll_publish_signal(cxl_coll_team_t *team, uint64_t step)
     cxl_coh_publish(team->coh, sig, sizeof(*sig));
 }
 
-cxl_coll_status_t cxl_coll_peek_signal(cxl_coll_team_t *team, int peer,
-                                       uint64_t step)
+/*
+ * Peer's signal line of step: OK once it holds step, a ready word of step
+ * (*ready: its bytes, *raw: the word) and the hash of this rank's call;
+ * INPROGRESS (the word to watch noted) or the calls' mismatch otherwise.
+ */
+static inline cxl_coll_status_t cxl_coll_sig_look(cxl_coll_team_t *team,
+                                                  int peer, uint64_t step,
+                                                  cxl_coll_sig_t **sig_p,
+                                                  int64_t *ready,
+                                                  uint64_t *raw)
 {
     cxl_coll_sig_t *sig = cxl_coll_sig(team->peers[peer].part, step);
-    uint64_t seq, raw;
+    uint64_t seq;
 
     cxl_coh_invalidate(team->coh, sig, sizeof(*sig));
     seq = cxl_coll_load(&sig->seq);
@@ -168,16 +176,28 @@ cxl_coll_status_t cxl_coll_peek_signal(cxl_coll_team_t *team, int peer,
         cxl_coll_block(team, peer, &sig->seq, seq);
         return CXL_COLL_INPROGRESS;
     }
-    raw = cxl_coll_load(&sig->ready);
-    if (cxl_coll_ready_bytes(raw, cxl_coll_tag(team, step)) < 0) {
-        cxl_coll_block(team, peer, &sig->ready, raw);
+    *raw   = cxl_coll_load(&sig->ready);
+    *ready = cxl_coll_ready_bytes(*raw, cxl_coll_tag(team, step));
+    if (*ready < 0) {
+        cxl_coll_block(team, peer, &sig->ready, *raw);
         return CXL_COLL_INPROGRESS;
     }
     if (sig->call != team->call->hash) {
         return cxl_coll_call_differs(team, peer);
     }
     cxl_coll_seen(team, peer, step);
+    *sig_p = sig;
     return CXL_COLL_OK;
+}
+
+cxl_coll_status_t cxl_coll_peek_signal(cxl_coll_team_t *team, int peer,
+                                       uint64_t step)
+{
+    cxl_coll_sig_t *sig;
+    uint64_t raw;
+    int64_t ready;
+
+    return cxl_coll_sig_look(team, peer, step, &sig, &ready, &raw);
 }
 
 const char *cxl_coll_pub_kind_name(cxl_coll_pub_kind_t kind)
@@ -326,9 +346,10 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
                                 uint64_t slot_stride, cxl_coll_pub_t *pub)
 {
     uint64_t total = (uint64_t)nblocks * blk;
+    cxl_coll_sig_t *sig = NULL; /* set by cxl_coll_sig_look() */
     cxl_coll_pub_kind_t kind;
-    cxl_coll_sig_t *sig;
-    uint64_t off, stride, extent, seq, raw;
+    uint64_t off, stride, extent, raw;
+    cxl_coll_status_t status;
     int64_t ready;
 
     if (peer == team->rank) {
@@ -348,23 +369,10 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
                                                       slot_stride),
                                 slot_stride, pub);
     }
-    sig = cxl_coll_sig(team->peers[peer].part, step);
-    cxl_coh_invalidate(team->coh, sig, sizeof(*sig));
-    seq = cxl_coll_load(&sig->seq);
-    if (seq != step) {
-        cxl_coll_block(team, peer, &sig->seq, seq);
-        return CXL_COLL_INPROGRESS;
+    status = cxl_coll_sig_look(team, peer, step, &sig, &ready, &raw);
+    if (status != CXL_COLL_OK) {
+        return status;
     }
-    raw   = cxl_coll_load(&sig->ready);
-    ready = cxl_coll_ready_bytes(raw, cxl_coll_tag(team, step));
-    if (ready < 0) {
-        cxl_coll_block(team, peer, &sig->ready, raw);
-        return CXL_COLL_INPROGRESS;
-    }
-    if (sig->call != team->call->hash) {
-        return cxl_coll_call_differs(team, peer);
-    }
-    cxl_coll_seen(team, peer, step);
     pub->ready_word = NULL;
 
     if (kind == CXL_COLL_PUB_INLINE) {
