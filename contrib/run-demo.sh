@@ -18,7 +18,7 @@
 #      algorithm ran and where the data went: flagged lines, small slot,
 #      slot; latency at 8 B / 256 B / 4 KiB / 256 KiB); then MPI with
 #      coll/cxl next to coll/tuned over the same UCX_TLS=cxl and to
-#      ob1+vader, one short alternating run (perftest/run-coll-bench.sh
+#      ob1+vader, three short alternating runs (perftest/run-coll-bench.sh
 #      measures it properly);
 #   6. the dataset-chunk broker: `cxl-broker serve` on the default pool,
 #      a dataset of files added and warmed (progress), four reader
@@ -147,8 +147,8 @@ echo "== 5. collectives through the pool (libcxl_coll)"
 echo "-- a program without MPI: 2 processes bootstrap over UCP (UCX_TLS=cxl), create a team, run the nine collectives"
 CXL_BUILDDIR=$dir bash "$top/test/coll/run-coll-ucp.sh" --demo 2 2>&1 |
     grep -E '^(cxl-coll\[rank 0\]: (barrier|[a-z_]+ 65536 x|(bcast|allreduce) (64|1024) x)|# [0-9]+ ranks|# collective|  [a-z_]+ +[0-9]|coll-ucp-demo:)'
-echo "-- MPI, 2 ranks: coll/cxl next to coll/tuned (pml ucx, UCX_TLS=cxl) and ob1+vader; one repetition, medians in us"
-"$top/perftest/run-coll-bench.sh" --builddir "$dir" --reps 1 --sizes 8,4096,262144 --no-sw \
+echo "-- MPI, 2 ranks: coll/cxl next to coll/tuned (pml ucx, UCX_TLS=cxl) and ob1+vader; 3 alternating repetitions, medians in us"
+"$top/perftest/run-coll-bench.sh" --builddir "$dir" --reps 3 --sizes 8,4096,262144 --no-sw \
     --budget 0.05 --out "$tmp/coll" >"$tmp/coll.log" 2>&1 || { tail -20 "$tmp/coll.log"; exit 1; }
 grep -E '^\|' "$tmp/coll/summary.md"
 echo "(alternating repetitions, every size, sw mode: perftest/run-coll-bench.sh)"
