@@ -62,6 +62,18 @@ static void pattern(uint8_t *p, size_t len, unsigned seed)
     }
 }
 
+/* The arguments of a call, without buffers. */
+static void args_of(cxl_coll_args_t *a, cxl_coll_type_t type, size_t count,
+                    cxl_coll_dtype_t dtype, cxl_coll_op_t op, int root)
+{
+    memset(a, 0, sizeof(*a));
+    a->type  = type;
+    a->count = count;
+    a->dtype = dtype;
+    a->op    = op;
+    a->root  = root;
+}
+
 /* The hash of a call (cxl_coll_call_make), as publications carry it. */
 static uint64_t call_hash(cxl_coll_type_t type, size_t count,
                           cxl_coll_dtype_t dtype, cxl_coll_op_t op, int root)
@@ -69,12 +81,7 @@ static uint64_t call_hash(cxl_coll_type_t type, size_t count,
     cxl_coll_args_t a;
     cxl_coll_call_t c;
 
-    memset(&a, 0, sizeof(a));
-    a.type  = type;
-    a.count = count;
-    a.dtype = dtype;
-    a.op    = op;
-    a.root  = root;
+    args_of(&a, type, count, dtype, op, root);
     cxl_coll_call_make(&a, cxl_coll_dtype_size(dtype), 1, 1, &c);
     return c.hash;
 }
@@ -108,12 +115,8 @@ static cxl_coll_status_t bcast_post(cxl_coll_team_t *team, void *buf,
 {
     cxl_coll_args_t a;
 
-    memset(&a, 0, sizeof(a));
-    a.type  = CXL_COLL_BCAST;
-    a.rbuf  = buf;
-    a.count = len;
-    a.dtype = CXL_COLL_UINT8;
-    a.root  = root;
+    args_of(&a, CXL_COLL_BCAST, len, CXL_COLL_UINT8, CXL_COLL_SUM, root);
+    a.rbuf = buf;
     return cxl_coll_post(team, &a, req);
 }
 

@@ -1063,6 +1063,21 @@ static void test_split(void)
 /* MPI_Comm_dup (a team of its own) and an intercommunicator (declined:
  * its collectives stay with coll/inter)                               */
 
+/* A duplicate of MPI_COMM_WORLD whose errors return (checked as
+ * "SECTION: MPI_Comm_dup"): a section whose calls are meant to fail. */
+static int dup_errors_return(const char *section, MPI_Comm *c)
+{
+    int rc;
+
+    snprintf(g_check, sizeof(g_check), "%s: MPI_Comm_dup", section);
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, c);
+    mpi_ok(rc);
+    if (rc == MPI_SUCCESS) {
+        MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
+    }
+    return rc;
+}
+
 /*
  * localerr (only when named in MPI_COLL_ONLY; np >= 2): on a duplicate of
  * MPI_COMM_WORLD with MPI_ERRORS_RETURN, the root of a gather passes a
@@ -1079,13 +1094,9 @@ static void test_localerr(void)
     int sb[2] = {g_rank, g_rank}, *rb, rc, v, sum = 0, i, later_ok = 0;
     MPI_Comm c;
 
-    snprintf(g_check, sizeof(g_check), "localerr: MPI_Comm_dup");
-    rc = MPI_Comm_dup(MPI_COMM_WORLD, &c);
-    mpi_ok(rc);
-    if (rc != MPI_SUCCESS) {
+    if (dup_errors_return("localerr", &c) != MPI_SUCCESS) {
         return;
     }
-    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
     rb = calloc((size_t)g_size * 2, sizeof(int));
     snprintf(g_check, sizeof(g_check), "localerr: gather, root's send "
              "size wrong");
@@ -1127,13 +1138,9 @@ static void test_mismatch(void)
     int v[2] = {-1, -1}, rc, sum = 0, i, later_ok = 0;
     MPI_Comm c;
 
-    snprintf(g_check, sizeof(g_check), "mismatch: MPI_Comm_dup");
-    rc = MPI_Comm_dup(MPI_COMM_WORLD, &c);
-    mpi_ok(rc);
-    if (rc != MPI_SUCCESS) {
+    if (dup_errors_return("mismatch", &c) != MPI_SUCCESS) {
         return;
     }
-    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
     snprintf(g_check, sizeof(g_check), "mismatch: bcast, rank 1 expects "
              "2 ints of the root's 1");
     if (g_rank == 0) {

@@ -18,6 +18,17 @@
 
 #define CXL_COLL_MAX_RANKS 4096
 
+/* Collectives by role, as bit masks of their type: test with
+ * CXL_COLL_TYPE_BIT(type) & CXL_COLL_ROOTED. */
+#define CXL_COLL_TYPE_BIT(_t) (1u << (_t))
+#define CXL_COLL_ROOTED       (CXL_COLL_TYPE_BIT(CXL_COLL_BCAST) | \
+                               CXL_COLL_TYPE_BIT(CXL_COLL_REDUCE) | \
+                               CXL_COLL_TYPE_BIT(CXL_COLL_GATHER) | \
+                               CXL_COLL_TYPE_BIT(CXL_COLL_SCATTER))
+#define CXL_COLL_REDUCING     (CXL_COLL_TYPE_BIT(CXL_COLL_REDUCE) | \
+                               CXL_COLL_TYPE_BIT(CXL_COLL_ALLREDUCE) | \
+                               CXL_COLL_TYPE_BIT(CXL_COLL_REDUCE_SCATTER))
+
 /* ---- configuration (coll_config.c) ---- */
 typedef struct {
     char     pool[256];
@@ -405,16 +416,6 @@ int      cxl_coll_in_pool(const cxl_coll_team_t *team, const void *p,
                           size_t len);
 
 /* ---- calls that differ across ranks (coll_call.c) ---- */
-/* collectives by role, as bit masks of their type */
-#define CXL_COLL_TYPE_BIT(_t) (1u << (_t))
-#define CXL_COLL_ROOTED       (CXL_COLL_TYPE_BIT(CXL_COLL_BCAST) | \
-                               CXL_COLL_TYPE_BIT(CXL_COLL_REDUCE) | \
-                               CXL_COLL_TYPE_BIT(CXL_COLL_GATHER) | \
-                               CXL_COLL_TYPE_BIT(CXL_COLL_SCATTER))
-#define CXL_COLL_REDUCING     (CXL_COLL_TYPE_BIT(CXL_COLL_REDUCE) | \
-                               CXL_COLL_TYPE_BIT(CXL_COLL_ALLREDUCE) | \
-                               CXL_COLL_TYPE_BIT(CXL_COLL_REDUCE_SCATTER))
-
 /*
  * The call of args (es: element size) taking steps [first, first+nsteps),
  * not numbered.  Data movements compare bytes only (a bcast of 8 x uint8

@@ -278,8 +278,7 @@ cxl_coll_move_log(const cxl_coll_req_t *req)
     how = (req->nsteps == 0) ? "nothing to move" :
           req->src_in_pool ? "read in place from the pool buffer" :
           cxl_coll_pub_kind_name(cxl_coll_req_kind(req));
-    if ((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_GATHER) ||
-        (a->type == CXL_COLL_SCATTER)) {
+    if (CXL_COLL_TYPE_BIT(a->type) & CXL_COLL_ROOTED) {
         snprintf(rootstr, sizeof(rootstr), " root %d", a->root);
     }
     cxl_coll_log(team, "%s %zu x %s%s: flat, %llu round(s) of %s per "

@@ -10,9 +10,10 @@
  * programs that bootstrap over UCP link libcxl_coll_ucp.
  *
  * One allgather: every rank sends its block to every other rank (tag =
- * prefix | instance | seq | sender) and receives theirs into a staging buffer; the
- * exact tag keeps consecutive calls apart (an early message of call s+1
- * waits in UCP's unexpected queue until call s+1 posts its receive).
+ * prefix | instance | seq | sender) and receives theirs into a staging
+ * buffer; the exact tag keeps consecutive calls apart (an early message
+ * of call s+1 waits in UCP's unexpected queue until call s+1 posts its
+ * receive).
  * Staging copies, not the caller's buffers, are handed to UCP, so a call
  * that fails can return while UCP may still touch what it was given.
  * Bootstrap sizes (a few hundred bytes per rank) make the N*(N-1) messages
@@ -246,8 +247,9 @@ static cxl_coll_ucp_call_t *cxl_coll_ucp_call_alloc(int size, size_t len)
 static ucp_tag_t cxl_coll_ucp_tag(const cxl_coll_ucp_oob_t *oob, uint32_t seq,
                                   int sender)
 {
-    return oob->prefix | oob->instance |
-           (((uint64_t)seq & CXL_COLL_UCP_SEQ_MASK) << CXL_COLL_UCP_SEQ_SHIFT) |
+    uint64_t s = (uint64_t)seq & CXL_COLL_UCP_SEQ_MASK;
+
+    return oob->prefix | oob->instance | (s << CXL_COLL_UCP_SEQ_SHIFT) |
            (uint64_t)sender;
 }
 

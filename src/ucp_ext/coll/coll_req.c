@@ -108,8 +108,7 @@ cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
         return cxl_coll_error(CXL_COLL_ERR_UNSUPPORTED, "%s: datatype %d",
                               CXL_COLL_CHECK_NAME, (int)a->dtype);
     }
-    if (((a->type == CXL_COLL_REDUCE) || (a->type == CXL_COLL_ALLREDUCE) ||
-         (a->type == CXL_COLL_REDUCE_SCATTER)) &&
+    if ((CXL_COLL_TYPE_BIT(a->type) & CXL_COLL_REDUCING) &&
         !cxl_coll_op_supported(a->dtype, a->op)) {
         return cxl_coll_error(CXL_COLL_ERR_UNSUPPORTED, "%s: operation %s (%d)"
                               " on %s", CXL_COLL_CHECK_NAME,
@@ -117,9 +116,7 @@ cxl_coll_status_t cxl_coll_check_args(const cxl_coll_team_t *team,
                               cxl_coll_dtype_name(a->dtype));
     }
     root_ok = (a->root >= 0) && (a->root < p);
-    if (((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_REDUCE) ||
-         (a->type == CXL_COLL_GATHER) || (a->type == CXL_COLL_SCATTER)) &&
-        !root_ok) {
+    if ((CXL_COLL_TYPE_BIT(a->type) & CXL_COLL_ROOTED) && !root_ok) {
         return cxl_coll_error(CXL_COLL_ERR_INVAL, "%s: root %d of a team of "
                               "%d", CXL_COLL_CHECK_NAME, a->root, p);
     }
@@ -454,9 +451,8 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
     if ((args->type == CXL_COLL_BARRIER) && (team->q_count == 0) &&
         (team->size > 1)) {
         /* nothing to check, nothing queued that must complete first */
-        status     = cxl_coll_short_barrier(team);
-        team->call = &cxl_coll_call_none; /* the short call's is gone */
-        return status;
+        status = cxl_coll_short_barrier(team);
+        goto out_short;
     }
     status = cxl_coll_check_args(team, args, &es, &copy, &args);
     if (status != CXL_COLL_OK) {
@@ -464,9 +460,8 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
     }
     if ((team->q_count == 0) && cxl_coll_short_fits(team, args, es)) {
         /* nothing queued that must complete first */
-        status     = cxl_coll_short_run(team, args, es);
-        team->call = &cxl_coll_call_none; /* the short call's is gone */
-        return status;
+        status = cxl_coll_short_run(team, args, es);
+        goto out_short;
     }
     status = cxl_coll_post_checked(team, args, es, 1, &req);
     if (status != CXL_COLL_OK) {
@@ -474,6 +469,10 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
     }
     status = cxl_coll_wait(req);
     cxl_coll_req_free(req);
+    return status;
+
+out_short:
+    team->call = &cxl_coll_call_none; /* the short call's is gone */
     return status;
 }
 

@@ -288,12 +288,10 @@ cxl_coll_short_log(const cxl_coll_team_t *team, const cxl_coll_args_t *a,
                      "all-read-all of %d signal lines, 1 step", team->size);
         return;
     }
-    if ((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_REDUCE) ||
-        (a->type == CXL_COLL_GATHER) || (a->type == CXL_COLL_SCATTER)) {
+    if (CXL_COLL_TYPE_BIT(a->type) & CXL_COLL_ROOTED) {
         snprintf(rootstr, sizeof(rootstr), " root %d", a->root);
     }
-    if ((a->type == CXL_COLL_REDUCE) || (a->type == CXL_COLL_ALLREDUCE) ||
-        (a->type == CXL_COLL_REDUCE_SCATTER)) {
+    if (CXL_COLL_TYPE_BIT(a->type) & CXL_COLL_REDUCING) {
         snprintf(what, sizeof(what), " %s", cxl_coll_op_name(a->op));
     }
     cxl_coll_log(team, "%s %zu x %s%s%s: short path (blocking, no request), "
@@ -306,9 +304,9 @@ cxl_coll_short_log(const cxl_coll_team_t *team, const cxl_coll_args_t *a,
  * A barrier: the request path's step (coll_barrier.c, the same lines),
  * without the argument checks, the layout and the generic publication
  * and read around it: ~190 instructions in the library per call outside
- * the polls, ~140 fewer than through cxl_coll_short_run() (callgrind,
- * coll_lat); coll_lat np 2, slow state, 6 runs alternating: 0.337 ->
- * 0.274 us (doc/design/collectives.md, "The short path").
+ * the polls, ~140 fewer than when it went through cxl_coll_short_run()
+ * (callgrind, coll_lat); coll_lat np 2, slow state, 6 runs alternating:
+ * 0.337 -> 0.274 us (doc/design/collectives.md, "The short path").
  */
 cxl_coll_status_t cxl_coll_short_barrier(cxl_coll_team_t *team)
 {
@@ -360,9 +358,8 @@ int cxl_coll_short_fits(const cxl_coll_team_t *team,
     if (team->size < 2) {
         return 0; /* no step: the request path's local copy */
     }
+    /* a barrier takes cxl_coll_short_barrier(), not this path */
     switch (a->type) {
-    case CXL_COLL_BARRIER:
-        return 1;
     case CXL_COLL_SCATTER:
     case CXL_COLL_ALLTOALL:
     case CXL_COLL_REDUCE_SCATTER:
@@ -396,9 +393,6 @@ cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
     size_t len    = a->count * es;
     cxl_coll_short_layout_t l;
     cxl_coll_short_wait_t wt;
-    cxl_coll_status_t status;
-    const uint8_t *data;
-    int i;
 
     if (team->cfg.log) {
         cxl_coll_short_layout(&l, ((a->type == CXL_COLL_SCATTER) ||
@@ -412,20 +406,6 @@ cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
     cxl_coll_call_start(team, a, es, step, 1, &wt.call);
     team->call = &wt.call;
     switch (a->type) {
-    case CXL_COLL_BARRIER:
-        cxl_coll_short_layout(&l, 1, 0);
-        status = cxl_coll_short_publish(team, &wt, step,
-                                        (const uint8_t*)"", &l, -1);
-        for (i = 1; (i < team->size) && (status == CXL_COLL_OK); ++i) {
-            status = cxl_coll_short_await(team, &wt,
-                                          cxl_coll_peer_at(team, team->rank,
-                                                           i),
-                                          step, &l, 0, &data);
-        }
-        if (status == CXL_COLL_OK) {
-            cxl_coll_step_done(team, step);
-        }
-        return status;
     case CXL_COLL_REDUCE:
     case CXL_COLL_ALLREDUCE:
     case CXL_COLL_REDUCE_SCATTER:
