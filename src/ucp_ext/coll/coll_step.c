@@ -99,6 +99,23 @@ void cxl_coll_put_wb(cxl_coll_team_t *team, const void *addr, size_t len)
     }
 }
 
+/*
+ * The signal of step, once its payload is in place: the call's hash,
+ * fence (sw: the data written back before it; hw: stores in order), ready,
+ * then seq, then the line written back.
+ */
+static inline void cxl_coll_sig_out(cxl_coll_team_t *team,
+                                    cxl_coll_sig_t *sig, uint64_t step,
+                                    uint64_t ready)
+{
+    sig->call = team->call->hash;
+    cxl_coh_fence(team->coh);
+    cxl_coll_store(&sig->ready,
+                   cxl_coll_ready_make(cxl_coll_tag(team, step), ready));
+    cxl_coll_store(&sig->seq, step);
+    cxl_coh_publish(team->coh, sig, sizeof(*sig));
+}
+
 void cxl_coll_publish(cxl_coll_team_t *team, uint64_t step, const void *inl,
                       size_t inl_len, const void *buf, uint64_t stride,
                       uint64_t ready)
@@ -133,27 +150,14 @@ void cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
             team->data_step[cxl_coll_slot_of(step)] = step;
         }
     }
-    sig->call = team->call->hash;
-    /* data written back before the signal (sw); stores in order (hw) */
-    cxl_coh_fence(team->coh);
-    cxl_coll_store(&sig->ready,
-                   cxl_coll_ready_make(cxl_coll_tag(team, step), ready));
-    cxl_coll_store(&sig->seq, step);
-    cxl_coh_publish(team->coh, sig, sizeof(*sig));
+    cxl_coll_sig_out(team, sig, step, ready);
 }
 
 void cxl_coll_publish_signal(cxl_coll_team_t *team, uint64_t step)
 {
-    cxl_coll_sig_t *sig = cxl_coll_sig(team->part, step);
-
     /* as cxl_coll_publish() of 0 inline bytes, without the own copy (no
      * data for anyone to read back) */
-    sig->call = team->call->hash;
-    cxl_coh_fence(team->coh);
-    cxl_coll_store(&sig->ready,
-                   cxl_coll_ready_make(cxl_coll_tag(team, step), 0));
-    cxl_coll_store(&sig->seq, step);
-    cxl_coh_publish(team->coh, sig, sizeof(*sig));
+    cxl_coll_sig_out(team, cxl_coll_sig(team->part, step), step, 0);
 }
 
 /*
