@@ -11,10 +11,12 @@
 #define CXL_COLL_MAX_ALIAS 8  /* other mappings of the pool tracked */
 
 #include "coll_region.h"
+#include "coll_far.h"
 
 #include <stdint.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #define CXL_COLL_MAX_RANKS 4096
 
@@ -411,6 +413,17 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
 /* Make [p, p+len) of a peer's publication readable (invalidate in sw). */
 void     cxl_coll_fetch(cxl_coll_team_t *team, const cxl_coll_pub_t *pub,
                         const void *p, size_t len);
+/* Copy len fetched bytes at p of pub to dst: their lines requested ahead
+ * (coll_far.c) unless they are this rank's own already (pub->inl). */
+static inline void cxl_coll_pub_copy(const cxl_coll_pub_t *pub, void *dst,
+                                     const void *p, size_t len)
+{
+    if (pub->inl) {
+        memcpy(dst, p, len);
+    } else {
+        cxl_coll_far_copy(dst, p, len);
+    }
+}
 /* Whether [p, p+len) lies in this process's mapping of the pool heap. */
 int      cxl_coll_in_pool(const cxl_coll_team_t *team, const void *p,
                           size_t len);

@@ -14,6 +14,7 @@
  *   alltoall    all             size    all             block r
  */
 #include "coll_int.h"
+#include "coll_far.h"
 
 #include <string.h>
 
@@ -186,8 +187,8 @@ static cxl_coll_status_t cxl_coll_move_read(cxl_coll_req_t *req,
         if (have > req->got[w]) {
             p = pub.base + start + req->got[w];
             cxl_coll_fetch(team, &pub, p, have - req->got[w]);
-            memcpy(req->dst + w * req->dst_stride + off + req->got[w], p,
-                   have - req->got[w]);
+            cxl_coll_pub_copy(&pub, req->dst + w * req->dst_stride + off +
+                                    req->got[w], p, have - req->got[w]);
             req->got[w] = have;
         }
         if (have < len) {

@@ -17,7 +17,7 @@
  *      round.
  */
 #include "coll_int.h"
-#include "coll_reduce.h"
+#include "coll_far.h"
 
 #include <string.h>
 
@@ -109,8 +109,11 @@ static cxl_coll_status_t cxl_coll_red_chunk(cxl_coll_req_t *req, uint64_t step,
             }
         } else {
             /* x0 OP x1 in one pass, then the rest in rank order */
-            cxl_coll_reduce_apply(req->args.dtype, req->args.op, dst,
-                                  (w == 1) ? p0 : dst, p, n / req->es);
+            cxl_coll_far_reduce(req->args.dtype, req->args.op, dst,
+                                (w == 1) ? p0 : dst, p, n / req->es,
+                                (((w == 1) && !pubs[0].inl) ?
+                                 CXL_COLL_FAR_A : 0) |
+                                (!pubs[w].inl ? CXL_COLL_FAR_B : 0));
         }
     }
     return CXL_COLL_OK;
@@ -182,7 +185,8 @@ static cxl_coll_status_t cxl_coll_red_gather(cxl_coll_req_t *req,
         if (have > req->got[w]) {
             p = pub.base + req->got[w];
             cxl_coll_fetch(team, &pub, p, have - req->got[w]);
-            memcpy(req->dst + off + lo + req->got[w], p, have - req->got[w]);
+            cxl_coll_pub_copy(&pub, req->dst + off + lo + req->got[w], p,
+                              have - req->got[w]);
             req->got[w] = have;
         }
         if (have < hi - lo) {

@@ -132,15 +132,17 @@ static cxl_coll_status_t cxl_coll_short_publish(cxl_coll_team_t *team,
 
 /*
  * Block bi of peer's publication of step, waited for: *data, readable (in
- * sw mode invalidated), where cxl_coll_peek() finds it.  Nothing of it is
- * written again before this rank's done line passes step.
+ * sw mode invalidated), where cxl_coll_peek() finds it; *far: it lies in
+ * the peer's lines, not in a copy of this rank's (cxl_coll_pub_t.inl).
+ * Nothing of it is written again before this rank's done line passes
+ * step.
  */
 static cxl_coll_status_t cxl_coll_short_await(cxl_coll_team_t *team,
                                               cxl_coll_short_wait_t *w,
                                               int peer, uint64_t step,
                                               const cxl_coll_short_layout_t *l,
                                               unsigned bi,
-                                              const uint8_t **data)
+                                              const uint8_t **data, int *far)
 {
     cxl_coll_status_t status;
     cxl_coll_pub_t pub;
@@ -151,6 +153,7 @@ static cxl_coll_status_t cxl_coll_short_await(cxl_coll_team_t *team,
         if ((status == CXL_COLL_OK) &&
             (pub.ready >= bi * pub.stride + l->len)) {
             *data = pub.base + bi * pub.stride;
+            *far  = !pub.inl;
             cxl_coll_fetch(team, &pub, *data, l->len);
             return CXL_COLL_OK;
         }
@@ -166,19 +169,21 @@ static cxl_coll_status_t cxl_coll_short_await(cxl_coll_team_t *team,
     }
 }
 
-/* The reductions: rank w's input at team->pubs[w].base, folded in rank
- * order into dst: (x0 OP x1) OP x2 ..., as cxl_coll_red_chunk() does. */
+/* The reductions: rank w's input at team->pubs[w].base (a peer's lines
+ * unless .inl), folded in rank order into dst: (x0 OP x1) OP x2 ..., as
+ * cxl_coll_red_chunk() does. */
 static void cxl_coll_short_fold(const cxl_coll_team_t *team,
                                 const cxl_coll_args_t *a, void *dst)
 {
     const cxl_coll_pub_t *in = team->pubs;
     int w;
 
-    cxl_coll_reduce_apply(a->dtype, a->op, dst, in[0].base, in[1].base,
-                          a->count);
+    cxl_coll_far_reduce(a->dtype, a->op, dst, in[0].base, in[1].base,
+                        a->count, (in[0].inl ? 0 : CXL_COLL_FAR_A) |
+                                  (in[1].inl ? 0 : CXL_COLL_FAR_B));
     for (w = 2; w < team->size; ++w) {
-        cxl_coll_reduce_apply(a->dtype, a->op, dst, dst, in[w].base,
-                              a->count);
+        cxl_coll_far_reduce(a->dtype, a->op, dst, dst, in[w].base, a->count,
+                            in[w].inl ? 0 : CXL_COLL_FAR_B);
     }
 }
 
@@ -196,7 +201,7 @@ static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
     cxl_coll_short_layout_t l;
     cxl_coll_status_t status;
     const uint8_t *data;
-    int i, w;
+    int i, w, far;
 
     cxl_coll_short_layout(&l, rs ? (unsigned)team->size : 1, len);
     /* a reduce's root reads its own input: nobody else does */
@@ -213,13 +218,16 @@ static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
             own = memcpy(mine, own, len);
         }
         team->pubs[me].base = own;
+        team->pubs[me].inl  = 1;
         for (i = 1; i < team->size; ++i) {
             w      = cxl_coll_peer_at(team, me, i);
-            status = cxl_coll_short_await(team, wt, w, step, &l, bi, &data);
+            status = cxl_coll_short_await(team, wt, w, step, &l, bi, &data,
+                                          &far);
             if (status != CXL_COLL_OK) {
                 return status;
             }
             team->pubs[w].base = data;
+            team->pubs[w].inl  = !far;
         }
         cxl_coll_short_fold(team, a, dst);
     }
@@ -237,7 +245,7 @@ static cxl_coll_status_t cxl_coll_short_move(cxl_coll_team_t *team,
                                              const cxl_coll_args_t *a,
                                              uint64_t step, size_t len)
 {
-    int me = team->rank, i, w;
+    int me = team->rank, i, w, far;
     int multi = (a->type == CXL_COLL_SCATTER) ||
                 (a->type == CXL_COLL_ALLTOALL);
     unsigned bi = multi ? (unsigned)me : 0;
@@ -264,13 +272,18 @@ static cxl_coll_status_t cxl_coll_short_move(cxl_coll_team_t *team,
         if (!cxl_coll_move_reads(a, me, w)) {
             continue;
         }
-        status = cxl_coll_short_await(team, wt, w, step, &l, bi, &data);
+        status = cxl_coll_short_await(team, wt, w, step, &l, bi, &data,
+                                      &far);
         if (status != CXL_COLL_OK) {
             return status;
         }
         dst = ((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_SCATTER)) ?
               rbuf : rbuf + (size_t)w * len;
-        memcpy(dst, data, len);
+        if (far) {
+            cxl_coll_far_copy(dst, data, len);
+        } else {
+            memcpy(dst, data, len);
+        }
     }
     cxl_coll_step_done(team, step);
     return CXL_COLL_OK;
