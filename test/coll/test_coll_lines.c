@@ -410,9 +410,9 @@ static void team_c(void)
     check_watch_small(team, 1, 3000, 1000);
     check_reader(team, 2, CXL_COLL_LL_MAX, 0, 2);
     check_watch_small(team, 3, CXL_COLL_SMALL_MAX, 64);
-    /* rank 0 publishes on; step NSIG + 2 needs rank 1 done with step 2
-     * (rank 1's publication of step 3 says it finished step 1 only) */
-    for (step = 4; step <= CXL_COLL_NSIG + 1; ++step) {
+    /* rank 0 publishes on; step NSIG + 3 needs rank 1 done with step 3
+     * (rank 1's publication of step 3 says it finished step 2 only) */
+    for (step = 4; step <= CXL_COLL_NSIG + 2; ++step) {
         st = root_bcast(team, step, sizeof(buf), (unsigned)step, 0);
         cxl_th_check(st == CXL_COLL_OK, "watch: root step %llu (%s)",
                      (unsigned long long)step, cxl_coll_strerror(st));
@@ -423,13 +423,13 @@ static void team_c(void)
              CXL_COLL_ERR_INVAL;
     }
     cxl_th_check(st == CXL_COLL_OK, "watch: root step %d waits for rank 1's "
-                 "done line", CXL_COLL_NSIG + 2);
+                 "done line", CXL_COLL_NSIG + 3);
     if (st == CXL_COLL_OK) {
-        peer_done(2);
+        peer_done(3);
         st = cxl_coll_test(req);
         cxl_th_check(st == CXL_COLL_OK, "watch: the first test() after rank "
-                     "1's done line reaches 2 publishes step %d (%s)",
-                     CXL_COLL_NSIG + 2, cxl_coll_strerror(st));
+                     "1's done line reaches 3 publishes step %d (%s)",
+                     CXL_COLL_NSIG + 3, cxl_coll_strerror(st));
         cxl_coll_req_free(req);
     }
     destroy_team(team);

@@ -21,7 +21,7 @@
 
 #include <string.h>
 
-const cxl_coll_call_t cxl_coll_call_none;
+const cxl_coll_call_t cxl_coll_call_none = {.lag = 2};
 
 void cxl_coll_call_record(cxl_coll_team_t *team, cxl_coll_call_t *call)
 {

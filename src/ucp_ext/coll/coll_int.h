@@ -70,6 +70,8 @@ typedef struct {
     uint64_t what;    /* collective, and root, op, dtype where they matter */
     uint64_t bytes;
     uint64_t hash;
+    uint64_t lag;     /* a peer that published a step s of this call has
+                         finished every step before s - lag (cxl_coll_seen) */
 } cxl_coll_call_t;
 
 /* ---- team ---- */
@@ -275,6 +277,7 @@ struct cxl_coll_req {
                                         the own block here, while it is in
                                         the cache (allgather) */
     int                 oneshot;     /* reductions: one-shot or two-shot */
+    unsigned            lag;         /* its call's (cxl_coll_call_t.lag) */
     int                 own_src;     /* reductions: the own input is read
                                         from src, not from the publication */
     uint64_t            skip_lo;     /* write_round leaves [skip_lo, skip_hi) */
@@ -326,18 +329,21 @@ cxl_coll_status_t cxl_coll_pool_pick_get(const char *given,
 cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team, uint64_t step,
                                         int data_slot);
 /*
- * Peer published step: it has finished every step before step - 1 (a rank
- * works through its steps in order, and opens at most the next one, the
- * second step of a two-shot reduction, before it finished the current
- * one), so its done line is >= step - 2 without reading it.
+ * Peer published step of this rank's current call (its hash checked): it
+ * has finished every step before step - 1, since a rank works through its
+ * steps in order and publishes a step only once it is done with the one
+ * before, except the second step of a two-shot reduction's round, which
+ * it opens before it has finished the first.  The call's lag says which:
+ * the peer's done line is >= step - lag without reading it.
  */
 static inline void cxl_coll_seen(cxl_coll_team_t *team, int peer,
                                  uint64_t step)
 {
     cxl_coll_peer_t *p = &team->peers[peer];
+    uint64_t lag       = team->call->lag;
 
-    if ((step > 2) && (p->done_lb < step - 2)) {
-        p->done_lb = step - 2;
+    if ((step > lag) && (p->done_lb < step - lag)) {
+        p->done_lb = step - lag;
     }
 }
 
@@ -450,6 +456,7 @@ static inline void cxl_coll_call_make(const cxl_coll_args_t *args, size_t es,
     }
     call->first  = first;
     call->nsteps = nsteps;
+    call->lag    = 1; /* 2 for a two-shot reduction (cxl_coll_reduce_post) */
     call->what   = what;
     call->bytes  = (args->type == CXL_COLL_BARRIER) ? 0 : args->count * es;
     /* any bit of what or bytes reaches the low 23 bits flagged lines

@@ -368,6 +368,8 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
     }
     req->nsteps  = (team->size == 1) ? 0 :
                    (rs || req->oneshot) ? req->nrounds : 2 * req->nrounds;
+    /* step B opens before step A is done (cxl_coll_seen) */
+    req->lag     = cxl_coll_red_twoshot(req) ? 2 : 1;
     /* peers may read the input in place, unless this rank overwrites it */
     if (team->cfg.pool_inplace && (req->src != NULL) &&
         (req->src != CXL_COLL_IN_PLACE)) {

@@ -256,6 +256,7 @@ static cxl_coll_status_t cxl_coll_post_checked(cxl_coll_team_t *team,
     req->es          = es;
     req->src_in_pool = 0;
     req->oneshot     = 0;
+    req->lag         = 1;
     req->own_src     = 0;
     req->fuse_dst    = NULL;
     req->skip_lo     = 0;
@@ -280,6 +281,7 @@ static cxl_coll_status_t cxl_coll_post_checked(cxl_coll_team_t *team,
         return status;
     }
     cxl_coll_call_start(team, args, es, req->step0, req->nsteps, &req->call);
+    req->call.lag = req->lag;
     team->next_step += req->nsteps;
     i = team->q_head + team->q_count; /* < 2 cap: no division in the call */
     team->queue[(i >= cap) ? i - cap : i] = req;
