@@ -1271,7 +1271,7 @@ int main(int argc, char **argv)
 {
     static const int sizes[] = {1, 2, 3, 5};
     int status[CXL_TH_MAX_RANKS], failed, i, saw;
-    pool_state_t ps;
+    pool_state_t ps = {0}; /* printed even where pool_state() fails */
     size_t k;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
