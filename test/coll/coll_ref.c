@@ -234,3 +234,14 @@ int coll_ref_is_nan(cxl_coll_dtype_t dt, uint64_t bits)
     default: return 0;
     }
 }
+
+uint64_t coll_ref_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 2685821657736338717ull;
+}

@@ -35,6 +35,8 @@ int      coll_ref_dtype_is_signed(cxl_coll_dtype_t dt);
 uint64_t coll_ref_load_bits(const void *p, size_t size);
 void     coll_ref_store_bits(void *p, size_t size, uint64_t v);
 int      coll_ref_is_nan(cxl_coll_dtype_t dt, uint64_t bits);
+/* xorshift64* step of *state (nonzero): the tests' pseudo-random bits */
+uint64_t coll_ref_rand(uint64_t *state);
 
 /*
  * x OP y as cxl_coll_reduce_apply() defines it; *any_nan is set when the

@@ -13,6 +13,7 @@
  * Ends with "test_coll_far: N checks, N failed"; exit 1 on failure.
  */
 #include "coll_far.h"
+#include "coll_ref.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -25,20 +26,12 @@
 static unsigned long test_checks, test_failed;
 static uint64_t      test_rng = 0x2545f4914f6cdd1dull;
 
-static uint8_t test_byte(void)
-{
-    test_rng ^= test_rng >> 12;
-    test_rng ^= test_rng << 25;
-    test_rng ^= test_rng >> 27;
-    return (uint8_t)((test_rng * 0x2545f4914f6cdd1dull) >> 56);
-}
-
 static void test_fill(uint8_t *p, size_t len)
 {
     size_t i;
 
     for (i = 0; i < len; i++) {
-        p[i] = test_byte();
+        p[i] = (uint8_t)(coll_ref_rand(&test_rng) >> 56);
     }
 }
 

@@ -36,11 +36,7 @@ static uint64_t      test_rng = 0x9e3779b97f4a7c15ull;
 
 static uint64_t test_rand(void)
 {
-    /* xorshift64* */
-    test_rng ^= test_rng >> 12;
-    test_rng ^= test_rng << 25;
-    test_rng ^= test_rng >> 27;
-    return test_rng * 2685821657736338717ull;
+    return coll_ref_rand(&test_rng);
 }
 
 #define TEST_FAIL(...) \

@@ -36,19 +36,26 @@ smoke_init() {
     trap smoke_cleanup EXIT
 }
 
-# smoke_run SCRIPT SECONDS [ARGS...]: perftest/SCRIPT --smoke into $out/run
-smoke_run() {
-    local script=$1 secs=$2 rc
+# smoke_exec LABEL SECONDS CMD...: run CMD (output in $out/runner.out)
+smoke_exec() {
+    local label=$1 secs=$2 rc
     shift 2
-    timeout -k 10 "$secs" "$top/perftest/$script" --smoke --builddir "$build" \
-        --out "$out/run" "$@" >"$out/runner.out" 2>&1
+    timeout -k 10 "$secs" "$@" >"$out/runner.out" 2>&1
     rc=$?
     if [ $rc -eq 0 ]; then
-        ok "$script --smoke finished"
+        ok "$label finished"
     else
-        bad "$script --smoke exit $rc:"
+        bad "$label exit $rc:"
         tail -n 20 "$out/runner.out" | sed 's/^/    /'
     fi
+}
+
+# smoke_run SCRIPT SECONDS [ARGS...]: perftest/SCRIPT --smoke into $out/run
+smoke_run() {
+    local script=$1 secs=$2
+    shift 2
+    smoke_exec "$script --smoke" "$secs" "$top/perftest/$script" --smoke \
+        --builddir "$build" --out "$out/run" "$@"
 }
 
 # smoke_header FILE WANT: FILE's first line is WANT

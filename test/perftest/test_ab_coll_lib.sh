@@ -28,16 +28,9 @@ git -C "$top" rev-parse --verify -q HEAD >/dev/null ||
     { echo "SKIP: $top is not a git checkout"; exit 77; }
 AB=$top/perftest/ab-coll-lib.sh
 
-timeout -k 10 600 "$AB" --a-rev HEAD --b-rev WORKTREE --builddir "$build" \
-    --reps 1 --sizes 8,4K --colls bcast,allreduce --budget 0.01 \
-    --out "$out/run" >"$out/runner.out" 2>&1
-rc=$?
-if [ $rc -eq 0 ]; then
-    ok "ab-coll-lib.sh finished"
-else
-    bad "ab-coll-lib.sh exit $rc:"
-    tail -n 20 "$out/runner.out" | sed 's/^/    /'
-fi
+smoke_exec ab-coll-lib.sh 600 "$AB" --a-rev HEAD --b-rev WORKTREE \
+    --builddir "$build" --reps 1 --sizes 8,4K --colls bcast,allreduce \
+    --budget 0.01 --out "$out/run"
 for b in A B; do
     if [ -f "$out/run/lib-$b/libcxl_coll.so.0" ]; then
         ok "library $b compiled"
