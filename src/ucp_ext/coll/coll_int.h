@@ -419,12 +419,13 @@ cxl_coll_status_t cxl_coll_peek(cxl_coll_team_t *team, int peer, uint64_t step,
 /* Make [p, p+len) of a peer's publication readable (invalidate in sw). */
 void     cxl_coll_fetch(cxl_coll_team_t *team, const cxl_coll_pub_t *pub,
                         const void *p, size_t len);
-/* Copy len fetched bytes at p of pub to dst: their lines requested ahead
- * (coll_far.c) unless they are this rank's own already (pub->inl). */
-static inline void cxl_coll_pub_copy(const cxl_coll_pub_t *pub, void *dst,
-                                     const void *p, size_t len)
+/* Copy len fetched bytes of a publication at p to dst: their lines
+ * requested ahead (coll_far.c) unless they are this rank's own already
+ * (inl: cxl_coll_pub_t.inl). */
+static inline void cxl_coll_pub_copy(int inl, void *dst, const void *p,
+                                     size_t len)
 {
-    if (pub->inl) {
+    if (inl) {
         memcpy(dst, p, len);
     } else {
         cxl_coll_far_copy(dst, p, len);

@@ -14,7 +14,6 @@
  *   alltoall    all             size    all             block r
  */
 #include "coll_int.h"
-#include "coll_far.h"
 
 #include <string.h>
 
@@ -187,7 +186,7 @@ static cxl_coll_status_t cxl_coll_move_read(cxl_coll_req_t *req,
         if (have > req->got[w]) {
             p = pub.base + start + req->got[w];
             cxl_coll_fetch(team, &pub, p, have - req->got[w]);
-            cxl_coll_pub_copy(&pub, req->dst + w * req->dst_stride + off +
+            cxl_coll_pub_copy(pub.inl, req->dst + w * req->dst_stride + off +
                                     req->got[w], p, have - req->got[w]);
             req->got[w] = have;
         }

@@ -185,7 +185,7 @@ static cxl_coll_status_t cxl_coll_red_gather(cxl_coll_req_t *req,
         if (have > req->got[w]) {
             p = pub.base + req->got[w];
             cxl_coll_fetch(team, &pub, p, have - req->got[w]);
-            cxl_coll_pub_copy(&pub, req->dst + off + lo + req->got[w], p,
+            cxl_coll_pub_copy(pub.inl, req->dst + off + lo + req->got[w], p,
                               have - req->got[w]);
             req->got[w] = have;
         }

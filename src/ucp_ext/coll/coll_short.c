@@ -132,8 +132,8 @@ static cxl_coll_status_t cxl_coll_short_publish(cxl_coll_team_t *team,
 
 /*
  * Block bi of peer's publication of step, waited for: *data, readable (in
- * sw mode invalidated), where cxl_coll_peek() finds it; *far: it lies in
- * the peer's lines, not in a copy of this rank's (cxl_coll_pub_t.inl).
+ * sw mode invalidated), where cxl_coll_peek() finds it; *inl: it lies in
+ * a copy of this rank's, not in the peer's lines (cxl_coll_pub_t.inl).
  * Nothing of it is written again before this rank's done line passes
  * step.
  */
@@ -142,7 +142,7 @@ static cxl_coll_status_t cxl_coll_short_await(cxl_coll_team_t *team,
                                               int peer, uint64_t step,
                                               const cxl_coll_short_layout_t *l,
                                               unsigned bi,
-                                              const uint8_t **data, int *far)
+                                              const uint8_t **data, int *inl)
 {
     cxl_coll_status_t status;
     cxl_coll_pub_t pub;
@@ -153,7 +153,7 @@ static cxl_coll_status_t cxl_coll_short_await(cxl_coll_team_t *team,
         if ((status == CXL_COLL_OK) &&
             (pub.ready >= bi * pub.stride + l->len)) {
             *data = pub.base + bi * pub.stride;
-            *far  = !pub.inl;
+            *inl  = pub.inl;
             cxl_coll_fetch(team, &pub, *data, l->len);
             return CXL_COLL_OK;
         }
@@ -201,7 +201,7 @@ static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
     cxl_coll_short_layout_t l;
     cxl_coll_status_t status;
     const uint8_t *data;
-    int i, w, far;
+    int i, w;
 
     cxl_coll_short_layout(&l, rs ? (unsigned)team->size : 1, len);
     /* a reduce's root reads its own input: nobody else does */
@@ -222,12 +222,11 @@ static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
         for (i = 1; i < team->size; ++i) {
             w      = cxl_coll_peer_at(team, me, i);
             status = cxl_coll_short_await(team, wt, w, step, &l, bi, &data,
-                                          &far);
+                                          &team->pubs[w].inl);
             if (status != CXL_COLL_OK) {
                 return status;
             }
             team->pubs[w].base = data;
-            team->pubs[w].inl  = !far;
         }
         cxl_coll_short_fold(team, a, dst);
     }
@@ -245,7 +244,7 @@ static cxl_coll_status_t cxl_coll_short_move(cxl_coll_team_t *team,
                                              const cxl_coll_args_t *a,
                                              uint64_t step, size_t len)
 {
-    int me = team->rank, i, w, far;
+    int me = team->rank, i, w, inl;
     int multi = (a->type == CXL_COLL_SCATTER) ||
                 (a->type == CXL_COLL_ALLTOALL);
     unsigned bi = multi ? (unsigned)me : 0;
@@ -273,17 +272,13 @@ static cxl_coll_status_t cxl_coll_short_move(cxl_coll_team_t *team,
             continue;
         }
         status = cxl_coll_short_await(team, wt, w, step, &l, bi, &data,
-                                      &far);
+                                      &inl);
         if (status != CXL_COLL_OK) {
             return status;
         }
         dst = ((a->type == CXL_COLL_BCAST) || (a->type == CXL_COLL_SCATTER)) ?
               rbuf : rbuf + (size_t)w * len;
-        if (far) {
-            cxl_coll_far_copy(dst, data, len);
-        } else {
-            memcpy(dst, data, len);
-        }
+        cxl_coll_pub_copy(inl, dst, data, len);
     }
     cxl_coll_step_done(team, step);
     return CXL_COLL_OK;
