@@ -355,7 +355,8 @@ static int cxl_coll_red_have_f16c(void)
  */
 #define CXL_COLL_RED_BOUNCE 512
 
-static void cxl_coll_red_misaligned(cxl_coll_red_fn_t fn, size_t es,
+static void __attribute__((noinline))
+cxl_coll_red_misaligned(cxl_coll_red_fn_t fn, size_t es,
                                     void *dst, const void *a, const void *b,
                                     size_t count)
 {
@@ -372,19 +373,14 @@ static void cxl_coll_red_misaligned(cxl_coll_red_fn_t fn, size_t es,
     }
 }
 
-/* the kernels of a build the CPU runs (checked by the callers, once) */
-static void cxl_coll_red_run(cxl_coll_red_isa_t isa, cxl_coll_dtype_t dtype,
-                             cxl_coll_op_t op, void *dst, const void *a,
-                             const void *b, size_t count)
+/* fn over dst, a, b; the bounce buffers where one is off alignment */
+static inline void cxl_coll_red_call(cxl_coll_red_fn_t fn,
+                                     cxl_coll_dtype_t dtype, void *dst,
+                                     const void *a, const void *b,
+                                     size_t count)
 {
-    cxl_coll_red_fn_t fn;
     size_t es;
 
-    if (((unsigned)dtype >= CXL_COLL_DTYPE_LAST) ||
-        ((unsigned)op >= CXL_COLL_OP_LAST)) {
-        return;
-    }
-    fn = cxl_coll_red_table[isa][dtype][op];
     if (fn == NULL) {
         return;
     }
@@ -394,6 +390,18 @@ static void cxl_coll_red_run(cxl_coll_red_isa_t isa, cxl_coll_dtype_t dtype,
         return;
     }
     fn(dst, a, b, count);
+}
+
+/* the kernels of a build the CPU runs (checked by the callers, once) */
+static void cxl_coll_red_run(cxl_coll_red_isa_t isa, cxl_coll_dtype_t dtype,
+                             cxl_coll_op_t op, void *dst, const void *a,
+                             const void *b, size_t count)
+{
+    if (((unsigned)dtype < CXL_COLL_DTYPE_LAST) &&
+        ((unsigned)op < CXL_COLL_OP_LAST)) {
+        cxl_coll_red_call(cxl_coll_red_table[isa][dtype][op], dtype, dst, a,
+                          b, count);
+    }
 }
 
 void cxl_coll_reduce_apply_isa(cxl_coll_red_isa_t isa, cxl_coll_dtype_t dtype,
@@ -412,15 +420,51 @@ void cxl_coll_reduce_apply_generic(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
     cxl_coll_red_run(cxl_coll_red_isa_best(), dtype, op, dst, a, b, count);
 }
 
+#if defined(__x86_64__)
+#define CXL_COLL_RED_F16C_ENTRY(_op, _name) \
+    static void cxl_coll_red_f16c_##_name(void *dst, const void *a, \
+                                          const void *b, size_t n) \
+    { \
+        cxl_coll_red_f16c(_op, dst, a, b, n); \
+    }
+
+CXL_COLL_RED_F16C_ENTRY(CXL_COLL_SUM, sum)
+CXL_COLL_RED_F16C_ENTRY(CXL_COLL_PROD, prod)
+CXL_COLL_RED_F16C_ENTRY(CXL_COLL_MIN, min)
+CXL_COLL_RED_F16C_ENTRY(CXL_COLL_MAX, max)
+#endif
+
+/*
+ * The kernel cxl_coll_reduce_apply() runs for each datatype and operation:
+ * the widest build of the portable loops, F16C for float16 where the CPU
+ * has it.  Chosen when the library is loaded, so that a call costs one
+ * lookup: through the choice on every call, a reduction of one element
+ * took 130 instructions, 117 of them before the kernel's loop (callgrind,
+ * allreduce of 8 B).
+ */
+static cxl_coll_red_fn_t cxl_coll_red_sel[CXL_COLL_DTYPE_LAST]
+                                         [CXL_COLL_OP_LAST];
+
+__attribute__((constructor)) static void cxl_coll_red_select(void)
+{
+    memcpy(cxl_coll_red_sel, cxl_coll_red_table[cxl_coll_red_isa_best()],
+           sizeof(cxl_coll_red_sel));
+#if defined(__x86_64__)
+    if (cxl_coll_red_have_f16c()) {
+        cxl_coll_red_sel[CXL_COLL_FLOAT16][CXL_COLL_SUM]  = cxl_coll_red_f16c_sum;
+        cxl_coll_red_sel[CXL_COLL_FLOAT16][CXL_COLL_PROD] = cxl_coll_red_f16c_prod;
+        cxl_coll_red_sel[CXL_COLL_FLOAT16][CXL_COLL_MIN]  = cxl_coll_red_f16c_min;
+        cxl_coll_red_sel[CXL_COLL_FLOAT16][CXL_COLL_MAX]  = cxl_coll_red_f16c_max;
+    }
+#endif
+}
+
 void cxl_coll_reduce_apply(cxl_coll_dtype_t dtype, cxl_coll_op_t op, void *dst,
                            const void *a, const void *b, size_t count)
 {
-#if defined(__x86_64__)
-    if ((dtype == CXL_COLL_FLOAT16) && ((unsigned)op <= CXL_COLL_MAX) &&
-        cxl_coll_red_have_f16c()) {
-        cxl_coll_red_f16c(op, dst, a, b, count);
-        return;
+    if (((unsigned)dtype < CXL_COLL_DTYPE_LAST) &&
+        ((unsigned)op < CXL_COLL_OP_LAST)) {
+        cxl_coll_red_call(cxl_coll_red_sel[dtype][op], dtype, dst, a, b,
+                          count);
     }
-#endif
-    cxl_coll_reduce_apply_generic(dtype, op, dst, a, b, count);
 }
