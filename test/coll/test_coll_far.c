@@ -119,11 +119,15 @@ static void test_copy(void)
 
 enum { TEST_ALIAS_NONE, TEST_ALIAS_A, TEST_ALIAS_B, TEST_ALIAS_LAST };
 
+/* off: b lies that many bytes off the allocation's alignment (a peer's
+ * pool buffer at any offset): the kernels must not see it */
 static void test_reduce_case(cxl_coll_dtype_t dt, cxl_coll_op_t op,
-                             size_t count, unsigned far, int alias)
+                             size_t count, unsigned far, int alias,
+                             size_t off)
 {
     size_t es = cxl_coll_dtype_size(dt), len = count * es;
     uint8_t *a = test_alloc(len), *b = test_alloc(len);
+    uint8_t *bmis = test_alloc(len + off);
     uint8_t *exp = test_alloc(len), *buf = test_alloc(len + 2 * TEST_GUARD);
     uint8_t *dst = buf + TEST_GUARD;
     const void *pa = a, *pb = b;
@@ -137,20 +141,24 @@ static void test_reduce_case(cxl_coll_dtype_t dt, cxl_coll_op_t op,
     } else if (alias == TEST_ALIAS_B) {
         pb = memcpy(dst, b, len);
     }
+    if ((off > 0) && (alias != TEST_ALIAS_B)) {
+        pb = memcpy(bmis + off, b, len);
+    }
     cxl_coll_far_reduce(dt, op, dst, pa, pb, count, far);
     test_checks++;
     if (memcmp(dst, exp, len) || !test_guards(buf, 0, len)) {
         test_failed++;
         if (test_failed <= 20) {
             fprintf(stderr, "FAIL: far reduce %s %s count %zu far %u alias "
-                    "%d: %s\n", cxl_coll_dtype_name(dt),
-                    cxl_coll_op_name(op), count, far, alias,
+                    "%d b +%zu: %s\n", cxl_coll_dtype_name(dt),
+                    cxl_coll_op_name(op), count, far, alias, off,
                     memcmp(dst, exp, len) ? "differs from "
                     "cxl_coll_reduce_apply()" : "guard bytes overwritten");
         }
     }
     free(a);
     free(b);
+    free(bmis);
     free(exp);
     free(buf);
 }
@@ -170,7 +178,8 @@ static void test_reduce(void)
                 for (far = 0; far <= (CXL_COLL_FAR_A | CXL_COLL_FAR_B);
                      far++) {
                     for (alias = 0; alias < TEST_ALIAS_LAST; alias++) {
-                        test_reduce_case(dt, op, counts[c], far, alias);
+                        test_reduce_case(dt, op, counts[c], far, alias, 0);
+                        test_reduce_case(dt, op, counts[c], far, alias, 1);
                     }
                 }
             }

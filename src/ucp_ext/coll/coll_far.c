@@ -82,6 +82,20 @@ void cxl_coll_far_copy(void *dst, const void *src, size_t len)
     }
 }
 
+/* fn, or the checked entry where there is none */
+static inline void cxl_coll_far_apply(cxl_coll_red_fn_t fn,
+                                      cxl_coll_dtype_t dtype,
+                                      cxl_coll_op_t op, void *dst,
+                                      const void *a, const void *b,
+                                      size_t count)
+{
+    if (fn != NULL) {
+        fn(dst, a, b, count);
+    } else {
+        cxl_coll_reduce_apply(dtype, op, dst, a, b, count);
+    }
+}
+
 void cxl_coll_far_reduce(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
                          void *dst, const void *a, const void *b,
                          size_t count, unsigned far)
@@ -89,9 +103,15 @@ void cxl_coll_far_reduce(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
     size_t es = cxl_coll_dtype_size(dtype), len = count * es, x, n, next;
     const uint8_t *pa = a, *pb = b;
     uint8_t *d        = dst;
+    cxl_coll_red_fn_t fn;
 
+    /* the kernel looked up once, not for every piece; NULL off alignment
+     * (cxl_coll_reduce_apply() bounces such pieces: each keeps the
+     * start's alignment) */
+    fn = ((((uintptr_t)dst | (uintptr_t)a | (uintptr_t)b) & (es - 1)) == 0) ?
+         cxl_coll_reduce_kernel(dtype, op) : NULL;
     if ((far == 0) || (len <= CXL_COLL_FAR_MIN)) {
-        cxl_coll_reduce_apply(dtype, op, dst, a, b, count);
+        cxl_coll_far_apply(fn, dtype, op, dst, a, b, count);
         return;
     }
     n = (len < CXL_COLL_FAR_AHEAD) ? len : CXL_COLL_FAR_AHEAD;
@@ -111,6 +131,6 @@ void cxl_coll_far_reduce(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
         if ((next > 0) && (far & CXL_COLL_FAR_B)) {
             cxl_coll_far_request(pb + x + CXL_COLL_FAR_AHEAD, next);
         }
-        cxl_coll_reduce_apply(dtype, op, d + x, pa + x, pb + x, n / es);
+        cxl_coll_far_apply(fn, dtype, op, d + x, pa + x, pb + x, n / es);
     }
 }

@@ -46,8 +46,6 @@
 /* elements per inner loop: 256 bytes of the widest type */
 #define CXL_COLL_RED_BLOCK 32
 
-typedef void (*cxl_coll_red_fn_t)(void *dst, const void *a, const void *b,
-                                  size_t count);
 
 #define CXL_COLL_RED_LOOP(_stmt) \
     size_t _j, _i; \
@@ -459,12 +457,17 @@ __attribute__((constructor)) static void cxl_coll_red_select(void)
 #endif
 }
 
+cxl_coll_red_fn_t cxl_coll_reduce_kernel(cxl_coll_dtype_t dtype,
+                                         cxl_coll_op_t op)
+{
+    return (((unsigned)dtype < CXL_COLL_DTYPE_LAST) &&
+            ((unsigned)op < CXL_COLL_OP_LAST)) ? cxl_coll_red_sel[dtype][op] :
+           NULL;
+}
+
 void cxl_coll_reduce_apply(cxl_coll_dtype_t dtype, cxl_coll_op_t op, void *dst,
                            const void *a, const void *b, size_t count)
 {
-    if (((unsigned)dtype < CXL_COLL_DTYPE_LAST) &&
-        ((unsigned)op < CXL_COLL_OP_LAST)) {
-        cxl_coll_red_call(cxl_coll_red_sel[dtype][op], dtype, dst, a, b,
-                          count);
-    }
+    cxl_coll_red_call(cxl_coll_reduce_kernel(dtype, op), dtype, dst, a, b,
+                      count);
 }

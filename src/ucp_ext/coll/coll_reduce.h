@@ -33,6 +33,17 @@
 void cxl_coll_reduce_apply(cxl_coll_dtype_t dtype, cxl_coll_op_t op, void *dst,
                            const void *a, const void *b, size_t count);
 
+/* A kernel: dst[i] = a[i] OP b[i] for i < count, as cxl_coll_reduce_apply()
+ * but with every pointer aligned to the element size. */
+typedef void (*cxl_coll_red_fn_t)(void *dst, const void *a, const void *b,
+                                  size_t count);
+
+/* The kernel cxl_coll_reduce_apply() runs for dtype and op (NULL where
+ * cxl_coll_op_supported() says no): for a caller that reduces one pair of
+ * aligned buffers in pieces, looked up once. */
+cxl_coll_red_fn_t cxl_coll_reduce_kernel(cxl_coll_dtype_t dtype,
+                                         cxl_coll_op_t op);
+
 /* The same with the portable loops only, without the CPU-specific paths
  * (float16 sum/prod with F16C): the tests compare both. */
 void cxl_coll_reduce_apply_generic(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
