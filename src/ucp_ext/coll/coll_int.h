@@ -74,6 +74,24 @@ typedef struct {
                          finished every step before s - lag (cxl_coll_seen) */
 } cxl_coll_call_t;
 
+/* The layout of a one-step publication of nblocks blocks of len bytes
+ * (the short path's). */
+typedef struct {
+    unsigned            nblocks;
+    uint64_t            len;     /* bytes of a block */
+    uint64_t            stride;  /* between blocks in a slot (plan_rounds) */
+    cxl_coll_pub_kind_t kind;
+} cxl_coll_short_layout_t;
+
+/* A call the short path takes, prepared once (cxl_coll_short_prepare):
+ * its arguments as checked, its layout, and its call (first and callno
+ * set per call). */
+typedef struct {
+    cxl_coll_args_t         args;
+    cxl_coll_short_layout_t layout;
+    cxl_coll_call_t         call;
+} cxl_coll_short_call_t;
+
 /* ---- team ---- */
 typedef struct {
     uint8_t  *part;       /* the peer's partition in this mapping */
@@ -178,6 +196,12 @@ struct cxl_coll_team {
     void              (*progress)(void *arg); /* the caller's, while a */
     void               *progress_arg;            /*   blocking call waits */
     unsigned            progress_interval;       /*   every this many polls */
+
+    /* the last call of cxl_coll_run() the short path took, prepared:
+     * the next with the same arguments skips the checks (coll_req.c) */
+    int                 memo_valid;
+    cxl_coll_args_t     memo_key;    /*   its arguments as passed */
+    cxl_coll_short_call_t memo;
 
     uint64_t           *mem_offs;    /* cxl_coll_mem_alloc() extents */
     unsigned            mem_count;
@@ -541,12 +565,16 @@ cxl_coll_status_t cxl_coll_peek_signal(cxl_coll_team_t *team, int peer,
                                        uint64_t step);
 
 /* ---- the short path (coll_short.c) ---- */
-/* Whether a valid call of es-byte elements fits the short path. */
-int               cxl_coll_short_fits(const cxl_coll_team_t *team,
-                                      const cxl_coll_args_t *a, size_t es);
+/*
+ * sc prepared for a valid call (es: its element size): 1 if the short
+ * path takes it, else 0 (sc then undefined).
+ */
+int               cxl_coll_short_prepare(const cxl_coll_team_t *team,
+                                         const cxl_coll_args_t *a, size_t es,
+                                         cxl_coll_short_call_t *sc);
 /* Run it, blocking; only while no request of the team is queued. */
 cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
-                                     const cxl_coll_args_t *a, size_t es);
+                                     const cxl_coll_short_call_t *sc);
 /* A barrier of a team of 2 or more, the same way, with less around it. */
 cxl_coll_status_t cxl_coll_short_barrier(cxl_coll_team_t *team);
 

@@ -439,9 +439,28 @@ void cxl_coll_req_free(cxl_coll_req_t *req)
     cxl_coll_req_release(req);
 }
 
+/* The same arguments, field by field (the struct has padding). */
+static inline int cxl_coll_args_same(const cxl_coll_args_t *a,
+                                     const cxl_coll_args_t *b)
+{
+    return (a->type == b->type) & (a->sbuf == b->sbuf) &
+           (a->rbuf == b->rbuf) & (a->count == b->count) &
+           (a->dtype == b->dtype) & (a->op == b->op) & (a->root == b->root);
+}
+
+/*
+ * A blocking call.  Codes make one collective with the same arguments
+ * over and over (a training loop's allreduce of its gradients, a solver's
+ * dot product, a benchmark): the checks, the short path's fit and the
+ * call's hash depend on the arguments and the team alone, so the short
+ * path's last call is kept prepared (team->memo), and a call with the
+ * same arguments runs it without them: ~200 of the ~900 instructions of
+ * an 8-byte allreduce in the library (callgrind, coll_lat).
+ */
 cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
                                const cxl_coll_args_t *args)
 {
+    const cxl_coll_args_t *use = args;
     cxl_coll_status_t status;
     cxl_coll_args_t copy;
     cxl_coll_req_t *req;
@@ -450,22 +469,31 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
     if ((team == NULL) || (args == NULL) || (team->failed != CXL_COLL_OK)) {
         return cxl_coll_post(team, args, &req); /* its error */
     }
-    if ((args->type == CXL_COLL_BARRIER) && (team->q_count == 0) &&
-        (team->size > 1)) {
-        /* nothing to check, nothing queued that must complete first */
-        status = cxl_coll_short_barrier(team);
-        goto out_short;
+    if (team->q_count == 0) {
+        /* nothing queued that must complete first */
+        if ((args->type == CXL_COLL_BARRIER) && (team->size > 1)) {
+            status = cxl_coll_short_barrier(team); /* nothing to check */
+            goto out_short;
+        }
+        if (team->memo_valid && cxl_coll_args_same(args, &team->memo_key)) {
+            status = cxl_coll_short_run(team, &team->memo);
+            goto out_short;
+        }
     }
-    status = cxl_coll_check_args(team, args, &es, &copy, &args);
+    status = cxl_coll_check_args(team, args, &es, &copy, &use);
     if (status != CXL_COLL_OK) {
         return status;
     }
-    if ((team->q_count == 0) && cxl_coll_short_fits(team, args, es)) {
-        /* nothing queued that must complete first */
-        status = cxl_coll_short_run(team, args, es);
-        goto out_short;
+    if (team->q_count == 0) {
+        team->memo_valid = cxl_coll_short_prepare(team, use, es,
+                                                  &team->memo);
+        if (team->memo_valid) {
+            team->memo_key = *args;
+            status         = cxl_coll_short_run(team, &team->memo);
+            goto out_short;
+        }
     }
-    status = cxl_coll_post_checked(team, args, es, 1, &req);
+    status = cxl_coll_post_checked(team, use, es, 1, &req);
     if (status != CXL_COLL_OK) {
         return status;
     }

@@ -56,14 +56,6 @@ static cxl_coll_status_t cxl_coll_short_idle(cxl_coll_team_t *team,
     return CXL_COLL_INPROGRESS;
 }
 
-/* The layout of a one-step publication of nblocks blocks of len bytes. */
-typedef struct {
-    unsigned            nblocks;
-    uint64_t            len;     /* bytes of a block */
-    uint64_t            stride;  /* between blocks in a slot (plan_rounds) */
-    cxl_coll_pub_kind_t kind;
-} cxl_coll_short_layout_t;
-
 static void cxl_coll_short_layout(cxl_coll_short_layout_t *l,
                                   unsigned nblocks, uint64_t len)
 {
@@ -190,23 +182,23 @@ static void cxl_coll_short_fold(const cxl_coll_team_t *team,
 static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
                                                cxl_coll_short_wait_t *wt,
                                                const cxl_coll_args_t *a,
-                                               uint64_t step, size_t len)
+                                               uint64_t step,
+                                               const cxl_coll_short_layout_t *l)
 {
     int me = team->rank, rs = (a->type == CXL_COLL_REDUCE_SCATTER);
     int result = (a->type != CXL_COLL_REDUCE) || (me == a->root);
     const uint8_t *src = (a->sbuf == CXL_COLL_IN_PLACE) ? a->rbuf : a->sbuf;
     unsigned bi = rs ? (unsigned)me : 0;
+    size_t len  = l->len;
     uint8_t mine[CXL_COLL_SMALL_MAX], *dst = a->rbuf;
     const uint8_t *own = src + (size_t)bi * len;
-    cxl_coll_short_layout_t l;
     cxl_coll_status_t status;
     const uint8_t *data;
     int i, w;
 
-    cxl_coll_short_layout(&l, rs ? (unsigned)team->size : 1, len);
     /* a reduce's root reads its own input: nobody else does */
     if (!result || (a->type != CXL_COLL_REDUCE)) {
-        status = cxl_coll_short_publish(team, wt, step, src, &l,
+        status = cxl_coll_short_publish(team, wt, step, src, l,
                                         rs ? me : -1);
         if (status != CXL_COLL_OK) {
             return status;
@@ -221,7 +213,7 @@ static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
         team->pubs[me].inl  = 1;
         for (i = 1; i < team->size; ++i) {
             w      = cxl_coll_peer_at(team, me, i);
-            status = cxl_coll_short_await(team, wt, w, step, &l, bi, &data,
+            status = cxl_coll_short_await(team, wt, w, step, l, bi, &data,
                                           &team->pubs[w].inl);
             if (status != CXL_COLL_OK) {
                 return status;
@@ -242,21 +234,21 @@ static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
 static cxl_coll_status_t cxl_coll_short_move(cxl_coll_team_t *team,
                                              cxl_coll_short_wait_t *wt,
                                              const cxl_coll_args_t *a,
-                                             uint64_t step, size_t len)
+                                             uint64_t step,
+                                             const cxl_coll_short_layout_t *l)
 {
     int me = team->rank, i, w, inl;
     int multi = (a->type == CXL_COLL_SCATTER) ||
                 (a->type == CXL_COLL_ALLTOALL);
     unsigned bi = multi ? (unsigned)me : 0;
+    size_t len  = l->len;
     const uint8_t *own, *data;
     uint8_t *rbuf = a->rbuf, *dst;
-    cxl_coll_short_layout_t l;
     cxl_coll_status_t status;
 
-    cxl_coll_short_layout(&l, multi ? (unsigned)team->size : 1, len);
     if (cxl_coll_move_publishes(a, me)) {
         status = cxl_coll_short_publish(team, wt, step,
-                                        cxl_coll_move_src(a, me, len), &l,
+                                        cxl_coll_move_src(a, me, len), l,
                                         multi ? me : -1);
         if (status != CXL_COLL_OK) {
             return status;
@@ -271,7 +263,7 @@ static cxl_coll_status_t cxl_coll_short_move(cxl_coll_team_t *team,
         if (!cxl_coll_move_reads(a, me, w)) {
             continue;
         }
-        status = cxl_coll_short_await(team, wt, w, step, &l, bi, &data,
+        status = cxl_coll_short_await(team, wt, w, step, l, bi, &data,
                                       &inl);
         if (status != CXL_COLL_OK) {
             return status;
@@ -357,10 +349,11 @@ cxl_coll_status_t cxl_coll_short_barrier(cxl_coll_team_t *team)
     return CXL_COLL_OK;
 }
 
-int cxl_coll_short_fits(const cxl_coll_team_t *team,
-                        const cxl_coll_args_t *a, size_t es)
+int cxl_coll_short_prepare(const cxl_coll_team_t *team,
+                           const cxl_coll_args_t *a, size_t es,
+                           cxl_coll_short_call_t *sc)
 {
-    uint64_t bytes = a->count * es, cap;
+    uint64_t bytes = a->count * es;
     unsigned nblocks;
 
     if (team->size < 2) {
@@ -388,37 +381,42 @@ int cxl_coll_short_fits(const cxl_coll_team_t *team,
     /* a step with data (count 0 makes none), in one round (plan_rounds;
      * check_args bounded count * es * size) whose layout fits the small
      * slot */
-    cap = cxl_coll_round_cap(team, nblocks);
-    return (bytes > 0) && (bytes <= cap) &&
-           (cxl_coll_layout_bytes(nblocks, bytes, (bytes + 63) & ~63ull) <=
-            CXL_COLL_SMALL_MAX);
+    cxl_coll_short_layout(&sc->layout, nblocks, bytes);
+    if ((bytes == 0) || (bytes > cxl_coll_round_cap(team, nblocks)) ||
+        (cxl_coll_layout_bytes(nblocks, bytes, sc->layout.stride) >
+         CXL_COLL_SMALL_MAX)) {
+        return 0;
+    }
+    sc->args = *a;
+    /* the call is the request path's of the same arguments: one step */
+    cxl_coll_call_make(a, es, 0, 1, &sc->call);
+    return 1;
 }
 
 cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
-                                     const cxl_coll_args_t *a, size_t es)
+                                     const cxl_coll_short_call_t *sc)
 {
     uint64_t step = team->next_step++;
-    size_t len    = a->count * es;
-    cxl_coll_short_layout_t l;
+    /* copies: a blocking call from the progress function may prepare
+     * another call in the team's */
+    cxl_coll_args_t a         = sc->args;
+    cxl_coll_short_layout_t l = sc->layout;
     cxl_coll_short_wait_t wt;
 
     if (team->cfg.log) {
-        cxl_coll_short_layout(&l, ((a->type == CXL_COLL_SCATTER) ||
-                                   (a->type == CXL_COLL_ALLTOALL) ||
-                                   (a->type == CXL_COLL_REDUCE_SCATTER)) ?
-                                  (unsigned)team->size : 1, len);
-        cxl_coll_short_log(team, a, l.kind);
+        cxl_coll_short_log(team, &a, l.kind);
     }
     cxl_coll_short_wait_init(team, &wt);
-    /* the call is the request path's of the same arguments: one step */
-    cxl_coll_call_start(team, a, es, step, 1, &wt.call);
+    wt.call       = sc->call;
+    wt.call.first = step;
+    cxl_coll_call_record(team, &wt.call);
     team->call = &wt.call;
-    switch (a->type) {
+    switch (a.type) {
     case CXL_COLL_REDUCE:
     case CXL_COLL_ALLREDUCE:
     case CXL_COLL_REDUCE_SCATTER:
-        return cxl_coll_short_reduce(team, &wt, a, step, len);
+        return cxl_coll_short_reduce(team, &wt, &a, step, &l);
     default:
-        return cxl_coll_short_move(team, &wt, a, step, len);
+        return cxl_coll_short_move(team, &wt, &a, step, &l);
     }
 }
