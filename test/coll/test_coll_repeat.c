@@ -33,12 +33,17 @@ enum { RP_NONE, RP_TYPE, RP_SBUF, RP_RBUF, RP_COUNT, RP_DTYPE, RP_OP,
 
 typedef struct {
     int    what;   /* RP_* */
-    int    value;  /* the new value: type, buffer 0/1, count, dtype, op, root */
+    int    value;  /* the new value: type, buffer 0-2, count, dtype, op, root */
 } rp_step_t;
 
 static const rp_step_t rp_steps[] = {
     {RP_NONE, 0},                        /* allreduce int32 sum of 4: */
     {RP_NONE, 0},                        /*   the same again */
+    {RP_RBUF, 2},                        /* off the int32 alignment */
+    {RP_NONE, 0},
+    {RP_SBUF, 2},
+    {RP_RBUF, 0},
+    {RP_SBUF, 0},
     {RP_DTYPE, CXL_COLL_FLOAT32},        /* a float sum of int bits differs */
     {RP_OP, CXL_COLL_MAX},
     {RP_COUNT, 5},
@@ -74,13 +79,14 @@ static double rp_in(unsigned k, int q, size_t e)
            (((k + (unsigned)q) & 1) ? -1 : 1);
 }
 
+/* element i of a buffer that may lie off its alignment */
 static void rp_store(cxl_coll_dtype_t dt, void *p, size_t i, double v)
 {
-    if (dt == CXL_COLL_FLOAT32) {
-        ((float*)p)[i] = (float)v;
-    } else {
-        ((int32_t*)p)[i] = (int32_t)v;
-    }
+    float f   = (float)v;
+    int32_t x = (int32_t)v;
+
+    memcpy((uint8_t*)p + i * 4, (dt == CXL_COLL_FLOAT32) ? (void*)&f :
+                                                          (void*)&x, 4);
 }
 
 static double rp_fold(const cxl_coll_args_t *a, unsigned k, int np,
@@ -161,7 +167,11 @@ static size_t rp_expect(const cxl_coll_args_t *a, unsigned k, int me, int np,
 static int rp_rank(cxl_th_rank_t *r)
 {
     enum { LEN = CXL_TH_MAX_RANKS * RP_CMAX * 4 };
-    static uint8_t sbuf[2][LEN], rbuf[2][LEN], exp[LEN];
+    /* buffer 2 lies one byte off the elements' alignment */
+    static _Alignas(64) uint8_t smem[3][LEN + 64], rmem[3][LEN + 64];
+    static uint8_t exp[LEN];
+    uint8_t *sbuf[3] = {smem[0], smem[1], smem[2] + 1};
+    uint8_t *rbuf[3] = {rmem[0], rmem[1], rmem[2] + 1};
     cxl_coll_args_t a = {.type = CXL_COLL_ALLREDUCE, .count = 4,
                          .dtype = CXL_COLL_INT32, .op = CXL_COLL_SUM};
     int sb = 0, rb = 0, fails = 0;

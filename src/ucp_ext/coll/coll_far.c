@@ -30,8 +30,8 @@
 #define CXL_COLL_FAR_PIECE 1024
 #define CXL_COLL_FAR_LINE  64
 /* up to this many bytes the plain loop: a reduction of more than two
- * lines gains, a copy only from more than 1 KiB */
-#define CXL_COLL_FAR_MIN      128
+ * lines gains (CXL_COLL_FAR_MIN, coll_far.h), a copy only from more
+ * than 1 KiB */
 #define CXL_COLL_FAR_COPY_MIN 1024
 #define CXL_COLL_FAR_COPY_MAX 16384
 

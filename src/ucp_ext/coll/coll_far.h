@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 
+/* Bytes up to which cxl_coll_far_reduce() is the kernel alone: the lines
+ * of a reduction of more than two are worth requesting ahead. */
+#define CXL_COLL_FAR_MIN 128
+
 /* Operands of cxl_coll_far_reduce() that lie in a peer's publication. */
 #define CXL_COLL_FAR_A 1u
 #define CXL_COLL_FAR_B 2u

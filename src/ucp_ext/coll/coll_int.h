@@ -84,12 +84,14 @@ typedef struct {
 } cxl_coll_short_layout_t;
 
 /* A call the short path takes, prepared once (cxl_coll_short_prepare):
- * its arguments as checked, its layout, and its call (first and callno
- * set per call). */
+ * its arguments as checked, its layout, its call (first and callno set
+ * per call) and, for a reduction, the kernel and the element size. */
 typedef struct {
     cxl_coll_args_t         args;
     cxl_coll_short_layout_t layout;
     cxl_coll_call_t         call;
+    cxl_coll_red_fn_t       red;
+    size_t                  es;
 } cxl_coll_short_call_t;
 
 /* ---- team ---- */

@@ -161,30 +161,53 @@ static cxl_coll_status_t cxl_coll_short_await(cxl_coll_team_t *team,
     }
 }
 
+/*
+ * dst = x OP y.  A short vector (the kernel alone in cxl_coll_far_reduce())
+ * runs the prepared call's kernel in line: through cxl_coll_far_reduce()
+ * an 8-byte allreduce paid ~70 instructions per fold for the kernel's
+ * lookup, the element size and the checks (callgrind).  Operands off
+ * their alignment take the checked way.
+ */
+static inline void cxl_coll_short_red(const cxl_coll_short_call_t *c,
+                                      void *dst, const void *x,
+                                      const void *y, unsigned far)
+{
+    const cxl_coll_args_t *a = &c->args;
+
+    if ((c->layout.len <= CXL_COLL_FAR_MIN) && (c->red != NULL) &&
+        ((((uintptr_t)dst | (uintptr_t)x | (uintptr_t)y) & (c->es - 1)) ==
+         0)) {
+        c->red(dst, x, y, a->count);
+    } else {
+        cxl_coll_far_reduce(a->dtype, a->op, dst, x, y, a->count, far);
+    }
+}
+
 /* The reductions: rank w's input at team->pubs[w].base (a peer's lines
  * unless .inl), folded in rank order into dst: (x0 OP x1) OP x2 ..., as
  * cxl_coll_red_chunk() does. */
 static void cxl_coll_short_fold(const cxl_coll_team_t *team,
-                                const cxl_coll_args_t *a, void *dst)
+                                const cxl_coll_short_call_t *c, void *dst)
 {
     const cxl_coll_pub_t *in = team->pubs;
     int w;
 
-    cxl_coll_far_reduce(a->dtype, a->op, dst, in[0].base, in[1].base,
-                        a->count, (in[0].inl ? 0 : CXL_COLL_FAR_A) |
-                                  (in[1].inl ? 0 : CXL_COLL_FAR_B));
+    cxl_coll_short_red(c, dst, in[0].base, in[1].base,
+                       (in[0].inl ? 0 : CXL_COLL_FAR_A) |
+                       (in[1].inl ? 0 : CXL_COLL_FAR_B));
     for (w = 2; w < team->size; ++w) {
-        cxl_coll_far_reduce(a->dtype, a->op, dst, dst, in[w].base, a->count,
-                            in[w].inl ? 0 : CXL_COLL_FAR_B);
+        cxl_coll_short_red(c, dst, dst, in[w].base,
+                           in[w].inl ? 0 : CXL_COLL_FAR_B);
     }
 }
 
 static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
                                                cxl_coll_short_wait_t *wt,
-                                               const cxl_coll_args_t *a,
-                                               uint64_t step,
-                                               const cxl_coll_short_layout_t *l)
+                                               const cxl_coll_short_call_t *c,
+                                               uint64_t step)
 {
+    const cxl_coll_args_t *a         = &c->args;
+    const cxl_coll_short_layout_t *l = &c->layout;
     int me = team->rank, rs = (a->type == CXL_COLL_REDUCE_SCATTER);
     int result = (a->type != CXL_COLL_REDUCE) || (me == a->root);
     const uint8_t *src = (a->sbuf == CXL_COLL_IN_PLACE) ? a->rbuf : a->sbuf;
@@ -220,7 +243,7 @@ static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
             }
             team->pubs[w].base = data;
         }
-        cxl_coll_short_fold(team, a, dst);
+        cxl_coll_short_fold(team, c, dst);
     }
     cxl_coll_step_done(team, step);
     return CXL_COLL_OK;
@@ -233,10 +256,11 @@ static cxl_coll_status_t cxl_coll_short_reduce(cxl_coll_team_t *team,
  */
 static cxl_coll_status_t cxl_coll_short_move(cxl_coll_team_t *team,
                                              cxl_coll_short_wait_t *wt,
-                                             const cxl_coll_args_t *a,
-                                             uint64_t step,
-                                             const cxl_coll_short_layout_t *l)
+                                             const cxl_coll_short_call_t *c,
+                                             uint64_t step)
 {
+    const cxl_coll_args_t *a         = &c->args;
+    const cxl_coll_short_layout_t *l = &c->layout;
     int me = team->rank, i, w, inl;
     int multi = (a->type == CXL_COLL_SCATTER) ||
                 (a->type == CXL_COLL_ALLTOALL);
@@ -390,6 +414,9 @@ int cxl_coll_short_prepare(const cxl_coll_team_t *team,
     sc->args = *a;
     /* the call is the request path's of the same arguments: one step */
     cxl_coll_call_make(a, es, 0, 1, &sc->call);
+    sc->red = (CXL_COLL_TYPE_BIT(a->type) & CXL_COLL_REDUCING) ?
+              cxl_coll_reduce_kernel(a->dtype, a->op) : NULL;
+    sc->es  = es;
     return 1;
 }
 
@@ -397,26 +424,25 @@ cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
                                      const cxl_coll_short_call_t *sc)
 {
     uint64_t step = team->next_step++;
-    /* copies: a blocking call from the progress function may prepare
+    /* a copy: a blocking call from the progress function may prepare
      * another call in the team's */
-    cxl_coll_args_t a         = sc->args;
-    cxl_coll_short_layout_t l = sc->layout;
+    cxl_coll_short_call_t c = *sc;
     cxl_coll_short_wait_t wt;
 
     if (team->cfg.log) {
-        cxl_coll_short_log(team, &a, l.kind);
+        cxl_coll_short_log(team, &c.args, c.layout.kind);
     }
     cxl_coll_short_wait_init(team, &wt);
-    wt.call       = sc->call;
+    wt.call       = c.call;
     wt.call.first = step;
     cxl_coll_call_record(team, &wt.call);
     team->call = &wt.call;
-    switch (a.type) {
+    switch (c.args.type) {
     case CXL_COLL_REDUCE:
     case CXL_COLL_ALLREDUCE:
     case CXL_COLL_REDUCE_SCATTER:
-        return cxl_coll_short_reduce(team, &wt, &a, step, &l);
+        return cxl_coll_short_reduce(team, &wt, &c, step);
     default:
-        return cxl_coll_short_move(team, &wt, &a, step, &l);
+        return cxl_coll_short_move(team, &wt, &c, step);
     }
 }
