@@ -11,8 +11,13 @@
  * COLL_BW_ALL=1: every rank prints.  COLL_BW_DV=1: the input is rewritten
  * before every call (as perftest/coll_bench does by default), so the
  * writer's source lies dirty in its own cache, not clean and shared.
+ * COLL_BW_COUNT=1 (sw mode): the ranks also print the software-coherence
+ * operations of one timed call on average (cxl_coh_count_*), against the
+ * lines of the message.
  */
 #include "coll_test_harness.h"
+
+#include <ucx_cxl/coherence.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +31,7 @@ static unsigned    g_iters = 200;
 static int         g_root;
 static int         g_all; /* COLL_BW_ALL=1: every rank prints */
 static int         g_dv;  /* COLL_BW_DV=1: input rewritten every call */
+static int         g_count; /* COLL_BW_COUNT=1: sw operations per call */
 
 static double now_us(void)
 {
@@ -85,6 +91,7 @@ static void bw_fill(const cxl_th_rank_t *r, uint8_t *s, uint8_t *d,
 static int bw_rank(cxl_th_rank_t *r)
 {
     size_t len = g_bytes * (size_t)r->size + 64;
+    cxl_coh_counts_t c0, c1, tot = {0};
     cxl_coll_team_t *team;
     uint8_t *s, *d;
     double *t, t0, sum = 0;
@@ -111,13 +118,33 @@ static int bw_rank(cxl_th_rank_t *r)
         if (cxl_coll_barrier(team) != CXL_COLL_OK) {
             goto err;
         }
+        if (g_count && (i == g_iters / 10)) {
+            cxl_coh_count_start();
+        }
+        cxl_coh_count_get(&c0);
         t0 = now_us();
         if (bw_call(team, s, d) != CXL_COLL_OK) {
             goto err;
         }
         if (i >= g_iters / 10) {
             t[i - g_iters / 10] = now_us() - t0;
+            cxl_coh_count_get(&c1);
+            tot.writeback        += c1.writeback - c0.writeback;
+            tot.writeback_lines  += c1.writeback_lines - c0.writeback_lines;
+            tot.invalidate       += c1.invalidate - c0.invalidate;
+            tot.invalidate_lines += c1.invalidate_lines - c0.invalidate_lines;
+            tot.fence            += c1.fence - c0.fence;
         }
+    }
+    if (g_count) {
+        printf("rank %d, per call: %.1f write-backs of %.1f lines, %.1f "
+               "invalidates of %.1f lines, %.1f fences (message: %zu lines)\n",
+               r->rank, (double)tot.writeback / g_iters,
+               (double)tot.writeback_lines / g_iters,
+               (double)tot.invalidate / g_iters,
+               (double)tot.invalidate_lines / g_iters,
+               (double)tot.fence / g_iters, (g_bytes + 63) / 64);
+        cxl_coh_count_stop();
     }
     for (i = 0; i < g_iters; ++i) {
         sum += t[i];
@@ -145,6 +172,7 @@ int main(int argc, char **argv)
     }
     g_all   = getenv("COLL_BW_ALL") != NULL;
     g_dv    = getenv("COLL_BW_DV") != NULL;
+    g_count = getenv("COLL_BW_COUNT") != NULL;
     np      = atoi(argv[2]);
     g_coll  = argv[3];
     g_bytes = strtoull(argv[4], NULL, 0);
