@@ -108,7 +108,7 @@ void cxl_coll_far_reduce(cxl_coll_dtype_t dtype, cxl_coll_op_t op,
     /* the kernel looked up once, not for every piece; NULL off alignment
      * (cxl_coll_reduce_apply() bounces such pieces: each keeps the
      * start's alignment) */
-    fn = ((((uintptr_t)dst | (uintptr_t)a | (uintptr_t)b) & (es - 1)) == 0) ?
+    fn = cxl_coll_red_aligned(es, dst, a, b) ?
          cxl_coll_reduce_kernel(dtype, op) : NULL;
     if ((far == 0) || (len <= CXL_COLL_FAR_MIN)) {
         cxl_coll_far_apply(fn, dtype, op, dst, a, b, count);

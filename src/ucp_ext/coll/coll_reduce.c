@@ -353,8 +353,7 @@ static int cxl_coll_red_have_f16c(void)
  */
 #define CXL_COLL_RED_BOUNCE 512
 
-static void __attribute__((noinline))
-cxl_coll_red_misaligned(cxl_coll_red_fn_t fn, size_t es,
+static void cxl_coll_red_misaligned(cxl_coll_red_fn_t fn, size_t es,
                                     void *dst, const void *a, const void *b,
                                     size_t count)
 {
@@ -383,7 +382,7 @@ static inline void cxl_coll_red_call(cxl_coll_red_fn_t fn,
         return;
     }
     es = cxl_coll_dtype_size(dtype);
-    if ((((uintptr_t)dst | (uintptr_t)a | (uintptr_t)b) & (es - 1)) != 0) {
+    if (!cxl_coll_red_aligned(es, dst, a, b)) {
         cxl_coll_red_misaligned(fn, es, dst, a, b, count);
         return;
     }

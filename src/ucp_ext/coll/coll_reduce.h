@@ -38,6 +38,14 @@ void cxl_coll_reduce_apply(cxl_coll_dtype_t dtype, cxl_coll_op_t op, void *dst,
 typedef void (*cxl_coll_red_fn_t)(void *dst, const void *a, const void *b,
                                   size_t count);
 
+/* Whether dst, a and b all lie on es-byte boundaries (es a power of 2),
+ * as a kernel needs them. */
+static inline int cxl_coll_red_aligned(size_t es, const void *dst,
+                                       const void *a, const void *b)
+{
+    return (((uintptr_t)dst | (uintptr_t)a | (uintptr_t)b) & (es - 1)) == 0;
+}
+
 /* The kernel cxl_coll_reduce_apply() runs for dtype and op (NULL where
  * cxl_coll_op_supported() says no): for a caller that reduces one pair of
  * aligned buffers in pieces, looked up once. */

@@ -175,8 +175,7 @@ static inline void cxl_coll_short_red(const cxl_coll_short_call_t *c,
     const cxl_coll_args_t *a = &c->args;
 
     if ((c->layout.len <= CXL_COLL_FAR_MIN) && (c->red != NULL) &&
-        ((((uintptr_t)dst | (uintptr_t)x | (uintptr_t)y) & (c->es - 1)) ==
-         0)) {
+        cxl_coll_red_aligned(c->es, dst, x, y)) {
         c->red(dst, x, y, a->count);
     } else {
         cxl_coll_far_reduce(a->dtype, a->op, dst, x, y, a->count, far);
