@@ -1,8 +1,9 @@
 /*
  * coll/cxl: an Open MPI (4.1, coll API 2.0.0, module 2.3.0) collective
  * component that runs barrier, bcast, reduce, allreduce, gather, scatter,
- * allgather, reduce_scatter_block and alltoall through libcxl_coll
- * (<ucx_cxl/coll.h>) on communicators whose ranks all map one CXL pool.
+ * allgather, reduce_scatter_block and alltoall, blocking and non-blocking
+ * (MPI_Ibarrier...), through libcxl_coll (<ucx_cxl/coll.h>) on
+ * communicators whose ranks all map one CXL pool.
  *
  * Each module keeps the functions of the module it replaces ("prev") and
  * hands them every call it does not take.  A call takes the library path
@@ -20,6 +21,8 @@
 #include "mpi.h"
 #include "ompi/communicator/communicator.h"
 #include "ompi/mca/coll/coll.h"
+#include "ompi/request/request.h"
+#include "opal/threads/mutex.h"
 
 #include <ucx_cxl/coll.h>
 
@@ -52,11 +55,20 @@ typedef struct {
     size_t       region_size;     /* 0 : the library's configuration */
     int          progress_interval;
     int          spin_count;
+    bool         nonblocking;     /* take MPI_Ibarrier... too */
     /* MPI_T performance variables (counters of this process) */
     unsigned long long n_teams;
     unsigned long long n_calls;
+    unsigned long long n_nb_calls;
     unsigned long long n_fallbacks;
     unsigned long long n_errors;
+    /* non-blocking calls under way (coll_cxl_nb.c) */
+    opal_mutex_t nb_lock;
+    struct mca_coll_cxl_request *nb_head, **nb_tail;
+    unsigned     nb_active;       /* requests on the list */
+    unsigned     nb_pass;         /* progress passes (coll_cxl_nb.c) */
+    int          nb_busy;         /* a progress pass is under way */
+    int          nb_registered;   /* with opal_progress */
 } mca_coll_cxl_component_t;
 
 OMPI_MODULE_DECLSPEC extern mca_coll_cxl_component_t mca_coll_cxl_component;
@@ -81,6 +93,25 @@ typedef struct {
     mca_coll_base_module_t                        *reduce_scatter_block_module;
     mca_coll_base_module_alltoall_fn_t             alltoall;
     mca_coll_base_module_t                        *alltoall_module;
+    /* and the non-blocking ones */
+    mca_coll_base_module_ibarrier_fn_t              ibarrier;
+    mca_coll_base_module_t                         *ibarrier_module;
+    mca_coll_base_module_ibcast_fn_t                ibcast;
+    mca_coll_base_module_t                         *ibcast_module;
+    mca_coll_base_module_ireduce_fn_t               ireduce;
+    mca_coll_base_module_t                         *ireduce_module;
+    mca_coll_base_module_iallreduce_fn_t            iallreduce;
+    mca_coll_base_module_t                         *iallreduce_module;
+    mca_coll_base_module_igather_fn_t               igather;
+    mca_coll_base_module_t                         *igather_module;
+    mca_coll_base_module_iscatter_fn_t              iscatter;
+    mca_coll_base_module_t                         *iscatter_module;
+    mca_coll_base_module_iallgather_fn_t            iallgather;
+    mca_coll_base_module_t                         *iallgather_module;
+    mca_coll_base_module_ireduce_scatter_block_fn_t ireduce_scatter_block;
+    mca_coll_base_module_t                         *ireduce_scatter_block_module;
+    mca_coll_base_module_ialltoall_fn_t             ialltoall;
+    mca_coll_base_module_t                         *ialltoall_module;
 } mca_coll_cxl_prev_t;
 
 typedef struct {
@@ -92,6 +123,13 @@ typedef struct {
      * (coll_cxl_module.c) */
     int                    lazy;
     mca_coll_cxl_prev_t    prev;
+    /* the team is one thread's at a time: a blocking call holds it, the
+     * progress of non-blocking calls tries it (no-op without threads) */
+    opal_mutex_t           lock;
+    unsigned               nb_unposted; /* non-blocking calls waiting for a
+                                           free library request */
+    unsigned               nb_count;    /* non-blocking calls under way */
+    unsigned               nb_pass;     /* pass that found one in progress */
 } mca_coll_cxl_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_cxl_module_t);
@@ -144,6 +182,35 @@ int  mca_coll_cxl_stage_out(mca_coll_cxl_stage_t *st, int unpack);
 
 /* one collective through the library, with progress (coll_cxl_run.c) */
 int  mca_coll_cxl_run(mca_coll_cxl_module_t *m, const cxl_coll_args_t *args);
+/* MPI error class of a library status */
+int  mca_coll_cxl_mpi_error(cxl_coll_status_t status);
+const char *mca_coll_cxl_type_name(cxl_coll_type_t type);
+/* An error of the library on a call of the module: reported, counted;
+ * returns its MPI error class */
+int  mca_coll_cxl_report(mca_coll_cxl_module_t *m, cxl_coll_type_t type,
+                         cxl_coll_status_t status);
+
+/*
+ * A call the library takes, run now (request NULL: blocking) or posted as
+ * a non-blocking request that completes from Open MPI's progress engine
+ * (coll_cxl_nb.c).  s and r: staged buffers (NULL: none) released when
+ * the call ends, r unpacked if it succeeded.
+ */
+int  mca_coll_cxl_exec(mca_coll_cxl_module_t *m, const cxl_coll_args_t *args,
+                       mca_coll_cxl_stage_t *s, mca_coll_cxl_stage_t *r,
+                       ompi_request_t **request);
+/* non-blocking calls (coll_cxl_nb.c) */
+int  mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
+                          const cxl_coll_args_t *args,
+                          const mca_coll_cxl_stage_t *s,
+                          const mca_coll_cxl_stage_t *r,
+                          ompi_request_t **request);
+/* before a blocking call: the module's non-blocking calls all posted to
+ * the library, which keeps the order */
+void mca_coll_cxl_nb_flush(mca_coll_cxl_module_t *m);
+/* before the team goes: every non-blocking call of the module ended */
+void mca_coll_cxl_nb_drain(mca_coll_cxl_module_t *m);
+void mca_coll_cxl_nb_fini(void);
 /* the team's progress function: Open MPI's progress engine */
 void mca_coll_cxl_progress(void *arg);
 const char *mca_coll_cxl_error_text(cxl_coll_status_t status);
@@ -196,6 +263,57 @@ int mca_coll_cxl_alltoall(const void *sbuf, int scount,
                           int rcount, struct ompi_datatype_t *rdtype,
                           struct ompi_communicator_t *comm,
                           mca_coll_base_module_t *module);
+
+/* the non-blocking entry points */
+int mca_coll_cxl_ibarrier(struct ompi_communicator_t *comm,
+                          ompi_request_t **request,
+                          mca_coll_base_module_t *module);
+int mca_coll_cxl_ibcast(void *buf, int count, struct ompi_datatype_t *dtype,
+                        int root, struct ompi_communicator_t *comm,
+                        ompi_request_t **request,
+                        mca_coll_base_module_t *module);
+int mca_coll_cxl_ireduce(const void *sbuf, void *rbuf, int count,
+                         struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                         int root, struct ompi_communicator_t *comm,
+                         ompi_request_t **request,
+                         mca_coll_base_module_t *module);
+int mca_coll_cxl_iallreduce(const void *sbuf, void *rbuf, int count,
+                            struct ompi_datatype_t *dtype,
+                            struct ompi_op_t *op,
+                            struct ompi_communicator_t *comm,
+                            ompi_request_t **request,
+                            mca_coll_base_module_t *module);
+int mca_coll_cxl_ireduce_scatter_block(const void *sbuf, void *rbuf,
+                                       int rcount,
+                                       struct ompi_datatype_t *dtype,
+                                       struct ompi_op_t *op,
+                                       struct ompi_communicator_t *comm,
+                                       ompi_request_t **request,
+                                       mca_coll_base_module_t *module);
+int mca_coll_cxl_igather(const void *sbuf, int scount,
+                         struct ompi_datatype_t *sdtype, void *rbuf,
+                         int rcount, struct ompi_datatype_t *rdtype, int root,
+                         struct ompi_communicator_t *comm,
+                         ompi_request_t **request,
+                         mca_coll_base_module_t *module);
+int mca_coll_cxl_iscatter(const void *sbuf, int scount,
+                          struct ompi_datatype_t *sdtype, void *rbuf,
+                          int rcount, struct ompi_datatype_t *rdtype, int root,
+                          struct ompi_communicator_t *comm,
+                          ompi_request_t **request,
+                          mca_coll_base_module_t *module);
+int mca_coll_cxl_iallgather(const void *sbuf, int scount,
+                            struct ompi_datatype_t *sdtype, void *rbuf,
+                            int rcount, struct ompi_datatype_t *rdtype,
+                            struct ompi_communicator_t *comm,
+                            ompi_request_t **request,
+                            mca_coll_base_module_t *module);
+int mca_coll_cxl_ialltoall(const void *sbuf, int scount,
+                           struct ompi_datatype_t *sdtype, void *rbuf,
+                           int rcount, struct ompi_datatype_t *rdtype,
+                           struct ompi_communicator_t *comm,
+                           ompi_request_t **request,
+                           mca_coll_base_module_t *module);
 
 END_C_DECLS
 

@@ -53,6 +53,7 @@ mca_coll_cxl_component_t mca_coll_cxl_component = {
     .region_size       = 0,
     .progress_interval = 256,
     .spin_count        = 1000,
+    .nonblocking       = true,
 };
 
 const char *mca_coll_cxl_coll_name(mca_coll_cxl_coll_t coll)
@@ -173,6 +174,15 @@ static int coll_cxl_register(void)
                  "sharing a core with the awaited one let it run; 0: yield "
                  "at once",
                  MCA_BASE_VAR_TYPE_INT, &c->spin_count);
+    coll_cxl_var("nonblocking",
+                 "Whether coll/cxl also takes the non-blocking forms "
+                 "(MPI_Ibarrier, MPI_Ibcast, ... of the collectives in "
+                 "coll_cxl_collectives); false: they stay with the previous "
+                 "module (libnbc). A communicator's team is made at its "
+                 "first blocking collective: non-blocking calls before it "
+                 "go to the previous module (starting one must not wait for "
+                 "the other ranks)",
+                 MCA_BASE_VAR_TYPE_BOOL, &c->nonblocking);
 
     coll_cxl_pvar("teams", "Communicators of this process coll/cxl runs on "
                   "now (library teams alive)", MCA_BASE_PVAR_CLASS_LEVEL,
@@ -180,6 +190,10 @@ static int coll_cxl_register(void)
     coll_cxl_pvar("calls", "Collective calls of this process run by "
                   "the CXL collectives library", MCA_BASE_PVAR_CLASS_COUNTER,
                   &c->n_calls);
+    coll_cxl_pvar("nb_calls", "Non-blocking collective calls of this "
+                  "process run by the CXL collectives library (also counted "
+                  "in coll_cxl_calls)", MCA_BASE_PVAR_CLASS_COUNTER,
+                  &c->n_nb_calls);
     coll_cxl_pvar("fallbacks", "Collective calls of this process that "
                   "coll/cxl handed to the module it replaced (datatype, "
                   "operation or form it does not take)",
@@ -203,11 +217,18 @@ static int coll_cxl_open(void)
     if (c->spin_count < 0) {
         c->spin_count = 0;
     }
+    OBJ_CONSTRUCT(&c->nb_lock, opal_mutex_t);
+    c->nb_head   = NULL;
+    c->nb_tail   = &c->nb_head;
+    c->nb_active = 0;
+    c->nb_busy   = 0;
     return OMPI_SUCCESS;
 }
 
 static int coll_cxl_close(void)
 {
+    mca_coll_cxl_nb_fini();
+    OBJ_DESTRUCT(&mca_coll_cxl_component.nb_lock);
     if (mca_coll_cxl_component.output >= 0) {
         opal_output_close(mca_coll_cxl_component.output);
         mca_coll_cxl_component.output = -1;

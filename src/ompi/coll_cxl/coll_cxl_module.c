@@ -35,6 +35,10 @@ static void coll_cxl_module_construct(mca_coll_cxl_module_t *m)
     m->team = NULL;
     m->lazy = 0;
     memset(&m->prev, 0, sizeof(m->prev));
+    OBJ_CONSTRUCT(&m->lock, opal_mutex_t);
+    m->nb_unposted = 0;
+    m->nb_count    = 0;
+    m->nb_pass     = 0;
 }
 
 #define COLL_CXL_PREV_RELEASE(_m, _f) \
@@ -63,6 +67,16 @@ static void coll_cxl_module_destruct(mca_coll_cxl_module_t *m)
     COLL_CXL_PREV_RELEASE(m, allgather);
     COLL_CXL_PREV_RELEASE(m, reduce_scatter_block);
     COLL_CXL_PREV_RELEASE(m, alltoall);
+    COLL_CXL_PREV_RELEASE(m, ibarrier);
+    COLL_CXL_PREV_RELEASE(m, ibcast);
+    COLL_CXL_PREV_RELEASE(m, ireduce);
+    COLL_CXL_PREV_RELEASE(m, iallreduce);
+    COLL_CXL_PREV_RELEASE(m, igather);
+    COLL_CXL_PREV_RELEASE(m, iscatter);
+    COLL_CXL_PREV_RELEASE(m, iallgather);
+    COLL_CXL_PREV_RELEASE(m, ireduce_scatter_block);
+    COLL_CXL_PREV_RELEASE(m, ialltoall);
+    OBJ_DESTRUCT(&m->lock);
 }
 
 OBJ_CLASS_INSTANCE(mca_coll_cxl_module_t, mca_coll_base_module_t,
@@ -99,6 +113,9 @@ static int coll_cxl_attr_delete(MPI_Comm comm, int keyval, void *attr,
     (void)extra;
     m->lazy = 0; /* nothing collective runs on it from here on */
     if (team != NULL) {
+        /* its non-blocking calls end first (MPI: pending operations on a
+         * freed communicator complete normally) */
+        mca_coll_cxl_nb_drain(m);
         m->team = NULL;
         cxl_coll_team_destroy(team);
         __atomic_fetch_sub(&mca_coll_cxl_component.n_teams, 1,
@@ -170,6 +187,13 @@ static void coll_cxl_decline(ompi_communicator_t *comm, const char *why)
         (_m)->prev._f##_module = (_comm)->c_coll->coll_##_f##_module; \
         if ((_m)->prev._f##_module != NULL) { \
             OBJ_RETAIN((_m)->prev._f##_module); \
+        } \
+    } while (0)
+
+#define COLL_CXL_KEEP_NB(_m, _f) \
+    do { \
+        if ((_m)->prev._f == NULL) { \
+            (_m)->super.coll_##_f = NULL; \
         } \
     } while (0)
 
@@ -252,6 +276,27 @@ static int coll_cxl_module_enable(mca_coll_base_module_t *module,
     COLL_CXL_SAVE(m, comm, allgather);
     COLL_CXL_SAVE(m, comm, reduce_scatter_block);
     COLL_CXL_SAVE(m, comm, alltoall);
+    COLL_CXL_SAVE(m, comm, ibarrier);
+    COLL_CXL_SAVE(m, comm, ibcast);
+    COLL_CXL_SAVE(m, comm, ireduce);
+    COLL_CXL_SAVE(m, comm, iallreduce);
+    COLL_CXL_SAVE(m, comm, igather);
+    COLL_CXL_SAVE(m, comm, iscatter);
+    COLL_CXL_SAVE(m, comm, iallgather);
+    COLL_CXL_SAVE(m, comm, ireduce_scatter_block);
+    COLL_CXL_SAVE(m, comm, ialltoall);
+    /* a non-blocking form without one below to fall back on stays with
+     * whoever has it (the selection copies the module's functions after
+     * enable) */
+    COLL_CXL_KEEP_NB(m, ibarrier);
+    COLL_CXL_KEEP_NB(m, ibcast);
+    COLL_CXL_KEEP_NB(m, ireduce);
+    COLL_CXL_KEEP_NB(m, iallreduce);
+    COLL_CXL_KEEP_NB(m, igather);
+    COLL_CXL_KEEP_NB(m, iscatter);
+    COLL_CXL_KEEP_NB(m, iallgather);
+    COLL_CXL_KEEP_NB(m, ireduce_scatter_block);
+    COLL_CXL_KEEP_NB(m, ialltoall);
     if ((m->prev.barrier == NULL) || (m->prev.bcast == NULL) ||
         (m->prev.reduce == NULL) || (m->prev.allreduce == NULL) ||
         (m->prev.gather == NULL) || (m->prev.scatter == NULL) ||
@@ -340,6 +385,17 @@ mca_coll_cxl_comm_query(struct ompi_communicator_t *comm, int *priority)
     COLL_CXL_TAKE(COLL_CXL_ALLGATHER, allgather);
     COLL_CXL_TAKE(COLL_CXL_REDUCE_SCATTER_BLOCK, reduce_scatter_block);
     COLL_CXL_TAKE(COLL_CXL_ALLTOALL, alltoall);
+    if (c->nonblocking) {
+        COLL_CXL_TAKE(COLL_CXL_BARRIER, ibarrier);
+        COLL_CXL_TAKE(COLL_CXL_BCAST, ibcast);
+        COLL_CXL_TAKE(COLL_CXL_REDUCE, ireduce);
+        COLL_CXL_TAKE(COLL_CXL_ALLREDUCE, iallreduce);
+        COLL_CXL_TAKE(COLL_CXL_GATHER, igather);
+        COLL_CXL_TAKE(COLL_CXL_SCATTER, iscatter);
+        COLL_CXL_TAKE(COLL_CXL_ALLGATHER, iallgather);
+        COLL_CXL_TAKE(COLL_CXL_REDUCE_SCATTER_BLOCK, ireduce_scatter_block);
+        COLL_CXL_TAKE(COLL_CXL_ALLTOALL, ialltoall);
+    }
 #undef COLL_CXL_TAKE
 
     *priority = c->priority;

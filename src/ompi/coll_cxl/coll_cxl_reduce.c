@@ -4,7 +4,8 @@
  * keeps all ranks on the same path: the library for the predefined types
  * and operations it provides (cxl_coll_op_supported), the previous module
  * for the rest.  MPI_IN_PLACE maps to CXL_COLL_IN_PLACE (reduce: on the
- * root; allreduce and reduce_scatter_block: on every rank).
+ * root; allreduce and reduce_scatter_block: on every rank).  The
+ * non-blocking forms (MPI_Ireduce...) decide alike and post the call.
  */
 #include "coll_cxl.h"
 
@@ -35,12 +36,20 @@ static int coll_cxl_reduce_take(mca_coll_cxl_module_t *m,
                                 const void *sbuf, void *rbuf, int count,
                                 const struct ompi_datatype_t *dtype,
                                 const struct ompi_op_t *op, int root,
+                                ompi_request_t **request,
                                 cxl_coll_args_t *args)
 {
     const char *why;
 
-    why = !mca_coll_cxl_team_ready(m) ? "no team" :
-          coll_cxl_reduce_check(dtype, op, &args->dtype, &args->op);
+    /* a non-blocking call never makes the team (coll_cxl_move.c) */
+    why = (request != NULL) ?
+          ((m->team != NULL) ? "" : m->lazy ?
+           "no team yet (it is made at the first blocking collective)" :
+           "no team") :
+          !mca_coll_cxl_team_ready(m) ? "no team" : "";
+    if (why[0] == '\0') {
+        why = coll_cxl_reduce_check(dtype, op, &args->dtype, &args->op);
+    }
     if (why[0] != '\0') {
         mca_coll_cxl_count_fallback(m, coll, why);
         return 0;
@@ -53,12 +62,13 @@ static int coll_cxl_reduce_take(mca_coll_cxl_module_t *m,
     return 1;
 }
 
-int mca_coll_cxl_reduce(const void *sbuf, void *rbuf, int count,
-                        struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                        int root, struct ompi_communicator_t *comm,
-                        mca_coll_base_module_t *module)
+static int coll_cxl_reduce_any(const void *sbuf, void *rbuf, int count,
+                               struct ompi_datatype_t *dtype,
+                               struct ompi_op_t *op, int root,
+                               struct ompi_communicator_t *comm,
+                               mca_coll_cxl_module_t *m,
+                               ompi_request_t **request)
 {
-    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
     cxl_coll_args_t args;
 
     if (count < 0) {
@@ -67,11 +77,83 @@ int mca_coll_cxl_reduce(const void *sbuf, void *rbuf, int count,
     /* rbuf is insignificant off the root: never handed over there */
     if (!coll_cxl_reduce_take(m, COLL_CXL_REDUCE, CXL_COLL_REDUCE, sbuf,
                               (ompi_comm_rank(comm) == root) ? rbuf : NULL,
-                              count, dtype, op, root, &args)) {
-        return m->prev.reduce(sbuf, rbuf, count, dtype, op, root, comm,
+                              count, dtype, op, root, request, &args)) {
+        return (request != NULL) ?
+               m->prev.ireduce(sbuf, rbuf, count, dtype, op, root, comm,
+                               request, m->prev.ireduce_module) :
+               m->prev.reduce(sbuf, rbuf, count, dtype, op, root, comm,
                               m->prev.reduce_module);
     }
-    return mca_coll_cxl_run(m, &args);
+    return mca_coll_cxl_exec(m, &args, NULL, NULL, request);
+}
+
+static int coll_cxl_allreduce_any(const void *sbuf, void *rbuf, int count,
+                                  struct ompi_datatype_t *dtype,
+                                  struct ompi_op_t *op,
+                                  struct ompi_communicator_t *comm,
+                                  mca_coll_cxl_module_t *m,
+                                  ompi_request_t **request)
+{
+    cxl_coll_args_t args;
+
+    if (count < 0) {
+        return MPI_ERR_COUNT;
+    }
+    if (!coll_cxl_reduce_take(m, COLL_CXL_ALLREDUCE, CXL_COLL_ALLREDUCE, sbuf,
+                              rbuf, count, dtype, op, 0, request, &args)) {
+        return (request != NULL) ?
+               m->prev.iallreduce(sbuf, rbuf, count, dtype, op, comm, request,
+                                  m->prev.iallreduce_module) :
+               m->prev.allreduce(sbuf, rbuf, count, dtype, op, comm,
+                                 m->prev.allreduce_module);
+    }
+    return mca_coll_cxl_exec(m, &args, NULL, NULL, request);
+}
+
+static int coll_cxl_reduce_scatter_block_any(const void *sbuf, void *rbuf,
+                                             int rcount,
+                                             struct ompi_datatype_t *dtype,
+                                             struct ompi_op_t *op,
+                                             struct ompi_communicator_t *comm,
+                                             mca_coll_cxl_module_t *m,
+                                             ompi_request_t **request)
+{
+    cxl_coll_args_t args;
+
+    if (rcount < 0) {
+        return MPI_ERR_COUNT;
+    }
+    if (!coll_cxl_reduce_take(m, COLL_CXL_REDUCE_SCATTER_BLOCK,
+                              CXL_COLL_REDUCE_SCATTER, sbuf, rbuf, rcount,
+                              dtype, op, 0, request, &args)) {
+        return (request != NULL) ?
+               m->prev.ireduce_scatter_block(
+                       sbuf, rbuf, rcount, dtype, op, comm, request,
+                       m->prev.ireduce_scatter_block_module) :
+               m->prev.reduce_scatter_block(
+                       sbuf, rbuf, rcount, dtype, op, comm,
+                       m->prev.reduce_scatter_block_module);
+    }
+    return mca_coll_cxl_exec(m, &args, NULL, NULL, request);
+}
+
+int mca_coll_cxl_reduce(const void *sbuf, void *rbuf, int count,
+                        struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                        int root, struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module)
+{
+    return coll_cxl_reduce_any(sbuf, rbuf, count, dtype, op, root, comm,
+                               (mca_coll_cxl_module_t *)module, NULL);
+}
+
+int mca_coll_cxl_ireduce(const void *sbuf, void *rbuf, int count,
+                         struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                         int root, struct ompi_communicator_t *comm,
+                         ompi_request_t **request,
+                         mca_coll_base_module_t *module)
+{
+    return coll_cxl_reduce_any(sbuf, rbuf, count, dtype, op, root, comm,
+                               (mca_coll_cxl_module_t *)module, request);
 }
 
 int mca_coll_cxl_allreduce(const void *sbuf, void *rbuf, int count,
@@ -80,18 +162,19 @@ int mca_coll_cxl_allreduce(const void *sbuf, void *rbuf, int count,
                            struct ompi_communicator_t *comm,
                            mca_coll_base_module_t *module)
 {
-    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
-    cxl_coll_args_t args;
+    return coll_cxl_allreduce_any(sbuf, rbuf, count, dtype, op, comm,
+                                  (mca_coll_cxl_module_t *)module, NULL);
+}
 
-    if (count < 0) {
-        return MPI_ERR_COUNT;
-    }
-    if (!coll_cxl_reduce_take(m, COLL_CXL_ALLREDUCE, CXL_COLL_ALLREDUCE, sbuf,
-                              rbuf, count, dtype, op, 0, &args)) {
-        return m->prev.allreduce(sbuf, rbuf, count, dtype, op, comm,
-                                 m->prev.allreduce_module);
-    }
-    return mca_coll_cxl_run(m, &args);
+int mca_coll_cxl_iallreduce(const void *sbuf, void *rbuf, int count,
+                            struct ompi_datatype_t *dtype,
+                            struct ompi_op_t *op,
+                            struct ompi_communicator_t *comm,
+                            ompi_request_t **request,
+                            mca_coll_base_module_t *module)
+{
+    return coll_cxl_allreduce_any(sbuf, rbuf, count, dtype, op, comm,
+                                  (mca_coll_cxl_module_t *)module, request);
 }
 
 int mca_coll_cxl_reduce_scatter_block(const void *sbuf, void *rbuf,
@@ -101,18 +184,22 @@ int mca_coll_cxl_reduce_scatter_block(const void *sbuf, void *rbuf,
                                       struct ompi_communicator_t *comm,
                                       mca_coll_base_module_t *module)
 {
-    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
-    cxl_coll_args_t args;
+    return coll_cxl_reduce_scatter_block_any(sbuf, rbuf, rcount, dtype, op,
+                                             comm,
+                                             (mca_coll_cxl_module_t *)module,
+                                             NULL);
+}
 
-    if (rcount < 0) {
-        return MPI_ERR_COUNT;
-    }
-    if (!coll_cxl_reduce_take(m, COLL_CXL_REDUCE_SCATTER_BLOCK,
-                              CXL_COLL_REDUCE_SCATTER, sbuf, rbuf, rcount,
-                              dtype, op, 0, &args)) {
-        return m->prev.reduce_scatter_block(sbuf, rbuf, rcount, dtype, op,
-                                            comm,
-                                            m->prev.reduce_scatter_block_module);
-    }
-    return mca_coll_cxl_run(m, &args);
+int mca_coll_cxl_ireduce_scatter_block(const void *sbuf, void *rbuf,
+                                       int rcount,
+                                       struct ompi_datatype_t *dtype,
+                                       struct ompi_op_t *op,
+                                       struct ompi_communicator_t *comm,
+                                       ompi_request_t **request,
+                                       mca_coll_base_module_t *module)
+{
+    return coll_cxl_reduce_scatter_block_any(sbuf, rbuf, rcount, dtype, op,
+                                             comm,
+                                             (mca_coll_cxl_module_t *)module,
+                                             request);
 }

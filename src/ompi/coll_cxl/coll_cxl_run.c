@@ -3,7 +3,8 @@
  * keeps Open MPI's progress engine turning (a peer may wait in MPI_Wait
  * for a rendezvous send of this rank before it joins the collective) and
  * yields the CPU after a bounded spin (more ranks than cores): the team's
- * progress and spin parameters (coll_cxl_module.c).
+ * progress and spin parameters (coll_cxl_module.c).  A non-blocking call
+ * goes to coll_cxl_nb.c instead.
  */
 #include "coll_cxl.h"
 
@@ -22,8 +23,12 @@ static const char *coll_cxl_type_names[CXL_COLL_TYPE_LAST] = {
     [CXL_COLL_ALLTOALL]       = "MPI_Alltoall",
 };
 
-/* MPI error class of a library status */
-static int coll_cxl_mpi_error(cxl_coll_status_t status)
+const char *mca_coll_cxl_type_name(cxl_coll_type_t type)
+{
+    return (type < CXL_COLL_TYPE_LAST) ? coll_cxl_type_names[type] : "?";
+}
+
+int mca_coll_cxl_mpi_error(cxl_coll_status_t status)
 {
     switch (status) {
     case CXL_COLL_OK:              return MPI_SUCCESS;
@@ -57,32 +62,68 @@ void mca_coll_cxl_progress(void *arg)
     opal_progress();
 }
 
+int mca_coll_cxl_report(mca_coll_cxl_module_t *m, cxl_coll_type_t type,
+                        cxl_coll_status_t status)
+{
+    /* always reported: the caller's error handler may not say why */
+    ++mca_coll_cxl_component.n_errors;
+    opal_output(0, "coll:cxl: %s on %s (cid %u, rank %d of %d) failed: %s",
+                mca_coll_cxl_type_name(type), m->comm->c_name,
+                (unsigned)m->comm->c_contextid, ompi_comm_rank(m->comm),
+                ompi_comm_size(m->comm), mca_coll_cxl_error_text(status));
+    return mca_coll_cxl_mpi_error(status);
+}
+
 int mca_coll_cxl_run(mca_coll_cxl_module_t *m, const cxl_coll_args_t *args)
 {
     mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
-    const char *name = (args->type < CXL_COLL_TYPE_LAST) ?
-                       coll_cxl_type_names[args->type] : "?";
     cxl_coll_status_t status;
 
     COLL_CXL_VERBOSE(20, "coll:cxl: %s on %s (cid %u): library, %zu x %s",
-                     name, m->comm->c_name, (unsigned)m->comm->c_contextid,
-                     args->count, cxl_coll_dtype_name(args->dtype));
+                     mca_coll_cxl_type_name(args->type), m->comm->c_name,
+                     (unsigned)m->comm->c_contextid, args->count,
+                     cxl_coll_dtype_name(args->dtype));
+    if (OPAL_UNLIKELY(m->nb_unposted != 0)) {
+        /* non-blocking calls made before this one go first */
+        mca_coll_cxl_nb_flush(m);
+    }
+    OPAL_THREAD_LOCK(&m->lock);
     status = cxl_coll_run(m->team, args);
+    if (status != CXL_COLL_OK) {
+        /* a local error (the arguments' check) leaves the peers in the
+         * call: they learn from the abort line rather than run out of
+         * step */
+        cxl_coll_team_abort(m->team, status);
+    }
+    OPAL_THREAD_UNLOCK(&m->lock);
     ++c->n_calls;
     if (status == CXL_COLL_OK) {
         return MPI_SUCCESS;
     }
+    return mca_coll_cxl_report(m, args->type, status);
+}
 
-    /* a local error (the arguments' check) leaves the peers in the call:
-     * they learn from the abort line rather than run out of step */
-    cxl_coll_team_abort(m->team, status);
-    /* always reported: the caller's error handler may not say why */
-    ++c->n_errors;
-    opal_output(0, "coll:cxl: %s on %s (cid %u, rank %d of %d) failed: %s",
-                name, m->comm->c_name, (unsigned)m->comm->c_contextid,
-                ompi_comm_rank(m->comm), ompi_comm_size(m->comm),
-                mca_coll_cxl_error_text(status));
-    return coll_cxl_mpi_error(status);
+int mca_coll_cxl_exec(mca_coll_cxl_module_t *m, const cxl_coll_args_t *args,
+                      mca_coll_cxl_stage_t *s, mca_coll_cxl_stage_t *r,
+                      ompi_request_t **request)
+{
+    int rc, rc2;
+
+    if (request != NULL) {
+        /* the request owns the staged buffers from here on */
+        return mca_coll_cxl_nb_post(m, args, s, r, request);
+    }
+    rc = mca_coll_cxl_run(m, args);
+    if (s != NULL) {
+        (void)mca_coll_cxl_stage_out(s, 0);
+    }
+    if (r != NULL) {
+        rc2 = mca_coll_cxl_stage_out(r, rc == MPI_SUCCESS);
+        if (rc == MPI_SUCCESS) {
+            rc = rc2;
+        }
+    }
+    return rc;
 }
 
 int mca_coll_cxl_fail_local(mca_coll_cxl_module_t *m, mca_coll_cxl_coll_t coll,
