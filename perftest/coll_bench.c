@@ -29,6 +29,9 @@
  * MPI_T counters coll_cxl_calls/coll_cxl_fallbacks); -1 without coll/cxl.
  * Progress and notes go to stderr.
  *
+ * --nonblocking times MPI_I<collective> followed by MPI_Wait instead
+ * (libnbc for the baselines, coll/cxl's requests for it).
+ *
  * The program measures and prints; it never judges the numbers.  Its exit
  * status is 0, 1 when -c found wrong results, 2 for bad usage.
  */
@@ -89,6 +92,7 @@ typedef struct {
     int    root_shift;
     int    root;
     int    use_alloc_mem;
+    int    nonblocking;         /* MPI_I<coll> + MPI_Wait */
     int    verbose;
     int    inject_error;        /* test only: corrupt one received byte */
     cb_dtype_t dtype;
@@ -496,7 +500,7 @@ static long cb_check_output(const cb_case_t *cs, uint64_t t, int root,
     return bad;
 }
 
-static int cb_call(const cb_case_t *cs, int root)
+static int cb_call_blocking(const cb_case_t *cs, int root)
 {
     MPI_Datatype rt = cb_mpi_dtype(cs->opts->dtype);
     int n = (int)cs->count;
@@ -526,6 +530,60 @@ static int cb_call(const cb_case_t *cs, int root)
     default:
         return MPI_ERR_OTHER;
     }
+}
+
+/* --nonblocking: the same call started with MPI_I<coll>, ended by
+ * MPI_Wait (the time of both: a latency, not an overlap) */
+static int cb_call_nonblocking(const cb_case_t *cs, int root)
+{
+    MPI_Datatype rt = cb_mpi_dtype(cs->opts->dtype);
+    int n = (int)cs->count, rc;
+    MPI_Comm w = MPI_COMM_WORLD;
+    MPI_Request req;
+
+    switch (cs->coll) {
+    case CB_BARRIER:
+        rc = MPI_Ibarrier(w, &req);
+        break;
+    case CB_BCAST:
+        rc = MPI_Ibcast(cs->rbuf, n, MPI_CHAR, root, w, &req);
+        break;
+    case CB_REDUCE:
+        rc = MPI_Ireduce(cs->sbuf, cs->rbuf, n, rt, MPI_SUM, root, w, &req);
+        break;
+    case CB_ALLREDUCE:
+        rc = MPI_Iallreduce(cs->sbuf, cs->rbuf, n, rt, MPI_SUM, w, &req);
+        break;
+    case CB_GATHER:
+        rc = MPI_Igather(cs->sbuf, n, MPI_CHAR, cs->rbuf, n, MPI_CHAR, root,
+                         w, &req);
+        break;
+    case CB_SCATTER:
+        rc = MPI_Iscatter(cs->sbuf, n, MPI_CHAR, cs->rbuf, n, MPI_CHAR, root,
+                          w, &req);
+        break;
+    case CB_ALLGATHER:
+        rc = MPI_Iallgather(cs->sbuf, n, MPI_CHAR, cs->rbuf, n, MPI_CHAR, w,
+                            &req);
+        break;
+    case CB_REDUCE_SCATTER:
+        rc = MPI_Ireduce_scatter_block(cs->sbuf, cs->rbuf, n, rt, MPI_SUM, w,
+                                       &req);
+        break;
+    case CB_ALLTOALL:
+        rc = MPI_Ialltoall(cs->sbuf, n, MPI_CHAR, cs->rbuf, n, MPI_CHAR, w,
+                           &req);
+        break;
+    default:
+        return MPI_ERR_OTHER;
+    }
+    return (rc == MPI_SUCCESS) ? MPI_Wait(&req, MPI_STATUS_IGNORE) : rc;
+}
+
+static int cb_call(const cb_case_t *cs, int root)
+{
+    return cs->opts->nonblocking ? cb_call_nonblocking(cs, root) :
+                                   cb_call_blocking(cs, root);
 }
 
 /* One iteration: the untimed preparation, the timed call, the untimed
@@ -701,6 +759,8 @@ static void cb_usage(FILE *f)
 "  --dtype T        reduction type: float (default), double, int32, int64;\n"
 "                   MPI_SUM; the others move MPI_CHAR\n"
 "  --alloc-mem      buffers from MPI_Alloc_mem instead of malloc\n"
+"  --nonblocking    time MPI_I<collective> + MPI_Wait instead of the\n"
+"                   blocking call (the untimed barriers stay MPI_Barrier)\n"
 "  --inject-error   test only: after every call the last rank flips a bit\n"
 "                   of its output (where it has one), so -c must report\n"
 "                   errors and exit 1\n"
@@ -809,6 +869,8 @@ static int cb_parse(int argc, char **argv, cb_opts_t *o)
             o->root_shift = 1; used = 0;
         } else if (!strcmp(a, "--inject-error")) {
             o->inject_error = 1; used = 0;
+        } else if (!strcmp(a, "--nonblocking")) {
+            o->nonblocking = 1; used = 0;
         } else if (!strcmp(a, "--alloc-mem")) {
             o->use_alloc_mem = 1; used = 0;
         } else if (!v) {
@@ -927,6 +989,13 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return (ret == 1) ? 0 : 2;
     }
+
+    /* one blocking collective before the first cell, in every
+     * configuration: coll/cxl makes a communicator's team at its first
+     * blocking collective (a non-blocking start must not wait for the
+     * other ranks), so with --nonblocking the first cell would otherwise
+     * run in the module below it */
+    MPI_Barrier(MPI_COMM_WORLD);
 
     esz = cb_dtype_size(o.dtype);
     for (int i = 0; i < o.nsizes; ++i) {

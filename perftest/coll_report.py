@@ -355,7 +355,10 @@ with open(os.path.join(OUT, "results.csv"), "w", newline="") as f:
 L = []
 np_ = meta.get("np", "?")
 oversub = meta.get("oversubscribed") == "1"
-L.append("# MPI collectives: coll/cxl against Open MPI's defaults (perftest/run-coll-bench.sh)")
+NONBLOCKING = meta.get("nonblocking") == "1"
+L.append("# MPI collectives%s: coll/cxl against Open MPI's defaults (perftest/run-coll-bench.sh%s)"
+         % (" started non-blocking (MPI_Ibcast... + MPI_Wait)" if NONBLOCKING else "",
+            " --nonblocking" if NONBLOCKING else ""))
 L.append("")
 L.append("| | |")
 L.append("|---|---|")

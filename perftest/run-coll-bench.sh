@@ -59,7 +59,7 @@
 #          [--builddir DIR] [--coll-cxl PATH] [--no-cxl] [--no-sw]
 #          [--cxl-env "VAR=V ..."] [--cxl-mca "NAME VALUE ..."]
 #          [--timeout S] [--wait-idle PCT] [--wait-rtt NS] [--wait-max S]
-#          [--help]
+#          [--nonblocking] [--help]
 #   --reps N       repetitions per configuration (default 5; --quick 3)
 #   --np N         ranks (default 2)
 #   --sizes LIST   coll_bench sizes (default 8,16,64,256,1K,4K,16K,64K,
@@ -87,6 +87,9 @@
 #                  machine), at most --wait-max seconds (default 300) per
 #                  run; 0 (default): do not wait.  The busy share before
 #                  every run is in runs.csv and the report either way
+#   --nonblocking  time MPI_I<collective> + MPI_Wait (the baselines' libnbc
+#                  against coll/cxl's requests) instead of the blocking
+#                  calls; the report says so in its title
 #   --wait-rtt NS  before every measured run wait until the cache-line
 #                  round trip between the two cores is at most NS ns (a
 #                  VM whose host moves its vCPUs: this one flips between
@@ -103,7 +106,7 @@ REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 
 REPS="" NP=2 SIZES="" COLLS=all BUDGET="" QUICK=0 SMOKE=0 OUT="" BUILDDIR=""
 COLL_CXL="" CXL=1 SW=1 CXL_ENV_STR="" CXL_MCA_STR="coll_cxl_priority 90"
-MPI_TO="" WAIT_IDLE=0 WAIT_RTT=0 WAIT_MAX=300
+MPI_TO="" WAIT_IDLE=0 WAIT_RTT=0 WAIT_MAX=300 NONBLOCKING=0
 
 . "$SCRIPT_DIR/bench-common.sh"
 
@@ -127,6 +130,7 @@ while (($#)); do
         --wait-idle) need "$1" $#; WAIT_IDLE=$2; shift ;;
         --wait-rtt) need "$1" $#; WAIT_RTT=$2; shift ;;
         --wait-max) need "$1" $#; WAIT_MAX=$2; shift ;;
+        --nonblocking) NONBLOCKING=1 ;;
         -h | --help) usage; exit 0 ;;
         *) printf '%s: unknown option %q (see --help)\n' "$PROG" "$1" >&2; exit 2 ;;
     esac
@@ -365,6 +369,7 @@ write_status() {
     printf 'wait_idle=%s\n' "$WAIT_IDLE"
     printf 'wait_rtt=%s\n' "$WAIT_RTT"
     printf 'wait_max=%s\n' "$WAIT_MAX"
+    printf 'nonblocking=%s\n' "$NONBLOCKING"
 } >"$OUT/meta.env"
 
 # ---------------------------------------------------------------------------
@@ -425,6 +430,10 @@ if ((SMOKE)); then
     VAL_ARGS=(--sizes "$SIZES" --colls "$COLLS" -c --root-shift --iters 5 --warmup 1 --min-iters 2 --budget 0.01)
 else
     VAL_ARGS=(--sizes "$SIZES" --colls "$COLLS" -c --root-shift --iters 20 --warmup 2 --min-iters 2 --budget 0.05)
+fi
+if ((NONBLOCKING)); then
+    COMMON+=(--nonblocking)
+    VAL_ARGS+=(--nonblocking)
 fi
 # enabled coll components of MPI_COMM_WORLD, highest priority first
 selected_colls() {   # selected_colls ERRFILE -> "cxl:90 tuned:30 ..." (MPI_COMM_WORLD)
