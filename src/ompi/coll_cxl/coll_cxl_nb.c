@@ -30,9 +30,30 @@
 
 #include <sched.h>
 
+/*
+ * Open MPI 4.1's MPI_I... bindings take the returned request for an
+ * ompi_coll_base_nbc_request_t: for a derived datatype they retain it in
+ * the four words after ompi_request_t (a callback they chain in front of
+ * req_complete_cb, its data, the two objects) and release it from that
+ * callback (ompi_coll_base_retain_datatypes).  A plain ompi_request_t had
+ * them written over m, next and lreq (mpi_icoll_test: a crash at the first
+ * vector datatype).  So the request is one of that class, laid out as
+ * coll/base/coll_base_util.h has it; that header is not included because
+ * through ompi/op/op.h it needs Fortran headers Debian's libopenmpi-dev
+ * does not ship.
+ */
+OBJ_CLASS_DECLARATION(ompi_coll_base_nbc_request_t);
+
+typedef struct {
+    ompi_request_t super;
+    void          *chained_cb;      /* the bindings' words: */
+    void          *chained_cb_data; /*   never touched here */
+    void          *retained[2];
+} coll_cxl_nbc_base_t;
+
 /* A non-blocking call of the component */
 typedef struct mca_coll_cxl_request {
-    ompi_request_t               super;
+    coll_cxl_nbc_base_t          super;
     mca_coll_cxl_module_t       *m;
     struct mca_coll_cxl_request *next;  /* the component's list */
     cxl_coll_req_t              *lreq;  /* NULL: not posted yet */
@@ -43,14 +64,15 @@ typedef struct mca_coll_cxl_request {
     unsigned char                freed;  /* MPI_Request_free before that */
 } mca_coll_cxl_request_t;
 
-static OBJ_CLASS_INSTANCE(mca_coll_cxl_request_t, ompi_request_t, NULL, NULL);
+static OBJ_CLASS_INSTANCE(mca_coll_cxl_request_t, ompi_coll_base_nbc_request_t,
+                          NULL, NULL);
 
 /* polls of a flush or drain before each sched_yield() */
 #define COLL_CXL_NB_SPIN 1000
 
 static void coll_cxl_nb_release(mca_coll_cxl_request_t *q)
 {
-    OMPI_REQUEST_FINI(&q->super);
+    OMPI_REQUEST_FINI(&q->super.super);
     OBJ_RELEASE(q);
 }
 
@@ -100,14 +122,15 @@ static void coll_cxl_nb_end(mca_coll_cxl_request_t *q,
         }
     }
     q->m->nb_count--;
-    q->super.req_status.MPI_ERROR = rc;
+    q->super.super.req_status.MPI_ERROR = rc;
     q->ended = 1;
+    /* completed even when freed: the completion callback releases what
+     * the bindings retained; under nb_lock, a waiter in another thread
+     * frees it only after */
+    ompi_request_complete(&q->super.super, true);
     if (q->freed) {
         coll_cxl_nb_release(q);
-        return;
     }
-    /* under nb_lock: a waiter in another thread frees it only after */
-    ompi_request_complete(&q->super, true);
 }
 
 /*
@@ -244,13 +267,13 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
         mca_coll_cxl_report(m, args->type, CXL_COLL_ERR_NO_MEMORY);
         return OMPI_ERR_OUT_OF_RESOURCE;
     }
-    OMPI_REQUEST_INIT(&q->super, false);
-    q->super.req_type           = OMPI_REQUEST_COLL;
-    q->super.req_state          = OMPI_REQUEST_ACTIVE;
-    q->super.req_status         = ompi_status_empty;
-    q->super.req_free           = coll_cxl_nb_free;
-    q->super.req_cancel         = coll_cxl_nb_cancel;
-    q->super.req_mpi_object.comm = m->comm;
+    OMPI_REQUEST_INIT(&q->super.super, false);
+    q->super.super.req_type            = OMPI_REQUEST_COLL;
+    q->super.super.req_state           = OMPI_REQUEST_ACTIVE;
+    q->super.super.req_status          = ompi_status_empty;
+    q->super.super.req_free            = coll_cxl_nb_free;
+    q->super.super.req_cancel          = coll_cxl_nb_cancel;
+    q->super.super.req_mpi_object.comm = m->comm;
     q->m     = m;
     q->next  = NULL;
     q->lreq  = NULL;
@@ -309,7 +332,7 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
     c->nb_active++;
     m->nb_count++;
     OPAL_THREAD_UNLOCK(&c->nb_lock);
-    *request = &q->super;
+    *request = &q->super.super;
     return OMPI_SUCCESS;
 }
 

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+#
+# run-mpi-icoll.sh - Open MPI's non-blocking collectives (MPI_Ibarrier,
+# MPI_Ibcast, ... MPI_Ialltoall) through coll/cxl: build
+# test/mpi/mpi_icoll_test.c and run it over pml ucx with UCX_TLS=cxl (the
+# transport preloaded, contrib/openmpi-cxl.conf as run-mpi-coll.sh uses it)
+# at every np, with coll/cxl from the build tree, without it, and with its
+# non-blocking collectives off.
+#
+#   test/mpi/run-mpi-icoll.sh [BUILDDIR]
+#
+#   BUILDDIR   build directory holding .libs/libuct_cxl.so,
+#              .libs/mca_coll_cxl.so and cxlpool (default: $CXL_BUILDDIR,
+#              else build-release/ or build/ at the top of the source tree);
+#              the program goes to BUILDDIR/test/mpi/mpi_icoll_test
+#
+# Checks, each "ok ..." or "FAIL ...":
+#   ompi_info    lists coll_cxl_nonblocking with its help text
+#   np N cxl     coll/cxl selected (--mca mca_base_component_path with the
+#                build tree first; np 1: coll_cxl_min_ranks 1 and priority
+#                90, above coll/self): every result right, and every
+#                non-blocking call on the path expected: the program reads
+#                coll/cxl's MPI_T counters (coll_cxl_calls, coll_cxl_nb_calls,
+#                coll_cxl_fallbacks) per call, or per section where calls
+#                are outstanding together; a coll/cxl without
+#                coll_cxl_nb_calls fails
+#   np N off     the same program with --mca coll ^cxl --mca op ^avx (Open
+#                MPI's libnbc; op/avx saturates 8-bit sums): every result
+#                right and the same digest of all results as with coll/cxl
+#   np N nb-off  np 2 and 3: --mca coll_cxl_nonblocking 0 --mca op ^avx:
+#                coll/cxl takes the blocking calls only (coll_cxl_nb_calls
+#                stays 0), results right, the same digest
+#   thread       np 2 under MPI_THREAD_MULTIPLE with coll/cxl: results
+#                right, calls on their paths, the same digest
+#
+# Environment:
+#   MPI_ICOLL_NPS="1 2 3 4 5 8"   the np values
+#   MPI_ICOLL_LARGE=65537         elements of the large counts
+#   MPI_ICOLL_TIMEOUT=300         watchdog of the program (seconds)
+#   RUN_MPI_TIMEOUT=600           limit of each mpirun (seconds)
+#   CXL_TEST_COHERENCE=hw         sw: on the strict non-coherent pool
+#                                 emulator, each rank an emulated host (as
+#                                 run-mpi-coll.sh; 2 host partitions per
+#                                 rank: the transport's, the library's)
+#
+# Ends with "mpi-icoll: N passed, N failed"; exit 0 only when nothing
+# failed, 99 when something needed is missing or the build fails.
+set -uo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$SCRIPT_DIR/mpi-common.sh"
+mpi_builddir "$0" "$@"
+
+NPS=${MPI_ICOLL_NPS:-1 2 3 4 5 8}
+LARGE=${MPI_ICOLL_LARGE:-65537}
+LIMIT=${RUN_MPI_TIMEOUT:-600}
+MODULE=$BUILD/.libs/libuct_cxl.so
+COMP=$BUILD/.libs/mca_coll_cxl.so
+CXLPOOL=$BUILD/cxlpool
+CONF=$TOP/contrib/openmpi-cxl.conf
+SRC=$SCRIPT_DIR/mpi_icoll_test.c
+BIN=$BUILD/test/mpi/mpi_icoll_test
+POOL=/dev/shm/ucx-cxl-icolltest-$$.pool
+maxnp=3                             # the nb-off runs' np
+for np in $NPS; do [ "$np" -gt "$maxnp" ] && maxnp=$np; done
+# sw: a process's transport and its collectives library each open the
+# pool (two copies of the pool code): two emulated hosts per rank
+mpi_coherence "$POOL" "$((2 * maxnp))"
+mpi_need "$MODULE" "$COMP" "$CXLPOOL" "$SRC" "$CONF"
+# Open MPI's own components stay on the search path after the build tree
+OMPI_COMPDIR=$(ompi_info --path pkglibdir --parsable 2>/dev/null |
+               sed -n 's/^path:pkglibdir://p')
+OMPI_COMPDIR=${OMPI_COMPDIR:-/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3}
+
+SCR=$(mktemp -d "${TMPDIR:-/tmp}/run-mpi-icoll.XXXXXX") || exit 99
+cleanup() {
+    mpi_pool_destroy "$CXLPOOL" "$SPEC" "$POOL"
+    rm -rf "$SCR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mpi_build "$SRC" "$BIN"
+if ! "$CXLPOOL" create "$POOL" "${CREATE_OPTS[@]}" >"$SCR/create.out" 2>&1; then
+    echo "run-mpi-icoll.sh: cxlpool create $POOL: $(cat "$SCR/create.out")" >&2
+    exit 99
+fi
+
+BASE=(mpirun --allow-run-as-root --oversubscribe --tune "$CONF"
+      --mca mca_base_component_path "$BUILD/.libs:$OMPI_COMPDIR")
+ENVS=(-x "LD_PRELOAD=$MODULE" -x UCX_TLS=cxl -x "UCX_CXL_POOL=$SPEC"
+      -x "MPI_ICOLL_LARGE=$LARGE"
+      -x "MPI_ICOLL_TIMEOUT=${MPI_ICOLL_TIMEOUT:-300}")
+if [ "$COHERENCE" = sw ]; then
+    unset UCX_CXL_HOST_INDEX      # each rank an emulated host of its own
+    ENVS+=(-x UCX_CXL_COHERENCE=sw)
+fi
+echo "run-mpi-icoll.sh: pool $SPEC (${CREATE_OPTS[*]}), component $COMP"
+echo "run-mpi-icoll.sh: mpirun line (np N, coll/cxl):"
+echo "  $(printf '%q ' "${BASE[@]}" -np N "${ENVS[@]}" \
+      -x MPI_ICOLL_EXPECT=cxl -x MPI_ICOLL_MIN_RANKS=2 "$BIN")"
+
+PASS=0 FAIL=0
+ok()   { PASS=$((PASS + 1)); echo "ok $1"; }
+# a failed run's telling lines; a process killed by a signal (UCX's
+# "Caught signal" and its backtrace, mpirun's "exited on signal") too
+# (coll/cxl's error lines repeat for every later call of a failed team:
+# the first 5 of them)
+fail() {
+    FAIL=$((FAIL + 1)); echo "FAIL $1: $2"
+    sed 's/^/    /' "$3" |
+        grep -E 'FAIL|rror|coll:cxl|mpi-icoll:|counters:|timeout|[Ss]ignal|Illegal|backtrace|^ *[0-9]+ +0x|mca_coll_cxl\.so' |
+        awk '/coll:cxl:/ && ++n > 5 { next } { print }' | head -40
+}
+
+# --- ompi_info: the parameter that turns the non-blocking forms off ---------
+# (ompi_info takes the component path from the environment, not --mca)
+out=$SCR/info.out
+OMPI_MCA_mca_base_component_path="$BUILD/.libs:$OMPI_COMPDIR" \
+    ompi_info --param coll cxl --level 9 --parsable >"$out" 2>&1
+if grep -q '^mca:coll:cxl:param:coll_cxl_nonblocking:value:' "$out" &&
+   grep -qE '^mca:coll:cxl:param:coll_cxl_nonblocking:help:.{20,}' "$out"; then
+    ok "ompi_info: coll_cxl_nonblocking ($(sed -n 's/^mca:coll:cxl:param:coll_cxl_nonblocking:value://p' "$out")), with help"
+else
+    fail "ompi_info" "coll_cxl_nonblocking not listed with a help text" "$out"
+fi
+
+# job OUT ARGS...: one mpirun; sets RC, RES (its "mpi-icoll:" line), DIGEST,
+# CNT (its "counters:" line) and SECS
+job() {
+    local out=$1 t0 t1
+    shift
+    t0=$(date +%s.%N)
+    timeout --kill-after=15 "$LIMIT" "${BASE[@]}" "$@" >"$out" 2>&1
+    RC=$?
+    t1=$(date +%s.%N)
+    SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    RES=$(grep -E '^mpi-icoll: [0-9]+ checks, [0-9]+ failed' "$out" | tail -n 1)
+    DIGEST=$(sed -n 's/^digest: //p' "$out" | tail -n 1)
+    CNT=$(sed -n 's/^counters: //p' "$out" | tail -n 1)
+}
+
+# passed: rc 0 and "N checks, 0 failed" with N > 0
+passed() {
+    [ "$RC" -eq 0 ] && [[ $RES =~ ^mpi-icoll:\ [1-9][0-9]*\ checks,\ 0\ failed ]]
+}
+
+# same_digest NP RUN: DIGEST is the one of the first run at np NP that
+# passed (none yet: this one is); DNOTE says which
+declare -A DIGESTS=() DFIRST=()
+same_digest() {
+    local want=${DIGESTS[$1]:-}
+    [ -n "$DIGEST" ] || return 1
+    if [ -z "$want" ]; then
+        DIGESTS[$1]=$DIGEST
+        DFIRST[$1]=$2
+        DNOTE="digest $DIGEST (the first run at np $1 that passed)"
+        return 0
+    fi
+    DNOTE="digest $DIGEST as with ${DFIRST[$1]}"
+    [ "$DIGEST" = "$want" ]
+}
+
+for np in $NPS; do
+    extra=() min=2
+    if [ "$np" -eq 1 ]; then
+        # a single-rank MPI_COMM_WORLD is coll/self's (priority 75) unless
+        # coll/cxl is above it and takes one rank
+        extra=(--mca coll_cxl_min_ranks 1 --mca coll_cxl_priority 90)
+        min=1
+    fi
+    out=$SCR/cxl.$np.out
+    job "$out" -np "$np" "${extra[@]}" "${ENVS[@]}" \
+        -x MPI_ICOLL_EXPECT=cxl -x "MPI_ICOLL_MIN_RANKS=$min" "$BIN"
+    if passed && same_digest "$np" "coll/cxl"; then
+        ok "np $np cxl: ${RES#mpi-icoll: }; $CNT; $DNOTE (${SECS} s)"
+    else
+        fail "np $np cxl" "rc $RC, '${RES:-no result line}', ${CNT:-no counters}, digest '$DIGEST' (others at np $np: '${DIGESTS[$np]:-}')" "$out"
+    fi
+
+    out=$SCR/off.$np.out
+    job "$out" -np "$np" --mca coll ^cxl --mca op ^avx "${ENVS[@]}" \
+        -x MPI_ICOLL_EXPECT=off "$BIN"
+    if passed && same_digest "$np" "libnbc (coll ^cxl)"; then
+        ok "np $np off: ${RES#mpi-icoll: }; $DNOTE (${SECS} s)"
+    else
+        fail "np $np off" "rc $RC, '${RES:-no result line}', digest '$DIGEST' (others at np $np: '${DIGESTS[$np]:-}')" "$out"
+    fi
+done
+
+# --- coll_cxl_nonblocking 0: the blocking calls only -------------------------
+# (the non-blocking ones are libnbc's, whose 8-bit sums need op ^avx)
+for np in 2 3; do
+    out=$SCR/nboff.$np.out
+    job "$out" -np "$np" --mca coll_cxl_nonblocking 0 --mca op ^avx \
+        "${ENVS[@]}" -x MPI_ICOLL_EXPECT=nb-off "$BIN"
+    if passed && same_digest "$np" "coll_cxl_nonblocking 0"; then
+        ok "np $np nb-off (coll_cxl_nonblocking 0): ${RES#mpi-icoll: }; $CNT; $DNOTE (${SECS} s)"
+    else
+        fail "np $np nb-off" "rc $RC, '${RES:-no result line}', ${CNT:-no counters}, digest '$DIGEST' (others at np $np: '${DIGESTS[$np]:-}')" "$out"
+    fi
+done
+
+# --- MPI_THREAD_MULTIPLE: requests completed from the progress engine with
+# --- the locks taken ---------------------------------------------------------
+np=2
+out=$SCR/thread.$np.out
+job "$out" -np "$np" "${ENVS[@]}" -x MPI_ICOLL_EXPECT=cxl \
+    -x MPI_ICOLL_THREAD=multiple "$BIN"
+if passed && same_digest "$np" "MPI_THREAD_MULTIPLE"; then
+    ok "np $np MPI_THREAD_MULTIPLE: ${RES#mpi-icoll: }; $CNT; $DNOTE (${SECS} s)"
+else
+    fail "np $np MPI_THREAD_MULTIPLE" "rc $RC, '${RES:-no result line}', ${CNT:-no counters}, digest '$DIGEST' (others at np $np: '${DIGESTS[$np]:-}')" "$out"
+fi
+
+echo "mpi-icoll: $PASS passed, $FAIL failed"
+[ $FAIL -eq 0 ]
