@@ -30,7 +30,10 @@
  * Progress and notes go to stderr.
  *
  * --nonblocking times MPI_I<collective> followed by MPI_Wait instead
- * (libnbc for the baselines, coll/cxl's requests for it).
+ * (libnbc for the baselines, coll/cxl's requests for it).  --overlap US
+ * puts US microseconds of computation (a loop that calls nothing of MPI)
+ * between the two and reports the time beyond it (avg_us = the whole
+ * minus US): the communication that the computation did not hide.
  *
  * The program measures and prints; it never judges the numbers.  Its exit
  * status is 0, 1 when -c found wrong results, 2 for bad usage.
@@ -93,6 +96,7 @@ typedef struct {
     int    root;
     int    use_alloc_mem;
     int    nonblocking;         /* MPI_I<coll> + MPI_Wait */
+    double overlap_us;          /* --overlap: computation between them */
     int    verbose;
     int    inject_error;        /* test only: corrupt one received byte */
     cb_dtype_t dtype;
@@ -532,8 +536,19 @@ static int cb_call_blocking(const cb_case_t *cs, int root)
     }
 }
 
+/* --overlap: us of work that makes no MPI call */
+static void cb_compute(double us)
+{
+    double t0 = MPI_Wtime();
+    volatile unsigned long x = 0;
+
+    while ((MPI_Wtime() - t0) * 1e6 < us) {
+        x = x * 2862933555777941757ul + 3037000493ul;
+    }
+}
+
 /* --nonblocking: the same call started with MPI_I<coll>, ended by
- * MPI_Wait (the time of both: a latency, not an overlap) */
+ * MPI_Wait; with --overlap, computation in between */
 static int cb_call_nonblocking(const cb_case_t *cs, int root)
 {
     MPI_Datatype rt = cb_mpi_dtype(cs->opts->dtype);
@@ -577,7 +592,13 @@ static int cb_call_nonblocking(const cb_case_t *cs, int root)
     default:
         return MPI_ERR_OTHER;
     }
-    return (rc == MPI_SUCCESS) ? MPI_Wait(&req, MPI_STATUS_IGNORE) : rc;
+    if (rc != MPI_SUCCESS) {
+        return rc;
+    }
+    if (cs->opts->overlap_us > 0) {
+        cb_compute(cs->opts->overlap_us);
+    }
+    return MPI_Wait(&req, MPI_STATUS_IGNORE);
 }
 
 static int cb_call(const cb_case_t *cs, int root)
@@ -610,7 +631,8 @@ static double cb_iteration(const cb_case_t *cs, long it, uint64_t seed,
                 cb_coll_names[cs->coll]);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    t = MPI_Wtime() - t0;
+    /* --overlap: what the computation did not hide */
+    t = MPI_Wtime() - t0 - o->overlap_us * 1e-6;
     if (o->inject_error && rank == nprocs - 1 && cs->coll != CB_BARRIER &&
         !(cb_has_root(cs->coll) && cs->coll != CB_BCAST &&
           cs->coll != CB_SCATTER && rank != root)) {
@@ -761,6 +783,9 @@ static void cb_usage(FILE *f)
 "  --alloc-mem      buffers from MPI_Alloc_mem instead of malloc\n"
 "  --nonblocking    time MPI_I<collective> + MPI_Wait instead of the\n"
 "                   blocking call (the untimed barriers stay MPI_Barrier)\n"
+"  --overlap US     with --nonblocking: US microseconds of computation\n"
+"                   between start and MPI_Wait; the figures are the time\n"
+"                   beyond it (the communication it did not hide)\n"
 "  --inject-error   test only: after every call the last rank flips a bit\n"
 "                   of its output (where it has one), so -c must report\n"
 "                   errors and exit 1\n"
@@ -907,6 +932,12 @@ static int cb_parse(int argc, char **argv, cb_opts_t *o)
             if (*end || o->budget < 0) {
                 o->budget = -1;
             }
+        } else if (!strcmp(a, "--overlap")) {
+            char *end;
+            o->overlap_us = strtod(v, &end);
+            if (*end || o->overlap_us < 0) {
+                o->overlap_us = -1;
+            }
         } else if (!strcmp(a, "--dtype")) {
             for (c = 0; c < CB_DT_LAST; ++c) {
                 if (!strcmp(v, cb_dtype_names[c])) {
@@ -926,9 +957,13 @@ static int cb_parse(int argc, char **argv, cb_opts_t *o)
     }
     if (o->iters < 0 || o->warmup < -1 || o->warmup == 0 ||
         o->min_iters < 1 || o->reps < 1 || o->rep_base < 0 || o->root < 0 ||
-        o->budget < 0) {
+        o->budget < 0 || o->overlap_us < 0) {
         fprintf(stderr, "coll_bench: a numeric option is out of range "
                 "(see --help)\n");
+        return 2;
+    }
+    if ((o->overlap_us > 0) && !o->nonblocking) {
+        fprintf(stderr, "coll_bench: --overlap needs --nonblocking\n");
         return 2;
     }
     return 0;

@@ -356,9 +356,15 @@ L = []
 np_ = meta.get("np", "?")
 oversub = meta.get("oversubscribed") == "1"
 NONBLOCKING = meta.get("nonblocking") == "1"
-L.append("# MPI collectives%s: coll/cxl against Open MPI's defaults (perftest/run-coll-bench.sh%s)"
-         % (" started non-blocking (MPI_Ibcast... + MPI_Wait)" if NONBLOCKING else "",
-            " --nonblocking" if NONBLOCKING else ""))
+OVERLAP = meta.get("overlap_us", "0")
+if NONBLOCKING and OVERLAP not in ("0", ""):
+    L.append("# MPI collectives started non-blocking with %s µs of computation before "
+             "MPI_Wait: the time beyond it, coll/cxl against Open MPI's defaults "
+             "(perftest/run-coll-bench.sh --overlap %s)" % (OVERLAP, OVERLAP))
+else:
+    L.append("# MPI collectives%s: coll/cxl against Open MPI's defaults (perftest/run-coll-bench.sh%s)"
+             % (" started non-blocking (MPI_Ibcast... + MPI_Wait)" if NONBLOCKING else "",
+                " --nonblocking" if NONBLOCKING else ""))
 L.append("")
 L.append("| | |")
 L.append("|---|---|")

@@ -59,7 +59,7 @@
 #          [--builddir DIR] [--coll-cxl PATH] [--no-cxl] [--no-sw]
 #          [--cxl-env "VAR=V ..."] [--cxl-mca "NAME VALUE ..."]
 #          [--timeout S] [--wait-idle PCT] [--wait-rtt NS] [--wait-max S]
-#          [--nonblocking] [--help]
+#          [--nonblocking] [--overlap US] [--help]
 #   --reps N       repetitions per configuration (default 5; --quick 3)
 #   --np N         ranks (default 2)
 #   --sizes LIST   coll_bench sizes (default 8,16,64,256,1K,4K,16K,64K,
@@ -90,6 +90,9 @@
 #   --nonblocking  time MPI_I<collective> + MPI_Wait (the baselines' libnbc
 #                  against coll/cxl's requests) instead of the blocking
 #                  calls; the report says so in its title
+#   --overlap US   with --nonblocking (implied): US microseconds of
+#                  computation between start and MPI_Wait; the figures are
+#                  the time beyond it, the communication it did not hide
 #   --wait-rtt NS  before every measured run wait until the cache-line
 #                  round trip between the two cores is at most NS ns (a
 #                  VM whose host moves its vCPUs: this one flips between
@@ -106,7 +109,7 @@ REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 
 REPS="" NP=2 SIZES="" COLLS=all BUDGET="" QUICK=0 SMOKE=0 OUT="" BUILDDIR=""
 COLL_CXL="" CXL=1 SW=1 CXL_ENV_STR="" CXL_MCA_STR="coll_cxl_priority 90"
-MPI_TO="" WAIT_IDLE=0 WAIT_RTT=0 WAIT_MAX=300 NONBLOCKING=0
+MPI_TO="" WAIT_IDLE=0 WAIT_RTT=0 WAIT_MAX=300 NONBLOCKING=0 OVERLAP=0
 
 . "$SCRIPT_DIR/bench-common.sh"
 
@@ -131,6 +134,7 @@ while (($#)); do
         --wait-rtt) need "$1" $#; WAIT_RTT=$2; shift ;;
         --wait-max) need "$1" $#; WAIT_MAX=$2; shift ;;
         --nonblocking) NONBLOCKING=1 ;;
+        --overlap) need "$1" $#; OVERLAP=$2; NONBLOCKING=1; shift ;;
         -h | --help) usage; exit 0 ;;
         *) printf '%s: unknown option %q (see --help)\n' "$PROG" "$1" >&2; exit 2 ;;
     esac
@@ -149,6 +153,7 @@ fi
 [[ $WAIT_IDLE =~ ^[0-9]+$ && $WAIT_IDLE -le 100 ]] || die "--wait-idle takes a percentage 0..100"
 [[ $WAIT_MAX =~ ^[0-9]+$ ]] || die "--wait-max takes seconds"
 [[ $WAIT_RTT =~ ^[0-9]+$ ]] || die "--wait-rtt takes nanoseconds"
+[[ $OVERLAP =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--overlap takes microseconds"
 read -r -a CXL_MCA_WORDS <<<"$CXL_MCA_STR"
 ((${#CXL_MCA_WORDS[@]} % 2 == 0)) || die "--cxl-mca takes NAME VALUE pairs"
 read -r -a CXL_ENV <<<"$CXL_ENV_STR"
@@ -370,6 +375,7 @@ write_status() {
     printf 'wait_rtt=%s\n' "$WAIT_RTT"
     printf 'wait_max=%s\n' "$WAIT_MAX"
     printf 'nonblocking=%s\n' "$NONBLOCKING"
+    printf 'overlap_us=%s\n' "$OVERLAP"
 } >"$OUT/meta.env"
 
 # ---------------------------------------------------------------------------
@@ -432,7 +438,7 @@ else
     VAL_ARGS=(--sizes "$SIZES" --colls "$COLLS" -c --root-shift --iters 20 --warmup 2 --min-iters 2 --budget 0.05)
 fi
 if ((NONBLOCKING)); then
-    COMMON+=(--nonblocking)
+    COMMON+=(--nonblocking --overlap "$OVERLAP")
     VAL_ARGS+=(--nonblocking)
 fi
 # enabled coll components of MPI_COMM_WORLD, highest priority first

@@ -296,11 +296,16 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
     OPAL_THREAD_LOCK(&m->lock);
     if (m->nb_unposted == 0) {
         status = cxl_coll_post(m->team, &q->args, &q->lreq);
-        if (status == CXL_COLL_ERR_BUSY) {
+        if (status == CXL_COLL_OK) {
+            /* one pass now: this rank's part of the first step goes out
+             * before the caller computes, so the peers can go on without
+             * it; its outcome is the progress pass's to see */
+            (void)cxl_coll_test(q->lreq);
+        } else if (status == CXL_COLL_ERR_BUSY) {
             q->lreq = NULL; /* posted by a progress pass */
             status  = CXL_COLL_OK;
             m->nb_unposted++;
-        } else if (status != CXL_COLL_OK) {
+        } else {
             /* the arguments' check, or a failed team: the peers learn it
              * from the abort line, as for a blocking call */
             cxl_coll_team_abort(m->team, status);
