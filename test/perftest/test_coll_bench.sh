@@ -137,4 +137,26 @@ else
     sed 's/^/    /' "$out/neg.csv" | head -n 8
 fi
 
+# the non-blocking form (--nonblocking, --overlap): every result right,
+# every cell there; --overlap alone is a usage error
+timeout -k 10 120 mpirun -np 2 --allow-run-as-root --bind-to none --mca pml ob1 \
+    --mca btl self,vader --mca coll ^cxl "$out/run/bin/coll_bench" -c --nonblocking \
+    --overlap 2 --sizes 8,4K --iters 5 --warmup 2 >"$out/nb.csv" 2>"$out/nb.err"
+brc=$?
+brows=$(awk -F, 'NR > 1 && NF == 12' "$out/nb.csv" | wc -l)
+berr=$(awk -F, 'NR > 1 && NF == 12 { s += $10 } END { print s + 0 }' "$out/nb.csv")
+if [ $brc -eq 0 ] && [ "$brows" -eq 17 ] && [ "$berr" -eq 0 ]; then
+    ok "coll_bench -c --nonblocking --overlap 2: 17 cells, every result right"
+else
+    bad "coll_bench -c --nonblocking --overlap 2: exit $brc, $brows rows, $berr wrong elements"
+    sed 's/^/    /' "$out/nb.err" | head -n 5
+fi
+"$out/run/bin/coll_bench" --overlap 2 >/dev/null 2>"$out/ov.err"
+orc=$?
+if [ $orc -eq 2 ] && grep -q -- '--overlap needs --nonblocking' "$out/ov.err"; then
+    ok "coll_bench --overlap without --nonblocking: usage error (exit 2)"
+else
+    bad "coll_bench --overlap without --nonblocking: exit $orc, '$(head -n1 "$out/ov.err")'"
+fi
+
 smoke_finish coll-bench
