@@ -19,7 +19,8 @@
 #      slot; latency at 8 B / 256 B / 4 KiB / 256 KiB); then MPI with
 #      coll/cxl next to coll/tuned over the same UCX_TLS=cxl and to
 #      ob1+vader, three short alternating runs (perftest/run-coll-bench.sh
-#      measures it properly);
+#      measures it properly), and the same for the non-blocking forms
+#      (MPI_Iallreduce... + MPI_Wait against libnbc);
 #   6. the dataset-chunk broker: `cxl-broker serve` on the default pool,
 #      a dataset of files added and warmed (progress), four reader
 #      processes reading it at once, two copying out of their own mapping
@@ -151,7 +152,12 @@ echo "-- MPI, 2 ranks: coll/cxl next to coll/tuned (pml ucx, UCX_TLS=cxl) and ob
 "$top/perftest/run-coll-bench.sh" --builddir "$dir" --reps 3 --sizes 8,4096,262144 --no-sw \
     --budget 0.05 --out "$tmp/coll" >"$tmp/coll.log" 2>&1 || { tail -20 "$tmp/coll.log"; exit 1; }
 grep -E '^\|' "$tmp/coll/summary.md"
-echo "(alternating repetitions, every size, sw mode: perftest/run-coll-bench.sh)"
+echo "-- the same, non-blocking: MPI_Ibcast, MPI_Iallreduce... + MPI_Wait (coll/cxl's requests against libnbc)"
+"$top/perftest/run-coll-bench.sh" --builddir "$dir" --reps 3 --sizes 8,4096,262144 --no-sw \
+    --colls barrier,bcast,allreduce,allgather,alltoall --nonblocking \
+    --budget 0.05 --out "$tmp/icoll" >"$tmp/icoll.log" 2>&1 || { tail -20 "$tmp/icoll.log"; exit 1; }
+grep -E '^\|' "$tmp/icoll/summary.md"
+echo "(alternating repetitions, every size, sw mode: perftest/run-coll-bench.sh; --nonblocking, --overlap US)"
 
 echo
 echo "== 6. the dataset-chunk broker: one copy per pool, read by every process (readers 1-2 copy out of their mapping, 3-4 with ucp_get)"
