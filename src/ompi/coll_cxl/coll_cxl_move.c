@@ -344,20 +344,52 @@ int mca_coll_cxl_iscatter(const void *sbuf, int scount,
                                 request);
 }
 
+static int coll_cxl_allgather_any(const void *sbuf, int scount,
+                                  struct ompi_datatype_t *sdtype, void *rbuf,
+                                  int rcount, struct ompi_datatype_t *rdtype,
+                                  struct ompi_communicator_t *comm,
+                                  mca_coll_cxl_module_t *m,
+                                  ompi_request_t **request)
+{
+    if (!coll_cxl_takes(m, COLL_CXL_ALLGATHER, request)) {
+        return (request != NULL) ?
+               m->prev.iallgather(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                  comm, request, m->prev.iallgather_module) :
+               m->prev.allgather(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                 comm, m->prev.allgather_module);
+    }
+    return coll_cxl_all(m, CXL_COLL_ALLGATHER, sbuf, scount, sdtype, 1,
+                        rbuf, rcount, rdtype, ompi_comm_size(comm), request);
+}
+
+static int coll_cxl_alltoall_any(const void *sbuf, int scount,
+                                 struct ompi_datatype_t *sdtype, void *rbuf,
+                                 int rcount, struct ompi_datatype_t *rdtype,
+                                 struct ompi_communicator_t *comm,
+                                 mca_coll_cxl_module_t *m,
+                                 ompi_request_t **request)
+{
+    int size = ompi_comm_size(comm);
+
+    if (!coll_cxl_takes(m, COLL_CXL_ALLTOALL, request)) {
+        return (request != NULL) ?
+               m->prev.ialltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                 comm, request, m->prev.ialltoall_module) :
+               m->prev.alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                comm, m->prev.alltoall_module);
+    }
+    return coll_cxl_all(m, CXL_COLL_ALLTOALL, sbuf, scount, sdtype,
+                        (size_t)size, rbuf, rcount, rdtype, size, request);
+}
+
 int mca_coll_cxl_allgather(const void *sbuf, int scount,
                            struct ompi_datatype_t *sdtype, void *rbuf,
                            int rcount, struct ompi_datatype_t *rdtype,
                            struct ompi_communicator_t *comm,
                            mca_coll_base_module_t *module)
 {
-    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
-
-    if (!coll_cxl_takes(m, COLL_CXL_ALLGATHER, NULL)) {
-        return m->prev.allgather(sbuf, scount, sdtype, rbuf, rcount, rdtype,
-                                 comm, m->prev.allgather_module);
-    }
-    return coll_cxl_all(m, CXL_COLL_ALLGATHER, sbuf, scount, sdtype, 1,
-                        rbuf, rcount, rdtype, ompi_comm_size(comm), NULL);
+    return coll_cxl_allgather_any(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                  comm, (mca_coll_cxl_module_t *)module, NULL);
 }
 
 int mca_coll_cxl_iallgather(const void *sbuf, int scount,
@@ -367,14 +399,9 @@ int mca_coll_cxl_iallgather(const void *sbuf, int scount,
                             ompi_request_t **request,
                             mca_coll_base_module_t *module)
 {
-    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
-
-    if (!coll_cxl_takes(m, COLL_CXL_ALLGATHER, request)) {
-        return m->prev.iallgather(sbuf, scount, sdtype, rbuf, rcount, rdtype,
-                                  comm, request, m->prev.iallgather_module);
-    }
-    return coll_cxl_all(m, CXL_COLL_ALLGATHER, sbuf, scount, sdtype, 1,
-                        rbuf, rcount, rdtype, ompi_comm_size(comm), request);
+    return coll_cxl_allgather_any(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                  comm, (mca_coll_cxl_module_t *)module,
+                                  request);
 }
 
 int mca_coll_cxl_alltoall(const void *sbuf, int scount,
@@ -383,15 +410,8 @@ int mca_coll_cxl_alltoall(const void *sbuf, int scount,
                           struct ompi_communicator_t *comm,
                           mca_coll_base_module_t *module)
 {
-    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
-    int size = ompi_comm_size(comm);
-
-    if (!coll_cxl_takes(m, COLL_CXL_ALLTOALL, NULL)) {
-        return m->prev.alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype,
-                                comm, m->prev.alltoall_module);
-    }
-    return coll_cxl_all(m, CXL_COLL_ALLTOALL, sbuf, scount, sdtype,
-                        (size_t)size, rbuf, rcount, rdtype, size, NULL);
+    return coll_cxl_alltoall_any(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                 comm, (mca_coll_cxl_module_t *)module, NULL);
 }
 
 int mca_coll_cxl_ialltoall(const void *sbuf, int scount,
@@ -401,13 +421,7 @@ int mca_coll_cxl_ialltoall(const void *sbuf, int scount,
                            ompi_request_t **request,
                            mca_coll_base_module_t *module)
 {
-    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
-    int size = ompi_comm_size(comm);
-
-    if (!coll_cxl_takes(m, COLL_CXL_ALLTOALL, request)) {
-        return m->prev.ialltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype,
-                                 comm, request, m->prev.ialltoall_module);
-    }
-    return coll_cxl_all(m, CXL_COLL_ALLTOALL, sbuf, scount, sdtype,
-                        (size_t)size, rbuf, rcount, rdtype, size, request);
+    return coll_cxl_alltoall_any(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                 comm, (mca_coll_cxl_module_t *)module,
+                                 request);
 }

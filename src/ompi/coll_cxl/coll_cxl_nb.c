@@ -221,6 +221,23 @@ static int coll_cxl_nb_progress(void)
     return events;
 }
 
+/* a call that does not start: its staged buffers go (copies: the
+ * caller's stage structs are its own) */
+static void coll_cxl_nb_unstage(const mca_coll_cxl_stage_t *s,
+                                const mca_coll_cxl_stage_t *r)
+{
+    mca_coll_cxl_stage_t tmp;
+
+    if (s != NULL) {
+        tmp = *s;
+        (void)mca_coll_cxl_stage_out(&tmp, 0);
+    }
+    if (r != NULL) {
+        tmp = *r;
+        (void)mca_coll_cxl_stage_out(&tmp, 0);
+    }
+}
+
 /* with opal_progress from the first non-blocking call on (a progress
  * function costs every progress call a call) */
 static int coll_cxl_nb_register(void)
@@ -246,26 +263,17 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
     mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
     cxl_coll_status_t status    = CXL_COLL_OK;
     mca_coll_cxl_request_t *q;
-    mca_coll_cxl_stage_t tmp;
 
     q = (OPAL_LIKELY(c->nb_registered) ||
          (coll_cxl_nb_register() == OMPI_SUCCESS)) ?
         OBJ_NEW(mca_coll_cxl_request_t) : NULL;
     if (q == NULL) {
         /* the call is not made here: the peers must not wait for it */
-        if (s != NULL) {
-            tmp = *s;
-            (void)mca_coll_cxl_stage_out(&tmp, 0);
-        }
-        if (r != NULL) {
-            tmp = *r;
-            (void)mca_coll_cxl_stage_out(&tmp, 0);
-        }
+        coll_cxl_nb_unstage(s, r);
         OPAL_THREAD_LOCK(&m->lock);
         cxl_coll_team_abort(m->team, CXL_COLL_ERR_NO_MEMORY);
         OPAL_THREAD_UNLOCK(&m->lock);
-        mca_coll_cxl_report(m, args->type, CXL_COLL_ERR_NO_MEMORY);
-        return OMPI_ERR_OUT_OF_RESOURCE;
+        return mca_coll_cxl_report(m, args->type, CXL_COLL_ERR_NO_MEMORY);
     }
     OMPI_REQUEST_INIT(&q->super.super, false);
     q->super.super.req_type            = OMPI_REQUEST_COLL;
@@ -318,16 +326,8 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
     ++c->n_nb_calls;
     if (status != CXL_COLL_OK) {
         q->ended = 1;
-        q->has_s = q->has_r = 0;
         coll_cxl_nb_release(q);
-        if (s != NULL) {
-            tmp = *s;
-            (void)mca_coll_cxl_stage_out(&tmp, 0);
-        }
-        if (r != NULL) {
-            tmp = *r;
-            (void)mca_coll_cxl_stage_out(&tmp, 0);
-        }
+        coll_cxl_nb_unstage(s, r);
         return mca_coll_cxl_report(m, args->type, status);
     }
 
