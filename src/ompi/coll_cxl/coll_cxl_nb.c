@@ -262,6 +262,7 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
 {
     mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
     cxl_coll_status_t status    = CXL_COLL_OK;
+    cxl_coll_status_t kick      = CXL_COLL_INPROGRESS;
     mca_coll_cxl_request_t *q;
 
     q = (OPAL_LIKELY(c->nb_registered) ||
@@ -307,8 +308,13 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
         if (status == CXL_COLL_OK) {
             /* one pass now: this rank's part of the first step goes out
              * before the caller computes, so the peers can go on without
-             * it; its outcome is the progress pass's to see */
-            (void)cxl_coll_test(q->lreq);
+             * it; a call that ends there (a bcast root's publication)
+             * ends here, and MPI_Wait finds it complete */
+            kick = cxl_coll_test(q->lreq);
+            if (kick != CXL_COLL_INPROGRESS) {
+                cxl_coll_req_free(q->lreq);
+                q->lreq = NULL;
+            }
         } else if (status == CXL_COLL_ERR_BUSY) {
             q->lreq = NULL; /* posted by a progress pass */
             status  = CXL_COLL_OK;
@@ -332,10 +338,14 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
     }
 
     OPAL_THREAD_LOCK(&c->nb_lock);
-    *c->nb_tail = q;
-    c->nb_tail  = &q->next;
-    c->nb_active++;
     m->nb_count++;
+    if (kick != CXL_COLL_INPROGRESS) {
+        coll_cxl_nb_end(q, kick); /* its outcome is MPI_Wait's to see */
+    } else {
+        *c->nb_tail = q;
+        c->nb_tail  = &q->next;
+        c->nb_active++;
+    }
     OPAL_THREAD_UNLOCK(&c->nb_lock);
     *request = &q->super.super;
     return OMPI_SUCCESS;
