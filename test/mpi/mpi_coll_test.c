@@ -66,96 +66,25 @@
 #define _GNU_SOURCE
 #include <mpi.h>
 
-#include <fcntl.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-#define POISON    0xa5
-#define GUARD     32
+#define MC_PROG "mpi_coll_test"
+#define MC_NAME "mpi-coll"
+#define MC_ENV  "MPI_COLL_"
+#include "mpi_check.h"
 
-static int g_rank, g_size;
-static long g_max_print = 5;     /* FAIL lines per rank (MPI_COLL_MAX_PRINT) */
-static unsigned long g_call;          /* changes the data of every call */
-static long g_checks, g_failed;
-static uint64_t g_digest = 1469598103934665603ull;
-static char g_check[200] = "MPI_Init";
-static size_t g_large = 65537;
-enum { EXPECT_CXL, EXPECT_OFF, EXPECT_DECLINED };
+/* MPI_COLL_EXPECT: the run's mode */
+enum { EXPECT_CXL, EXPECT_OFF, EXPECT_DECLINED, EXPECT_LAST };
+static const char *expect_names[EXPECT_LAST] = {"cxl", "off", "declined"};
 static int g_expect = EXPECT_CXL;
 
-/* ------------------------------------------------------------------ */
-/* reporting                                                           */
-
-static void watchdog(int sig)
-{
-    static const char msg[] = "mpi_coll_test: timeout in check: ";
-
-    (void)sig;
-    if (write(2, msg, sizeof(msg) - 1) < 0 ||
-        write(2, g_check, strlen(g_check)) < 0 || write(2, "\n", 1) < 0) {
-        _exit(3);
-    }
-    _exit(3);
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-
-    if (++g_failed <= g_max_print) {
-        fprintf(stderr, "FAIL: rank %d: %s: ", g_rank, g_check);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-    }
-}
-
-static void check(int ok, const char *what)
-{
-    ++g_checks;
-    if (!ok) {
-        fail("%s", what);
-    }
-}
-
-static void digest(const void *buf, size_t len)
-{
-    const unsigned char *p = buf;
-    size_t i;
-
-    for (i = 0; i < len; ++i) {
-        g_digest = (g_digest ^ p[i]) * 1099511628211ull;
-    }
-}
-
-/* ------------------------------------------------------------------ */
-/* data                                                                */
-
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
+/* one call at a time here: the data of the running call (g_call) */
 static uint64_t value(int src, int dst, size_t idx)
 {
-    return mix(((uint64_t)g_call << 40) ^ ((uint64_t)src << 52) ^
-               ((uint64_t)dst << 32) ^ idx);
-}
-
-static unsigned char byte_of(int src, int dst, size_t k)
-{
-    return (unsigned char)(value(src, dst, k / 8) >> (8 * (k % 8)));
+    return mc_value(g_call, src, dst, idx);
 }
 
 /* ------------------------------------------------------------------ */
@@ -165,125 +94,54 @@ enum { CNT_CALLS, CNT_FALLBACKS, CNT_TEAMS, CNT_LAST };
 static const char *cnt_names[CNT_LAST] = {"coll_cxl_calls",
                                           "coll_cxl_fallbacks",
                                           "coll_cxl_teams"};   /* a level: live teams */
-static MPI_T_pvar_session g_session;
-static MPI_T_pvar_handle  g_handle[CNT_LAST];
-static int g_have_pvars;
-
-static void pvars_init(void)
-{
-    int provided, num, i, c, namelen, desclen, verb, vclass, bind, ro, cont,
-        atomic, count;
-    char name[256], desc[1024];
-    MPI_Datatype dt;
-    MPI_T_enum et;
-    int found = 0;
-
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS ||
-        MPI_T_pvar_get_num(&num) != MPI_SUCCESS ||
-        MPI_T_pvar_session_create(&g_session) != MPI_SUCCESS) {
-        return;
-    }
-    for (i = 0; i < num; ++i) {
-        namelen = sizeof(name);
-        desclen = sizeof(desc);
-        if (MPI_T_pvar_get_info(i, name, &namelen, &verb, &vclass, &dt, &et,
-                                desc, &desclen, &bind, &ro, &cont,
-                                &atomic) != MPI_SUCCESS) {
-            continue;
-        }
-        for (c = 0; c < CNT_LAST; ++c) {
-            if ((strcmp(name, cnt_names[c]) == 0) &&
-                (MPI_T_pvar_handle_alloc(g_session, i, NULL, &g_handle[c],
-                                         &count) == MPI_SUCCESS)) {
-                ++found;
-            }
-        }
-    }
-    g_have_pvars = (found == CNT_LAST);
-}
-
-static unsigned long long pvar(int c)
-{
-    unsigned long long v = 0;
-
-    if (g_have_pvars) {
-        MPI_T_pvar_read(g_session, g_handle[c], &v);
-    }
-    return v;
-}
+static int g_have_pvars;      /* all of them: the component is loaded */
 
 /* path a call must take */
 enum { PATH_LIB, PATH_PREV, PATH_NONE };
-static int g_min_ranks = 2;   /* coll_cxl_min_ranks of the run */
 static unsigned long long g_c0, g_f0;
 
 static void path_begin(void)
 {
-    g_c0 = pvar(CNT_CALLS);
-    g_f0 = pvar(CNT_FALLBACKS);
+    g_c0 = mc_pvar(CNT_CALLS);
+    g_f0 = mc_pvar(CNT_FALLBACKS);
 }
 
 static void path_end(int path)
 {
-    unsigned long long dc = pvar(CNT_CALLS) - g_c0;
-    unsigned long long df = pvar(CNT_FALLBACKS) - g_f0;
+    unsigned long long dc = mc_pvar(CNT_CALLS) - g_c0;
+    unsigned long long df = mc_pvar(CNT_FALLBACKS) - g_f0;
 
     ++g_checks;
     if (g_expect == EXPECT_DECLINED) {
         /* its entry points stay and hand every call on */
         if (dc) {
-            fail("coll/cxl's library ran %llu calls: expected none", dc);
+            mc_fail("coll/cxl's library ran %llu calls: expected none", dc);
         }
     } else if ((g_expect != EXPECT_CXL) || (path == PATH_NONE)) {
         if (dc || df) {
-            fail("coll/cxl counted %llu calls, %llu fallbacks: expected none",
-                 dc, df);
+            mc_fail("coll/cxl counted %llu calls, %llu fallbacks: expected "
+                    "none", dc, df);
         }
     } else if ((path == PATH_LIB) && ((dc != 1) || (df != 0))) {
-        fail("not run by the library: %llu library calls, %llu fallbacks",
-             dc, df);
+        mc_fail("not run by the library: %llu library calls, %llu fallbacks",
+                dc, df);
     } else if ((path == PATH_PREV) && ((dc != 0) || (df == 0))) {
-        fail("not handed to the previous module: %llu library calls, "
-             "%llu fallbacks", dc, df);
-    }
-}
-
-static void mpi_ok(int rc)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-
-    ++g_checks;
-    if (rc != MPI_SUCCESS) {
-        MPI_Error_string(rc, msg, &len);
-        fail("returned %d (%s)", rc, msg);
+        mc_fail("not handed to the previous module: %llu library calls, "
+                "%llu fallbacks", dc, df);
     }
 }
 
 /* ------------------------------------------------------------------ */
 /* reductions                                                          */
 
-typedef struct {
-    MPI_Datatype dt;
-    const char  *name;
-    char         kind;   /* 's'/'u' integer, 'f' float, 'd' double */
-    size_t       size;
-} rtype_t;
-
-typedef struct {
-    MPI_Op      op;
-    const char *name;
-    int         bitwise;
-} rop_t;
-
-static rtype_t rtypes[20];
-static int     n_rtypes;
-static rop_t   rops[7];
+static mc_rtype_t rtypes[20];
+static int        n_rtypes;
+static mc_rop_t   rops[7];
 
 static void rtypes_init(void)
 {
 #define RT(_dt, _kind, _ctype) \
-    rtypes[n_rtypes++] = (rtype_t){_dt, #_dt, _kind, sizeof(_ctype)}
+    rtypes[n_rtypes++] = (mc_rtype_t){_dt, #_dt, _kind, sizeof(_ctype)}
     RT(MPI_INT8_T, 's', int8_t);        RT(MPI_UINT8_T, 'u', uint8_t);
     RT(MPI_INT16_T, 's', int16_t);      RT(MPI_UINT16_T, 'u', uint16_t);
     RT(MPI_INT32_T, 's', int32_t);      RT(MPI_UINT32_T, 'u', uint32_t);
@@ -297,194 +155,45 @@ static void rtypes_init(void)
     RT(MPI_UNSIGNED_LONG_LONG, 'u', unsigned long long);
     RT(MPI_FLOAT, 'f', float);          RT(MPI_DOUBLE, 'd', double);
 #undef RT
-    rops[0] = (rop_t){MPI_SUM, "MPI_SUM", 0};
-    rops[1] = (rop_t){MPI_PROD, "MPI_PROD", 0};
-    rops[2] = (rop_t){MPI_MIN, "MPI_MIN", 0};
-    rops[3] = (rop_t){MPI_MAX, "MPI_MAX", 0};
-    rops[4] = (rop_t){MPI_BAND, "MPI_BAND", 1};
-    rops[5] = (rop_t){MPI_BOR, "MPI_BOR", 1};
-    rops[6] = (rop_t){MPI_BXOR, "MPI_BXOR", 1};
-}
-
-/* element idx of rank src's input: floats are small integers (sums and
- * min/max exact in any order) or powers of two (products exact) */
-static void gen_elem(const rtype_t *t, const rop_t *o, int src, size_t idx,
-                     void *out)
-{
-    uint64_t h = value(src, 0, idx);
-    static const float pf[4] = {1.0f, -1.0f, 2.0f, 0.5f};
-    float f;
-    double d;
-
-    if ((t->kind == 's') || (t->kind == 'u')) {
-        memcpy(out, &h, t->size);   /* little endian: the low bytes */
-        return;
-    }
-    if (o->op == MPI_PROD) {
-        f = pf[h % 4];
-    } else if ((o->op == MPI_MIN) || (o->op == MPI_MAX)) {
-        f = (float)((int)(h % 2001) - 1000);
-    } else {
-        f = (float)((int)(h % 17) - 8);
-    }
-    d = f;
-    if (t->kind == 'f') {
-        memcpy(out, &f, sizeof(f));
-    } else {
-        memcpy(out, &d, sizeof(d));
-    }
-}
-
-static void gen(const rtype_t *t, const rop_t *o, int src, void *buf,
-                size_t first, size_t count)
-{
-    size_t i;
-
-    for (i = 0; i < count; ++i) {
-        gen_elem(t, o, src, first + i, (char *)buf + i * t->size);
-    }
-}
-
-/* acc = acc OP x, one element, integers modulo 2^bits as C wraps */
-static void elem_op(const rtype_t *t, const rop_t *o, void *acc,
-                    const void *x)
-{
-    if ((t->kind == 's') || (t->kind == 'u')) {
-        uint64_t a = 0, b = 0, r;
-        int64_t sa, sb;
-        int sh = 64 - 8 * (int)t->size;
-
-        memcpy(&a, acc, t->size);
-        memcpy(&b, x, t->size);
-        sa = (int64_t)(a << sh) >> sh;
-        sb = (int64_t)(b << sh) >> sh;
-        if (o->op == MPI_SUM) {
-            r = a + b;
-        } else if (o->op == MPI_PROD) {
-            r = a * b;
-        } else if (o->op == MPI_MIN) {
-            r = (t->kind == 's') ? ((sa < sb) ? a : b) : ((a < b) ? a : b);
-        } else if (o->op == MPI_MAX) {
-            r = (t->kind == 's') ? ((sa > sb) ? a : b) : ((a > b) ? a : b);
-        } else if (o->op == MPI_BAND) {
-            r = a & b;
-        } else if (o->op == MPI_BOR) {
-            r = a | b;
-        } else {
-            r = a ^ b;
-        }
-        memcpy(acc, &r, t->size);
-    } else if (t->kind == 'f') {
-        float a, b;
-
-        memcpy(&a, acc, 4);
-        memcpy(&b, x, 4);
-        a = (o->op == MPI_SUM) ? a + b : (o->op == MPI_PROD) ? a * b :
-            (o->op == MPI_MIN) ? ((b < a) ? b : a) : ((b > a) ? b : a);
-        memcpy(acc, &a, 4);
-    } else {
-        double a, b;
-
-        memcpy(&a, acc, 8);
-        memcpy(&b, x, 8);
-        a = (o->op == MPI_SUM) ? a + b : (o->op == MPI_PROD) ? a * b :
-            (o->op == MPI_MIN) ? ((b < a) ? b : a) : ((b > a) ? b : a);
-        memcpy(acc, &a, 8);
-    }
-}
-
-/* expected[0..count) = reduction over ranks of elements first.. */
-static void reference(const rtype_t *t, const rop_t *o, void *expected,
-                      size_t first, size_t count)
-{
-    unsigned char x[8];
-    size_t i;
-    int r;
-
-    for (i = 0; i < count; ++i) {
-        void *acc = (char *)expected + i * t->size;
-
-        gen_elem(t, o, 0, first + i, acc);
-        for (r = 1; r < g_size; ++r) {
-            gen_elem(t, o, r, first + i, x);
-            elem_op(t, o, acc, x);
-        }
-    }
-}
-
-static void *alloc_guarded(size_t len)
-{
-    unsigned char *p = malloc(len + GUARD);
-
-    if (p == NULL) {
-        fprintf(stderr, "mpi_coll_test: out of memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    memset(p, POISON, len + GUARD);
-    return p;
-}
-
-static int guard_ok(const void *buf, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)buf + len;
-    size_t i;
-
-    for (i = 0; i < GUARD; ++i) {
-        if (p[i] != POISON) {
-            return 0;
-        }
-    }
-    return 1;
+    rops[0] = (mc_rop_t){MPI_SUM, "MPI_SUM", 0};
+    rops[1] = (mc_rop_t){MPI_PROD, "MPI_PROD", 0};
+    rops[2] = (mc_rop_t){MPI_MIN, "MPI_MIN", 0};
+    rops[3] = (mc_rop_t){MPI_MAX, "MPI_MAX", 0};
+    rops[4] = (mc_rop_t){MPI_BAND, "MPI_BAND", 1};
+    rops[5] = (mc_rop_t){MPI_BOR, "MPI_BOR", 1};
+    rops[6] = (mc_rop_t){MPI_BXOR, "MPI_BXOR", 1};
 }
 
 /* Results Open MPI 4.1.4's own operations get wrong (op/base computes
  * MPI_MIN/MPI_MAX of MPI_UNSIGNED_LONG as signed): without coll/cxl they
- * are observed, not failed, and no mode puts them into the digest. */
-static long g_observed;
-
-static int ompi_defect(const rtype_t *t, const rop_t *o)
+ * are observed (g_observed), not failed, and no mode puts them into the
+ * digest. */
+static int ompi_defect(const mc_rtype_t *t, const mc_rop_t *o)
 {
     return (t->dt == MPI_UNSIGNED_LONG) &&
            ((o->op == MPI_MIN) || (o->op == MPI_MAX));
 }
 
-static void compare(const rtype_t *t, const void *got, const void *expected,
+static void compare(const mc_rtype_t *t, const void *got, const void *expected,
                     size_t count, int observe_only, int add_digest)
 {
-    size_t i;
-
     if (observe_only) {
         g_observed += (memcmp(got, expected, count * t->size) != 0);
         return;
     }
-    ++g_checks;
-    for (i = 0; i < count; ++i) {
-        if (memcmp((const char *)got + i * t->size,
-                   (const char *)expected + i * t->size, t->size) != 0) {
-            uint64_t g = 0, e = 0;
-
-            memcpy(&g, (const char *)got + i * t->size, t->size);
-            memcpy(&e, (const char *)expected + i * t->size, t->size);
-            fail("element %zu of %zu: got 0x%llx, expected 0x%llx", i, count,
-                 (unsigned long long)g, (unsigned long long)e);
-            return;
-        }
-    }
-    if (add_digest) {
-        digest(got, count * t->size);
-    }
+    mc_compare(t, got, expected, count, NULL, add_digest);
 }
 
 enum { R_ALLREDUCE, R_REDUCE, R_RSB };
 
-static void test_reduction(int kind, const rtype_t *t, const rop_t *o,
+static void test_reduction(int kind, const mc_rtype_t *t, const mc_rop_t *o,
                            size_t count, int root, int in_place)
 {
     static const char *kn[] = {"MPI_Allreduce", "MPI_Reduce",
                                "MPI_Reduce_scatter_block"};
     size_t total = (kind == R_RSB) ? count * (size_t)g_size : count;
     size_t bytes = total * t->size;
-    void *sbuf = alloc_guarded(bytes), *rbuf, *exp;
+    void *sbuf = mc_alloc_guarded(bytes), *rbuf, *exp;
     size_t rlen, first, n;
     int rc, is_root = (g_rank == root);
 
@@ -493,8 +202,8 @@ static void test_reduction(int kind, const rtype_t *t, const rop_t *o,
              kn[kind], t->name, o->name, count, root,
              in_place ? " in place" : "");
     rlen = (kind == R_RSB) ? (in_place ? bytes : count * t->size) : bytes;
-    rbuf = alloc_guarded(rlen);
-    gen(t, o, g_rank, in_place ? rbuf : sbuf, 0, total);
+    rbuf = mc_alloc_guarded(rlen);
+    mc_gen(t, o, g_call, g_rank, in_place ? rbuf : sbuf, 0, total);
 
     path_begin();
     if (kind == R_ALLREDUCE) {
@@ -511,20 +220,19 @@ static void test_reduction(int kind, const rtype_t *t, const rop_t *o,
     }
     /* Open MPI returns before the component for count 0 */
     path_end((count == 0) ? PATH_NONE : PATH_LIB);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
 
     first = (kind == R_RSB) ? (size_t)g_rank * count : 0;
     n     = count;
     if ((kind != R_REDUCE) || is_root) {
         exp = malloc(n * t->size + 1);
-        reference(t, o, exp, first, n);
+        mc_reference(t, o, g_call, g_size, exp, first, n);
         compare(t, rbuf, exp, n,
                 ompi_defect(t, o) && (g_expect != EXPECT_CXL),
                 !ompi_defect(t, o));
         free(exp);
     }
-    check(guard_ok(rbuf, rlen) && guard_ok(sbuf, bytes),
-          "guard bytes behind a buffer overwritten");
+    mc_check_guards(rbuf, rlen, sbuf, bytes);
     free(sbuf);
     free(rbuf);
 }
@@ -570,151 +278,57 @@ static void test_reductions(void)
 /* ------------------------------------------------------------------ */
 /* data movements                                                      */
 
-/* A rank's description of its bytes: a predefined type, or (VEC, even
- * ranks only) 2 ints out of every 3, which odd ranks describe as MPI_INT. */
-typedef struct {
-    const char  *name;
-    MPI_Datatype dt;
-    size_t       unit;      /* bytes per element */
-    int          vec;
-} mtype_t;
-
-static mtype_t mtypes[6];
-static MPI_Datatype g_vec;
+static mc_mtype_t mtypes[6];
 
 static void mtypes_init(void)
 {
-    MPI_Type_vector(2, 1, 2, MPI_INT, &g_vec);
-    MPI_Type_commit(&g_vec);
-    mtypes[0] = (mtype_t){"MPI_BYTE", MPI_BYTE, 1, 0};
-    mtypes[1] = (mtype_t){"MPI_CHAR", MPI_CHAR, 1, 0};
-    mtypes[2] = (mtype_t){"MPI_UINT16_T", MPI_UINT16_T, 2, 0};
-    mtypes[3] = (mtype_t){"MPI_INT", MPI_INT, 4, 0};
-    mtypes[4] = (mtype_t){"MPI_DOUBLE", MPI_DOUBLE, 8, 0};
-    mtypes[5] = (mtype_t){"vector(2,1,2,MPI_INT) / MPI_INT", g_vec, 8, 1};
-}
-
-/* this rank's view of 'elems' elements of t */
-typedef struct {
-    MPI_Datatype dt;
-    int          count;     /* per block, in dt */
-    int          vec;       /* non-contiguous layout here */
-} view_t;
-
-static view_t view_of(const mtype_t *t, size_t elems)
-{
-    view_t v = {t->dt, (int)elems, 0};
-
-    if (t->vec) {
-        if (g_rank % 2 == 0) {
-            v.vec = 1;
-        } else {
-            v.dt    = MPI_INT;
-            v.count = (int)(2 * elems);
-        }
-    }
-    return v;
-}
-
-/* buffer offset of packed byte k (vector: 8 data bytes per 12) */
-static size_t off_of(const view_t *v, size_t k)
-{
-    return v->vec ? (k / 8) * 12 + ((k % 8) / 4) * 8 + k % 4 : k;
-}
-
-static size_t span_of(const view_t *v, size_t bytes)
-{
-    return v->vec ? (bytes / 8) * 12 : bytes;
-}
-
-/* block b (of 'per' bytes) of buf: bytes of (src, dst) */
-static void fill(const view_t *v, void *buf, size_t b, size_t per, int src,
-                 int dst)
-{
-    size_t k;
-
-    for (k = 0; k < per; ++k) {
-        ((unsigned char *)buf)[off_of(v, b * per + k)] = byte_of(src, dst, k);
-    }
-}
-
-static void expect_block(const view_t *v, const void *buf, size_t b,
-                         size_t per, int src, int dst, const char *what)
-{
-    const unsigned char *p = buf;
-    size_t k;
-
-    ++g_checks;
-    for (k = 0; k < per; ++k) {
-        unsigned char got = p[off_of(v, b * per + k)];
-
-        if (got != byte_of(src, dst, k)) {
-            fail("%s block %zu (from rank %d) byte %zu of %zu: 0x%02x, "
-                 "expected 0x%02x", what, b, src, k, per, got,
-                 byte_of(src, dst, k));
-            return;
-        }
-        g_digest = (g_digest ^ got) * 1099511628211ull;
-    }
-}
-
-/* the vector layout's gaps and the guard stay POISON */
-static void expect_gaps(const view_t *v, const void *buf, size_t bytes)
-{
-    const unsigned char *p = buf;
-    size_t span = span_of(v, bytes), i;
-
-    ++g_checks;
-    if (v->vec) {
-        for (i = 0; i < span; ++i) {
-            if ((i % 12 >= 4) && (i % 12 < 8) && (p[i] != POISON)) {
-                fail("gap byte %zu of the vector layout overwritten", i);
-                return;
-            }
-        }
-    }
-    if (!guard_ok(buf, span)) {
-        fail("guard bytes behind a buffer overwritten");
-    }
+    mtypes[0] = (mc_mtype_t){"MPI_BYTE", MPI_BYTE, 1, 0};
+    mtypes[1] = (mc_mtype_t){"MPI_CHAR", MPI_CHAR, 1, 0};
+    mtypes[2] = (mc_mtype_t){"MPI_UINT16_T", MPI_UINT16_T, 2, 0};
+    mtypes[3] = (mc_mtype_t){"MPI_INT", MPI_INT, 4, 0};
+    mtypes[4] = (mc_mtype_t){"MPI_DOUBLE", MPI_DOUBLE, 8, 0};
+    mtypes[5] = mc_mtype_vec();
 }
 
 enum { M_BCAST, M_GATHER, M_SCATTER, M_ALLGATHER, M_ALLTOALL };
 
-static void test_move(int kind, const mtype_t *t, size_t elems, int root,
+static void test_move(int kind, const mc_mtype_t *t, size_t elems, int root,
                       int in_place)
 {
     static const char *kn[] = {"MPI_Bcast", "MPI_Gather", "MPI_Scatter",
                                "MPI_Allgather", "MPI_Alltoall"};
     size_t per = elems * t->unit, N = (size_t)g_size, b;
-    view_t one = view_of(t, elems), all = view_of(t, elems * N);
+    mc_view_t one = mc_view_of(t, elems, g_rank);
+    mc_view_t all = mc_view_of(t, elems * N, g_rank);
     int is_root = (g_rank == root), rc = MPI_SUCCESS, r;
     /* Open MPI returns before the component for count 0, and for a bcast
      * on one rank */
     int path = ((elems == 0) || ((kind == M_BCAST) && (g_size == 1))) ?
                PATH_NONE : PATH_LIB;
+    unsigned long call;
     unsigned char *sbuf, *rbuf;
 
-    ++g_call;
+    call = ++g_call;
     snprintf(g_check, sizeof(g_check), "%s %s count %zu root %d%s", kn[kind],
              t->name, elems, root, in_place ? " in place" : "");
-    sbuf = alloc_guarded(span_of(&all, per * N));
-    rbuf = alloc_guarded(span_of(&all, per * N));
+    sbuf = mc_alloc_guarded(mc_span_of(&all, per * N));
+    rbuf = mc_alloc_guarded(mc_span_of(&all, per * N));
     path_begin();
     switch (kind) {
     case M_BCAST:
         if (is_root) {
-            fill(&one, rbuf, 0, per, root, 0);
+            mc_fill(&one, rbuf, 0, per, call, root, 0);
         }
         rc = MPI_Bcast(rbuf, one.count, one.dt, root, MPI_COMM_WORLD);
         path_end(path);
-        expect_block(&one, rbuf, 0, per, root, 0, "bcast");
-        expect_gaps(&one, rbuf, per);
+        mc_expect_block(&one, rbuf, 0, per, call, root, 0, 1, "bcast");
+        mc_expect_gaps(&one, rbuf, per, NULL);
         break;
     case M_GATHER:
         if (in_place && is_root) {
-            fill(&all, rbuf, (size_t)g_rank, per, g_rank, root);
+            mc_fill(&all, rbuf, (size_t)g_rank, per, call, g_rank, root);
         } else {
-            fill(&one, sbuf, 0, per, g_rank, root);
+            mc_fill(&one, sbuf, 0, per, call, g_rank, root);
         }
         rc = MPI_Gather((in_place && is_root) ? MPI_IN_PLACE : sbuf,
                         one.count, one.dt, is_root ? rbuf : NULL, one.count,
@@ -722,15 +336,16 @@ static void test_move(int kind, const mtype_t *t, size_t elems, int root,
         path_end(path);
         if (is_root) {
             for (b = 0; b < N; ++b) {
-                expect_block(&all, rbuf, b, per, (int)b, root, "gather");
+                mc_expect_block(&all, rbuf, b, per, call, (int)b, root, 1,
+                                "gather");
             }
-            expect_gaps(&all, rbuf, per * N);
+            mc_expect_gaps(&all, rbuf, per * N, NULL);
         }
         break;
     case M_SCATTER:
         if (is_root) {
             for (b = 0; b < N; ++b) {
-                fill(&all, sbuf, b, per, root, (int)b);
+                mc_fill(&all, sbuf, b, per, call, root, (int)b);
             }
         }
         rc = MPI_Scatter(is_root ? sbuf : NULL, one.count, one.dt,
@@ -738,41 +353,45 @@ static void test_move(int kind, const mtype_t *t, size_t elems, int root,
                          one.count, one.dt, root, MPI_COMM_WORLD);
         path_end(path);
         if (in_place && is_root) {
-            expect_block(&all, sbuf, (size_t)g_rank, per, root, g_rank,
-                         "scatter (in place: root's block kept)");
+            mc_expect_block(&all, sbuf, (size_t)g_rank, per, call, root,
+                            g_rank, 1, "scatter (in place: root's block kept)");
         } else {
-            expect_block(&one, rbuf, 0, per, root, g_rank, "scatter");
-            expect_gaps(&one, rbuf, per);
+            mc_expect_block(&one, rbuf, 0, per, call, root, g_rank, 1,
+                            "scatter");
+            mc_expect_gaps(&one, rbuf, per, NULL);
         }
         break;
     case M_ALLGATHER:
         if (in_place) {
-            fill(&all, rbuf, (size_t)g_rank, per, g_rank, 0);
+            mc_fill(&all, rbuf, (size_t)g_rank, per, call, g_rank, 0);
         } else {
-            fill(&one, sbuf, 0, per, g_rank, 0);
+            mc_fill(&one, sbuf, 0, per, call, g_rank, 0);
         }
         rc = MPI_Allgather(in_place ? MPI_IN_PLACE : sbuf, one.count, one.dt,
                            rbuf, one.count, one.dt, MPI_COMM_WORLD);
         path_end(path);
         for (b = 0; b < N; ++b) {
-            expect_block(&all, rbuf, b, per, (int)b, 0, "allgather");
+            mc_expect_block(&all, rbuf, b, per, call, (int)b, 0, 1,
+                            "allgather");
         }
-        expect_gaps(&all, rbuf, per * N);
+        mc_expect_gaps(&all, rbuf, per * N, NULL);
         break;
     default:
         for (r = 0; r < g_size; ++r) {
-            fill(&all, in_place ? rbuf : sbuf, (size_t)r, per, g_rank, r);
+            mc_fill(&all, in_place ? rbuf : sbuf, (size_t)r, per, call,
+                    g_rank, r);
         }
         rc = MPI_Alltoall(in_place ? MPI_IN_PLACE : sbuf, one.count, one.dt,
                           rbuf, one.count, one.dt, MPI_COMM_WORLD);
         path_end(path);
         for (b = 0; b < N; ++b) {
-            expect_block(&all, rbuf, b, per, (int)b, g_rank, "alltoall");
+            mc_expect_block(&all, rbuf, b, per, call, (int)b, g_rank, 1,
+                            "alltoall");
         }
-        expect_gaps(&all, rbuf, per * N);
+        mc_expect_gaps(&all, rbuf, per * N, NULL);
         break;
     }
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     free(sbuf);
     free(rbuf);
 }
@@ -815,77 +434,35 @@ static void test_moves(void)
  * that lets ranks out early would show (the check itself is not timed). */
 static void test_barrier(void)
 {
-    char name[64];
-    unsigned long base = 0;
     volatile unsigned long *slot;
-    int fd, i, r, rc, late;
+    int i, rc;
 
-    if (g_rank == 0) {
-        base = (unsigned long)getpid();
-    }
-    MPI_Bcast(&base, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
-    snprintf(name, sizeof(name), "/mpi-coll-test-%lu", base);
-    fd = shm_open(name, O_RDWR | O_CREAT, 0600);
-    if ((fd < 0) || (ftruncate(fd, 4096) != 0)) {
-        fail("shm_open %s failed", name);
+    slot = mc_slots_map();
+    if (slot == NULL) {
         return;
-    }
-    slot = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (slot == MAP_FAILED) {
-        fail("mmap of %s failed", name);
-        return;
-    }
-    MPI_Barrier(MPI_COMM_WORLD);     /* everyone mapped it */
-    if (g_rank == 0) {
-        shm_unlink(name);
     }
     for (i = 1; i <= 60; ++i) {
         ++g_call;
         snprintf(g_check, sizeof(g_check), "MPI_Barrier #%d", i);
-        late = ((i % 3 == 0) && (g_rank == 0)) ||
-               ((i % 3 == 1) && (g_rank == g_size - 1));
-        if (late) {
-            usleep(2000);
-        }
-        __atomic_store_n(&slot[g_rank], (unsigned long)i, __ATOMIC_RELEASE);
+        mc_slots_enter(slot, i);
         path_begin();
         rc = MPI_Barrier(MPI_COMM_WORLD);
         path_end((g_size > 1) ? PATH_LIB : PATH_NONE); /* MPI ends 1-rank barriers */
-        mpi_ok(rc);
-        ++g_checks;
-        for (r = 0; r < g_size; ++r) {
-            unsigned long v = __atomic_load_n(&slot[r], __ATOMIC_ACQUIRE);
-
-            if (v < (unsigned long)i) {
-                fail("rank %d left the barrier before rank %d entered it "
-                     "(its slot says round %lu)", g_rank, r, v);
-                break;
-            }
-        }
+        mc_mpi_ok(rc);
+        mc_slots_check(slot, i);
     }
-    munmap((void *)slot, 4096);
+    mc_slots_unmap(slot);
 }
 
 /* ------------------------------------------------------------------ */
 /* fallbacks                                                           */
 
-static void user_sum_mod(void *in, void *inout, int *len, MPI_Datatype *dt)
-{
-    int i, *a = in, *b = inout;
-
-    (void)dt;
-    for (i = 0; i < *len; ++i) {
-        b[i] = (a[i] + b[i]) % 1000003;
-    }
-}
-
-/* the same for a datatype of 3 ints: len counts triples */
+/* mc_user_sum_mod for a datatype of 3 ints: len counts triples */
 static void user_sum_tri(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     int n = 3 * *len;
 
-    user_sum_mod(in, inout, &n, dt);
+    mc_user_sum_mod(in, inout, &n, dt);
 }
 
 static void test_fallbacks(void)
@@ -898,52 +475,53 @@ static void test_fallbacks(void)
 
     MPI_Type_contiguous(3, MPI_INT, &tri);
     MPI_Type_commit(&tri);
-    MPI_Op_create(user_sum_mod, 1, &op);
+    MPI_Op_create(mc_user_sum_mod, 1, &op);
     MPI_Op_create(user_sum_tri, 1, &op_tri);
 
     ++g_call;
     snprintf(g_check, sizeof(g_check), "fallback: MPI_Allreduce of a "
              "derived datatype (contiguous(3, MPI_INT)), user operation");
     for (i = 0; i < 3 * N; ++i) {
-        in[i] = (int)(value(g_rank, 0, (size_t)i) % 1000003);
+        in[i] = (int)(value(g_rank, 0, (size_t)i) % MC_SUM_MOD);
         exp[i] = 0;
         for (r = 0; r < g_size; ++r) {
-            exp[i] = (exp[i] + (int)(value(r, 0, (size_t)i) % 1000003)) %
-                     1000003;
+            exp[i] = (exp[i] + (int)(value(r, 0, (size_t)i) % MC_SUM_MOD)) %
+                     MC_SUM_MOD;
         }
     }
     path_begin();
     rc = MPI_Allreduce(in, out, N, tri, op_tri, MPI_COMM_WORLD);
     path_end(PATH_PREV);
-    mpi_ok(rc);
-    check(memcmp(out, exp, sizeof(out)) == 0, "wrong sums");
-    digest(out, sizeof(out));
+    mc_mpi_ok(rc);
+    mc_check(memcmp(out, exp, sizeof(out)) == 0, "wrong sums");
+    mc_digest(out, sizeof(out));
 
     ++g_call;
     snprintf(g_check, sizeof(g_check), "fallback: MPI_Allreduce and "
              "MPI_Reduce with a user operation (sum mod 1000003)");
     for (i = 0; i < N; ++i) {
-        in[i] = (int)(value(g_rank, 0, (size_t)i) % 1000003);
+        in[i] = (int)(value(g_rank, 0, (size_t)i) % MC_SUM_MOD);
         exp[i] = 0;
         for (r = 0; r < g_size; ++r) {
-            exp[i] = (exp[i] + (int)(value(r, 0, (size_t)i) % 1000003)) %
-                     1000003;
+            exp[i] = (exp[i] + (int)(value(r, 0, (size_t)i) % MC_SUM_MOD)) %
+                     MC_SUM_MOD;
         }
     }
     path_begin();
     rc = MPI_Allreduce(in, out, N, MPI_INT, op, MPI_COMM_WORLD);
     path_end(PATH_PREV);
-    mpi_ok(rc);
-    check(memcmp(out, exp, N * sizeof(int)) == 0, "allreduce: wrong result");
+    mc_mpi_ok(rc);
+    mc_check(memcmp(out, exp, N * sizeof(int)) == 0, "allreduce: wrong result");
     memset(out, 0, sizeof(out));
     path_begin();
     rc = MPI_Reduce(in, out, N, MPI_INT, op, g_size - 1, MPI_COMM_WORLD);
     path_end(PATH_PREV);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     if (g_rank == g_size - 1) {
-        check(memcmp(out, exp, N * sizeof(int)) == 0, "reduce: wrong result");
+        mc_check(memcmp(out, exp, N * sizeof(int)) == 0,
+                 "reduce: wrong result");
     }
-    digest(exp, N * sizeof(int));
+    mc_digest(exp, N * sizeof(int));
 
     ++g_call;
     snprintf(g_check, sizeof(g_check), "fallback: MPI_Allreduce MPI_LOR");
@@ -957,12 +535,12 @@ static void test_fallbacks(void)
     path_begin();
     rc = MPI_Allreduce(in, out, N, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
     path_end(PATH_PREV);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     for (i = 0; i < N; ++i) {
         out[i] = (out[i] != 0);
     }
-    check(memcmp(out, exp, N * sizeof(int)) == 0, "wrong result");
-    digest(out, N * sizeof(int));
+    mc_check(memcmp(out, exp, N * sizeof(int)) == 0, "wrong result");
+    mc_digest(out, N * sizeof(int));
 
     ++g_call;
     snprintf(g_check, sizeof(g_check), "fallback: MPI_Allreduce MPI_MAXLOC "
@@ -974,7 +552,7 @@ static void test_fallbacks(void)
     path_begin();
     rc = MPI_Allreduce(pin, pout, N, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD);
     path_end(PATH_PREV);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     for (i = 0; i < N; ++i) {
         int best = -1, who = -1;
 
@@ -987,13 +565,13 @@ static void test_fallbacks(void)
             }
         }
         if ((pout[i].v != best) || (pout[i].r != who)) {
-            fail("element %d: (%d, %d), expected (%d, %d)", i, pout[i].v,
-                 pout[i].r, best, who);
+            mc_fail("element %d: (%d, %d), expected (%d, %d)", i, pout[i].v,
+                    pout[i].r, best, who);
             break;
         }
     }
     ++g_checks;
-    digest(pout, sizeof(pout));
+    mc_digest(pout, sizeof(pout));
 
     MPI_Op_free(&op);
     MPI_Op_free(&op_tri);
@@ -1012,7 +590,7 @@ static void test_split(void)
 
     snprintf(g_check, sizeof(g_check), "MPI_Comm_split");
     rc = MPI_Comm_split(MPI_COMM_WORLD, g_rank % 2, g_rank, &half);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     if (rc != MPI_SUCCESS) {
         return;
     }
@@ -1028,22 +606,22 @@ static void test_split(void)
         path_begin();
         rc = MPI_Allreduce(&v, &sum, 1, MPI_LONG, MPI_SUM, half);
         path_end((hs >= g_min_ranks) ? PATH_LIB : PATH_NONE);
-        mpi_ok(rc);
+        mc_mpi_ok(rc);
         expect = 0;
         for (int r = g_rank % 2; r < g_size; r += 2) {
             expect += (long)(value(r, 0, 0) % 1000);
         }
-        check(sum == expect, "allreduce on the split communicator");
+        mc_check(sum == expect, "allreduce on the split communicator");
         for (int r = 0; r < hs; ++r) {
             a2a_s[r] = hr * 1000 + r + (int)g_call;
         }
         path_begin();
         rc = MPI_Alltoall(a2a_s, 1, MPI_INT, a2a_r, 1, MPI_INT, half);
         path_end((hs >= g_min_ranks) ? PATH_LIB : PATH_NONE);
-        mpi_ok(rc);
+        mc_mpi_ok(rc);
         for (int r = 0; r < hs; ++r) {
             if (a2a_r[r] != r * 1000 + hr + (int)g_call) {
-                fail("alltoall on the split communicator: block %d", r);
+                mc_fail("alltoall on the split communicator: block %d", r);
                 break;
             }
         }
@@ -1052,7 +630,7 @@ static void test_split(void)
         path_begin();
         rc = MPI_Barrier(MPI_COMM_WORLD);
         path_end((g_size > 1) ? PATH_LIB : PATH_NONE);
-        mpi_ok(rc);
+        mc_mpi_ok(rc);
     }
     free(a2a_s);
     free(a2a_r);
@@ -1071,7 +649,7 @@ static int dup_errors_return(const char *section, MPI_Comm *c)
 
     snprintf(g_check, sizeof(g_check), "%s: MPI_Comm_dup", section);
     rc = MPI_Comm_dup(MPI_COMM_WORLD, c);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     if (rc == MPI_SUCCESS) {
         MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
     }
@@ -1103,8 +681,8 @@ static void test_localerr(void)
     rc = MPI_Gather(sb, (g_rank == 0) ? 1 : 2, MPI_INT, rb, 2, MPI_INT, 0, c);
     ++g_checks;
     if ((g_rank == 0) && (rc == MPI_SUCCESS)) {
-        fail("the root's gather with a send size unlike its receive size "
-             "succeeded");
+        mc_fail("the root's gather with a send size unlike its receive size "
+                "succeeded");
     }
     for (i = 0; i < 3; ++i) {
         snprintf(g_check, sizeof(g_check), "localerr: allreduce %d after", i);
@@ -1118,7 +696,7 @@ static void test_localerr(void)
     }
     snprintf(g_check, sizeof(g_check), "localerr: calls after the error");
     /* the team gave up: the calls fail (a success here had wrong data) */
-    check(later_ok == 0, "every call after the root's error fails");
+    mc_check(later_ok == 0, "every call after the root's error fails");
     free(rb);
     MPI_Comm_free(&c);
 }
@@ -1149,8 +727,8 @@ static void test_mismatch(void)
     rc = MPI_Bcast(v, (g_rank == 1) ? 2 : 1, MPI_INT, 0, c);
     ++g_checks;
     if ((g_rank == 1) && (rc == MPI_SUCCESS)) {
-        fail("rank 1's bcast of 2 ints where the root sent 1 succeeded "
-             "(%d %d)", v[0], v[1]);
+        mc_fail("rank 1's bcast of 2 ints where the root sent 1 succeeded "
+                "(%d %d)", v[0], v[1]);
     }
     for (i = 0; i < 3; ++i) {
         snprintf(g_check, sizeof(g_check), "mismatch: allreduce %d after", i);
@@ -1160,7 +738,7 @@ static void test_mismatch(void)
         later_ok += (rc == MPI_SUCCESS);
     }
     snprintf(g_check, sizeof(g_check), "mismatch: calls after the error");
-    check(later_ok == 0, "every call after the mismatched bcast fails");
+    mc_check(later_ok == 0, "every call after the mismatched bcast fails");
     MPI_Comm_free(&c);
 }
 
@@ -1179,7 +757,7 @@ static void test_winbuf(void)
     snprintf(g_check, sizeof(g_check), "winbuf: bcast from window memory");
     rc = MPI_Win_allocate((MPI_Aint)n * (MPI_Aint)sizeof(int), sizeof(int),
                           MPI_INFO_NULL, MPI_COMM_WORLD, &buf, &win);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     if (rc != MPI_SUCCESS) {
         return;
     }
@@ -1190,11 +768,11 @@ static void test_winbuf(void)
     path_begin();
     rc = MPI_Bcast(buf, n, MPI_INT, 0, MPI_COMM_WORLD);
     path_end(PATH_LIB);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     for (i = 0; i < n; ++i) {
         bad += (buf[i] != i);
     }
-    check(bad == 0, "bcast result in every rank's window memory");
+    mc_check(bad == 0, "bcast result in every rank's window memory");
     MPI_Win_free(&win);
 }
 
@@ -1213,13 +791,13 @@ static void test_allocmem(void)
     snprintf(g_check, sizeof(g_check), "allocmem: MPI_Alloc_mem buffers");
     rc = MPI_Alloc_mem((MPI_Aint)n * g_size * (MPI_Aint)sizeof(int),
                        MPI_INFO_NULL, &in);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     if (rc != MPI_SUCCESS) {
         return;
     }
     rc = MPI_Alloc_mem((MPI_Aint)n * g_size * (MPI_Aint)sizeof(int),
                        MPI_INFO_NULL, &out);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     if (rc != MPI_SUCCESS) {
         MPI_Free_mem(in);
         return;
@@ -1233,11 +811,11 @@ static void test_allocmem(void)
         path_begin();
         rc = MPI_Bcast(in, n, MPI_INT, 0, MPI_COMM_WORLD);
         path_end(PATH_LIB);
-        mpi_ok(rc);
+        mc_mpi_ok(rc);
         for (i = 0, bad = 0; i < n; ++i) {
             bad += (in[i] != i + c);
         }
-        check(bad == 0, "bcast from MPI_Alloc_mem memory");
+        mc_check(bad == 0, "bcast from MPI_Alloc_mem memory");
 
         snprintf(g_check, sizeof(g_check), "allocmem: allgather %d", call);
         c = (int)(++g_call % 1000);
@@ -1247,13 +825,13 @@ static void test_allocmem(void)
         path_begin();
         rc = MPI_Allgather(in, n, MPI_INT, out, n, MPI_INT, MPI_COMM_WORLD);
         path_end(PATH_LIB);
-        mpi_ok(rc);
+        mc_mpi_ok(rc);
         for (r = 0, bad = 0; r < g_size; ++r) {
             for (i = 0; i < n; ++i) {
                 bad += (out[(size_t)r * n + i] != r * 1000003 + i + c);
             }
         }
-        check(bad == 0, "allgather from MPI_Alloc_mem memory");
+        mc_check(bad == 0, "allgather from MPI_Alloc_mem memory");
 
         snprintf(g_check, sizeof(g_check), "allocmem: alltoall %d", call);
         c = (int)(++g_call % 1000);
@@ -1266,14 +844,14 @@ static void test_allocmem(void)
         rc = MPI_Alltoall(in, n / g_size, MPI_INT, out, n / g_size, MPI_INT,
                           MPI_COMM_WORLD);
         path_end(PATH_LIB);
-        mpi_ok(rc);
+        mc_mpi_ok(rc);
         for (r = 0, bad = 0; r < g_size; ++r) {
             for (i = 0; i < n / g_size; ++i) {
                 bad += (out[r * (n / g_size) + i] !=
                         r * 7919 + g_rank * 31 + i + c);
             }
         }
-        check(bad == 0, "alltoall from MPI_Alloc_mem memory");
+        mc_check(bad == 0, "alltoall from MPI_Alloc_mem memory");
 
         snprintf(g_check, sizeof(g_check), "allocmem: allreduce %d", call);
         c = (int)(++g_call % 1000);
@@ -1283,14 +861,14 @@ static void test_allocmem(void)
         path_begin();
         rc = MPI_Allreduce(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         path_end(PATH_LIB);
-        mpi_ok(rc);
+        mc_mpi_ok(rc);
         for (i = 0, bad = 0; i < n; ++i) {
             bad += (out[i] != g_size * (i + c) + g_size * (g_size - 1) / 2);
         }
-        check(bad == 0, "allreduce from MPI_Alloc_mem memory");
+        mc_check(bad == 0, "allreduce from MPI_Alloc_mem memory");
     }
-    mpi_ok(MPI_Free_mem(out));
-    mpi_ok(MPI_Free_mem(in));
+    mc_mpi_ok(MPI_Free_mem(out));
+    mc_mpi_ok(MPI_Free_mem(in));
 }
 
 static void test_dup_inter(void)
@@ -1301,7 +879,7 @@ static void test_dup_inter(void)
 
     snprintf(g_check, sizeof(g_check), "MPI_Comm_dup: allreduce");
     rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     if (rc == MPI_SUCCESS) {
         ++g_call;
         v = (long)(value(g_rank, 0, 1) % 100000);
@@ -1311,8 +889,8 @@ static void test_dup_inter(void)
         path_begin();
         rc = MPI_Allreduce(&v, &sum, 1, MPI_LONG, MPI_SUM, dup);
         path_end(PATH_LIB);
-        mpi_ok(rc);
-        check(sum == expect, "allreduce on the duplicate");
+        mc_mpi_ok(rc);
+        mc_check(sum == expect, "allreduce on the duplicate");
         MPI_Comm_free(&dup);
     }
     if (g_size < 2) {
@@ -1322,7 +900,7 @@ static void test_dup_inter(void)
     MPI_Comm_split(MPI_COMM_WORLD, g_rank % 2, g_rank, &half);
     rc = MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, 1 - g_rank % 2, 99,
                               &inter);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     if (rc == MPI_SUCCESS) {
         ++g_call;
         /* an intercommunicator allreduce: the sum of the other group */
@@ -1334,8 +912,8 @@ static void test_dup_inter(void)
         /* no path check: coll/inter runs it on the local communicators,
          * whose collectives may well be coll/cxl's */
         rc = MPI_Allreduce(&v, &sum, 1, MPI_LONG, MPI_SUM, inter);
-        mpi_ok(rc);
-        check(sum == expect, "allreduce on the intercommunicator");
+        mc_mpi_ok(rc);
+        mc_check(sum == expect, "allreduce on the intercommunicator");
         MPI_Comm_free(&inter);
     }
     MPI_Comm_free(&half);
@@ -1369,14 +947,14 @@ static void test_progress(void)
             memset(buf, 0, LEN);
             MPI_Recv(buf, LEN, MPI_BYTE, 0, 5, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE);
-            check((buf[0] == (char)(g_call & 0xff)) &&
-                  (buf[LEN - 1] == (char)(g_call & 0xff)),
-                  "received data");
+            mc_check((buf[0] == (char)(g_call & 0xff)) &&
+                     (buf[LEN - 1] == (char)(g_call & 0xff)),
+                     "received data");
         }
         path_begin();
         rc = MPI_Barrier(MPI_COMM_WORLD);
         path_end(PATH_LIB);
-        mpi_ok(rc);
+        mc_mpi_ok(rc);
         if (g_rank == 0) {
             MPI_Wait(&req, MPI_STATUS_IGNORE);
         }
@@ -1403,7 +981,7 @@ static void test_avx(int require)
     path_begin();
     rc = MPI_Allreduce(in, out, N8, MPI_INT8_T, MPI_SUM, MPI_COMM_WORLD);
     path_end(PATH_LIB);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     for (i = 0; i < N8; ++i) {
         nw += (out[i] == wrapped);
         ns += (out[i] == saturated);
@@ -1419,7 +997,7 @@ static void test_avx(int require)
                out[0]);
     }
     if (require) {
-        check(nw == N8, "the 8-bit sum did not wrap as C does");
+        mc_check(nw == N8, "the 8-bit sum did not wrap as C does");
     }
     free(in);
     free(out);
@@ -1427,79 +1005,33 @@ static void test_avx(int require)
 
 /* ------------------------------------------------------------------ */
 
-/* MPI_COLL_ONLY: a comma-separated list of sections to run (default all) */
-static int section(const char *name)
-{
-    const char *only = getenv("MPI_COLL_ONLY"), *p;
-    size_t n = strlen(name);
-
-    if ((only == NULL) || (only[0] == '\0')) {
-        return 1;
-    }
-    for (p = only; (p = strstr(p, name)) != NULL; p += n) {
-        if (((p == only) || (p[-1] == ',')) &&
-            ((p[n] == '\0') || (p[n] == ','))) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
-    const char *e;
-    unsigned timeout = 300;
-    unsigned long long c0, f0, t0, sums[6], mine[6];
-    int thread = MPI_THREAD_SINGLE, provided = MPI_THREAD_SINGLE;
-    long failed_all = 0, checks_all = 0;
-    uint64_t *digests = NULL;
+    static const char *avx_names[] = {"observe", "require"};
+    unsigned long long c0, f0, t0, sums[6], mine[3];
+    int thread, provided;
+    uint64_t d;
     int i, avx;
 
-    if ((e = getenv("MPI_COLL_TIMEOUT")) != NULL) {
-        timeout = (unsigned)atoi(e);
-    }
-    signal(SIGALRM, watchdog);
-    alarm(timeout);
-    if ((e = getenv("MPI_COLL_EXPECT")) != NULL) {
-        g_expect = (strcmp(e, "off") == 0) ? EXPECT_OFF :
-                   (strcmp(e, "declined") == 0) ? EXPECT_DECLINED : EXPECT_CXL;
-    }
-    if ((e = getenv("MPI_COLL_MAX_PRINT")) != NULL) {
-        g_max_print = atol(e);
-    }
-    if ((e = getenv("MPI_COLL_MIN_RANKS")) != NULL) {
-        g_min_ranks = atoi(e);
-    }
-    if ((e = getenv("MPI_COLL_LARGE")) != NULL) {
-        g_large = (size_t)atol(e);
-    }
-    avx = ((e = getenv("MPI_COLL_AVX")) != NULL) && (strcmp(e, "require") == 0);
-
-    if ((e = getenv("MPI_COLL_THREAD")) != NULL) {
-        /* MPI_Comm_dup and _split hung above MPI_THREAD_SINGLE while
-         * coll/cxl made teams when Open MPI enabled it */
-        thread = !strcmp(e, "multiple") ? MPI_THREAD_MULTIPLE :
-                 !strcmp(e, "serialized") ? MPI_THREAD_SERIALIZED :
-                 !strcmp(e, "funneled") ? MPI_THREAD_FUNNELED :
-                 MPI_THREAD_SINGLE;
-        MPI_Init_thread(&argc, &argv, thread, &provided);
-    } else {
-        MPI_Init(&argc, &argv);
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    g_expect = mc_env_choice("EXPECT", expect_names, EXPECT_LAST);
+    avx      = mc_env_choice("AVX", avx_names, 2);
+    mc_init(&argc, &argv, &thread, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    pvars_init();
+    mc_pvars_init(cnt_names, CNT_LAST);
+    for (i = 0, g_have_pvars = 1; i < CNT_LAST; ++i) {
+        g_have_pvars = g_have_pvars && g_pvar_have[i];
+    }
     rtypes_init();
     mtypes_init();
 
     snprintf(g_check, sizeof(g_check), "coll/cxl counters");
     ++g_checks;
     if ((g_expect == EXPECT_OFF) && g_have_pvars) {
-        fail("coll/cxl is loaded (its MPI_T counters exist) but should not be");
+        mc_fail("coll/cxl is loaded (its MPI_T counters exist) but should "
+                "not be");
     } else if ((g_expect != EXPECT_OFF) && !g_have_pvars) {
-        fail("coll/cxl's MPI_T counters (coll_cxl_calls...) not found: "
-             "component not loaded");
+        mc_fail("coll/cxl's MPI_T counters (coll_cxl_calls...) not found: "
+                "component not loaded");
     }
     /* coll/cxl makes MPI_COMM_WORLD's team at its first collective (not
      * a barrier: Open MPI ends one of a single rank before any module) */
@@ -1508,97 +1040,68 @@ int main(int argc, char **argv)
 
         MPI_Allreduce(&one, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     }
-    t0 = pvar(CNT_TEAMS);
+    t0 = mc_pvar(CNT_TEAMS);
     ++g_checks;
     if ((g_expect == EXPECT_CXL) && (t0 < 1)) {
-        fail("coll/cxl created no team for MPI_COMM_WORLD");
+        mc_fail("coll/cxl created no team for MPI_COMM_WORLD");
     } else if ((g_expect == EXPECT_DECLINED) && (t0 != 0)) {
-        fail("coll/cxl created %llu team(s) but should have declined", t0);
+        mc_fail("coll/cxl created %llu team(s) but should have declined", t0);
     }
-    c0 = pvar(CNT_CALLS);
-    f0 = pvar(CNT_FALLBACKS);
+    c0 = mc_pvar(CNT_CALLS);
+    f0 = mc_pvar(CNT_FALLBACKS);
 
-    if (section("barrier")) {
+    if (mc_section("barrier")) {
         test_barrier();
     }
-    if (section("reductions")) {
+    if (mc_section("reductions")) {
         test_reductions();
     }
-    if (section("moves")) {
+    if (mc_section("moves")) {
         test_moves();
     }
-    if (section("fallbacks")) {
+    if (mc_section("fallbacks")) {
         test_fallbacks();
     }
-    if (section("split")) {
+    if (mc_section("split")) {
         test_split();
     }
-    if (section("dup")) {
+    if (mc_section("dup")) {
         test_dup_inter();
     }
-    if (section("progress")) {
+    if (mc_section("progress")) {
         test_progress();
     }
-    if (section("avx")) {
+    if (mc_section("avx")) {
         test_avx(avx);
     }
-    if ((getenv("MPI_COLL_ONLY") != NULL) && section("localerr") &&
+    if ((getenv("MPI_COLL_ONLY") != NULL) && mc_section("localerr") &&
         (g_size > 1)) {
         test_localerr();
     }
-    if ((getenv("MPI_COLL_ONLY") != NULL) && section("mismatch") &&
+    if ((getenv("MPI_COLL_ONLY") != NULL) && mc_section("mismatch") &&
         (g_size >= 2)) {
         test_mismatch();
     }
-    if ((getenv("MPI_COLL_ONLY") != NULL) && section("winbuf")) {
+    if ((getenv("MPI_COLL_ONLY") != NULL) && mc_section("winbuf")) {
         test_winbuf();
     }
-    if ((getenv("MPI_COLL_ONLY") != NULL) && section("allocmem")) {
+    if ((getenv("MPI_COLL_ONLY") != NULL) && mc_section("allocmem")) {
         test_allocmem();
     }
 
     snprintf(g_check, sizeof(g_check), "summary");
-    mine[0] = (unsigned long long)g_checks;
-    mine[1] = (unsigned long long)g_failed;
-    mine[2] = pvar(CNT_CALLS) - c0;
-    mine[3] = pvar(CNT_FALLBACKS) - f0;
-    mine[4] = pvar(CNT_TEAMS);
-    mine[5] = (unsigned long long)g_observed;
-    MPI_Reduce(mine, sums, 6, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0,
-               MPI_COMM_WORLD);
+    mine[0] = mc_pvar(CNT_CALLS) - c0;
+    mine[1] = mc_pvar(CNT_FALLBACKS) - f0;
+    mine[2] = mc_pvar(CNT_TEAMS);
+    d = mc_summary_sums(mine, 3, sums);
     if (g_rank == 0) {
-        digests = malloc(sizeof(uint64_t) * (size_t)g_size);
-    }
-    MPI_Gather(&g_digest, 1, MPI_UINT64_T, digests, 1, MPI_UINT64_T, 0,
-               MPI_COMM_WORLD);
-    if (g_rank == 0) {
-        uint64_t d = 1469598103934665603ull;
-
-        for (i = 0; i < g_size; ++i) {
-            d = (d ^ digests[i]) * 1099511628211ull;
-        }
-        checks_all = (long)sums[0];
-        failed_all = (long)sums[1];
         printf("counters: calls %llu fallbacks %llu teams %llu\n", sums[2],
                sums[3], sums[4]);
         printf("digest: %016llx\n", (unsigned long long)d);
         printf("observed: %llu results of MPI_MIN/MPI_MAX on MPI_UNSIGNED_LONG "
                "differ from C (Open MPI's own operations; checked only with "
                "coll/cxl)\n", sums[5]);
-        printf("mpi-coll: %ld checks, %ld failed (%d ranks, %lu calls each)\n",
-               checks_all, failed_all, g_size, g_call);
-        fflush(stdout);
-        free(digests);
+        mc_print_totals((long)sums[0], (long)sums[1]);
     }
-    MPI_Bcast(&failed_all, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    MPI_Type_free(&g_vec);
-    if (g_have_pvars) {
-        for (i = 0; i < CNT_LAST; ++i) {
-            MPI_T_pvar_handle_free(g_session, &g_handle[i]);
-        }
-        MPI_T_pvar_session_free(&g_session);
-    }
-    MPI_T_finalize();
-    MPI_Finalize();
-    return (failed_all == 0) ? 0 : 1;
+    return mc_finalize((long)sums[1]);
 }

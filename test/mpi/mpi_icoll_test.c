@@ -89,170 +89,21 @@
 #define _GNU_SOURCE
 #include <mpi.h>
 
-#include <fcntl.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
-#define POISON    0xa5
-#define GUARD     32
+#define MC_PROG "mpi_icoll_test"
+#define MC_NAME "mpi-icoll"
+#define MC_ENV  "MPI_ICOLL_"
+#include "mpi_check.h"
 
-static int g_rank, g_size;
-static long g_max_print = 5;     /* FAIL lines per rank (MPI_ICOLL_MAX_PRINT) */
-static unsigned long g_call;          /* changes the data of every call */
-static long g_checks, g_failed, g_observed;
-static uint64_t g_digest = 1469598103934665603ull;
-static char g_check[256] = "MPI_Init";
-static size_t g_large = 65537;
-static int g_min_ranks = 2;           /* coll_cxl_min_ranks of the run */
-enum { EXPECT_CXL, EXPECT_OFF, EXPECT_NBOFF };
+/* MPI_ICOLL_EXPECT: the run's mode */
+enum { EXPECT_CXL, EXPECT_OFF, EXPECT_NBOFF, EXPECT_LAST };
+static const char *expect_names[EXPECT_LAST] = {"cxl", "off", "nb-off"};
 static int g_expect = EXPECT_CXL;
-
-/* ------------------------------------------------------------------ */
-/* reporting                                                           */
-
-static void watchdog(int sig)
-{
-    static const char msg[] = "mpi_icoll_test: timeout in check: ";
-
-    (void)sig;
-    if (write(2, msg, sizeof(msg) - 1) < 0 ||
-        write(2, g_check, strlen(g_check)) < 0 || write(2, "\n", 1) < 0) {
-        _exit(3);
-    }
-    _exit(3);
-}
-
-/* a crash names the running check, then the handler that was there before
- * (UCX's: a backtrace) takes the fault again when the instruction retries */
-static struct sigaction g_old_segv, g_old_bus;
-
-static void on_fault(int sig)
-{
-    static const char msg[] = "mpi_icoll_test: signal NN in check: ";
-    char line[sizeof(msg) + sizeof(g_check) + 1];
-    size_t n = sizeof(msg) - 1, len = strlen(g_check);
-
-    /* one write: the lines of ranks crashing together stay whole */
-    memcpy(line, msg, n);
-    line[23] = (char)('0' + sig / 10 % 10);
-    line[24] = (char)('0' + sig % 10);
-    memcpy(line + n, g_check, len);
-    line[n + len] = '\n';
-    if (write(2, line, n + len + 1) < 0) {
-        /* nothing more to say */
-    }
-    sigaction(sig, (sig == SIGSEGV) ? &g_old_segv : &g_old_bus, NULL);
-}
-
-static void fault_names_check(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_fault;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, &g_old_segv);
-    sigaction(SIGBUS, &sa, &g_old_bus);
-}
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-
-    if (++g_failed <= g_max_print) {
-        fprintf(stderr, "FAIL: rank %d: %s: ", g_rank, g_check);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-    }
-}
-
-static void check(int ok, const char *what)
-{
-    ++g_checks;
-    if (!ok) {
-        fail("%s", what);
-    }
-}
-
-static void mpi_ok(int rc)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-
-    ++g_checks;
-    if (rc != MPI_SUCCESS) {
-        MPI_Error_string(rc, msg, &len);
-        fail("returned %d (%s)", rc, msg);
-    }
-}
-
-static void digest(const void *buf, size_t len)
-{
-    const unsigned char *p = buf;
-    size_t i;
-
-    for (i = 0; i < len; ++i) {
-        g_digest = (g_digest ^ p[i]) * 1099511628211ull;
-    }
-}
-
-/* ------------------------------------------------------------------ */
-/* data                                                                */
-
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-/* calls may be outstanding together: each carries its own call number */
-static uint64_t value(unsigned long call, int src, int dst, size_t idx)
-{
-    return mix(((uint64_t)call << 40) ^ ((uint64_t)src << 52) ^
-               ((uint64_t)dst << 32) ^ idx);
-}
-
-static unsigned char byte_of(unsigned long call, int src, int dst, size_t k)
-{
-    return (unsigned char)(value(call, src, dst, k / 8) >> (8 * (k % 8)));
-}
-
-static void *alloc_guarded(size_t len)
-{
-    unsigned char *p = malloc(len + GUARD);
-
-    if (p == NULL) {
-        fprintf(stderr, "mpi_icoll_test: out of memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    memset(p, POISON, len + GUARD);
-    return p;
-}
-
-static int guard_ok(const void *buf, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)buf + len;
-    size_t i;
-
-    for (i = 0; i < GUARD; ++i) {
-        if (p[i] != POISON) {
-            return 0;
-        }
-    }
-    return 1;
-}
 
 /* ------------------------------------------------------------------ */
 /* MPI_T counters of coll/cxl                                          */
@@ -262,52 +113,6 @@ static const char *cnt_names[CNT_LAST] = {"coll_cxl_calls",
                                           "coll_cxl_nb_calls",
                                           "coll_cxl_fallbacks",
                                           "coll_cxl_teams"}; /* a level */
-static MPI_T_pvar_session g_session;
-static MPI_T_pvar_handle  g_handle[CNT_LAST];
-static int g_have[CNT_LAST];
-static int g_session_ok;
-
-static void pvars_init(void)
-{
-    int provided, num, i, c, namelen, desclen, verb, vclass, bind, ro, cont,
-        atomic, count;
-    char name[256], desc[1024];
-    MPI_Datatype dt;
-    MPI_T_enum et;
-
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS ||
-        MPI_T_pvar_get_num(&num) != MPI_SUCCESS ||
-        MPI_T_pvar_session_create(&g_session) != MPI_SUCCESS) {
-        return;
-    }
-    g_session_ok = 1;
-    for (i = 0; i < num; ++i) {
-        namelen = sizeof(name);
-        desclen = sizeof(desc);
-        if (MPI_T_pvar_get_info(i, name, &namelen, &verb, &vclass, &dt, &et,
-                                desc, &desclen, &bind, &ro, &cont,
-                                &atomic) != MPI_SUCCESS) {
-            continue;
-        }
-        for (c = 0; c < CNT_LAST; ++c) {
-            if (!g_have[c] && (strcmp(name, cnt_names[c]) == 0) &&
-                (MPI_T_pvar_handle_alloc(g_session, i, NULL, &g_handle[c],
-                                         &count) == MPI_SUCCESS)) {
-                g_have[c] = 1;
-            }
-        }
-    }
-}
-
-static unsigned long long pvar(int c)
-{
-    unsigned long long v = 0;
-
-    if (g_have[c]) {
-        MPI_T_pvar_read(g_session, g_handle[c], &v);
-    }
-    return v;
-}
 
 /* ------------------------------------------------------------------ */
 /* communicators and the path a call must take                         */
@@ -378,7 +183,7 @@ static void tally_begin(tally_t *t)
 
     memset(t, 0, sizeof(*t));
     for (c = 0; c < CNT_LAST; ++c) {
-        t->c0[c] = pvar(c);
+        t->c0[c] = mc_pvar(c);
     }
 }
 
@@ -403,9 +208,9 @@ static int in_range(unsigned long long v, long lo, long extra)
 
 static void tally_check(const tally_t *t)
 {
-    unsigned long long dc = pvar(CNT_CALLS) - t->c0[CNT_CALLS];
-    unsigned long long dn = pvar(CNT_NB) - t->c0[CNT_NB];
-    unsigned long long df = pvar(CNT_FALLBACKS) - t->c0[CNT_FALLBACKS];
+    unsigned long long dc = mc_pvar(CNT_CALLS) - t->c0[CNT_CALLS];
+    unsigned long long dn = mc_pvar(CNT_NB) - t->c0[CNT_NB];
+    unsigned long long df = mc_pvar(CNT_FALLBACKS) - t->c0[CNT_FALLBACKS];
     int ok;
 
     ++g_checks;
@@ -417,304 +222,87 @@ static void tally_check(const tally_t *t)
     } else {
         /* without coll_cxl_nb_calls (reported once) the other two still
          * tell where the calls went */
-        ok = (!g_have[CNT_NB] || in_range(dn, t->lib, t->any)) &&
+        ok = (!g_pvar_have[CNT_NB] || in_range(dn, t->lib, t->any)) &&
              in_range(dc, t->lib + t->blk, t->any) &&
              in_range(df, t->prev, t->any);
     }
     if (!ok) {
-        fail("coll/cxl counted %llu library calls (%llu non-blocking), %llu "
-             "fallbacks; expected %ld non-blocking + %ld blocking in the "
-             "library, %ld handed to the previous module, %ld of count 0 "
-             "either way%s", dc, dn, df,
-             (g_expect == EXPECT_CXL) ? t->lib : 0, t->blk,
-             (g_expect == EXPECT_CXL) ? t->prev : 0,
-             (g_expect == EXPECT_CXL) ? t->any : 0,
-             (g_expect == EXPECT_OFF) ? " (component off: none at all)" :
-             (g_expect == EXPECT_NBOFF) ? " (coll_cxl_nonblocking 0: no "
-                                          "non-blocking call in the library)" :
-             "");
+        mc_fail("coll/cxl counted %llu library calls (%llu non-blocking), %llu "
+                "fallbacks; expected %ld non-blocking + %ld blocking in the "
+                "library, %ld handed to the previous module, %ld of count 0 "
+                "either way%s", dc, dn, df,
+                (g_expect == EXPECT_CXL) ? t->lib : 0, t->blk,
+                (g_expect == EXPECT_CXL) ? t->prev : 0,
+                (g_expect == EXPECT_CXL) ? t->any : 0,
+                (g_expect == EXPECT_OFF) ? " (component off: none at all)" :
+                (g_expect == EXPECT_NBOFF) ? " (coll_cxl_nonblocking 0: no "
+                                             "non-blocking call in the "
+                                             "library)" :
+                "");
     }
 }
 
 /* ------------------------------------------------------------------ */
 /* reductions                                                          */
 
-typedef struct {
-    MPI_Datatype dt;
-    const char  *name;
-    char         kind;   /* 's'/'u' integer, 'd' double */
-    size_t       size;
-} rtype_t;
-
-typedef struct {
-    MPI_Op      op;
-    const char *name;
-    int         bitwise;
-} rop_t;
-
 enum { N_RTYPES = 4, N_ROPS = 3, N_MTYPES = 3 };
-static rtype_t rtypes[N_RTYPES];
-static rop_t   rops[N_ROPS];
+static mc_rtype_t rtypes[N_RTYPES];
+static mc_rop_t   rops[N_ROPS];
 
 static void rtypes_init(void)
 {
-    rtypes[0] = (rtype_t){MPI_INT, "MPI_INT", 's', sizeof(int)};
-    rtypes[1] = (rtype_t){MPI_DOUBLE, "MPI_DOUBLE", 'd', sizeof(double)};
-    rtypes[2] = (rtype_t){MPI_UINT8_T, "MPI_UINT8_T", 'u', sizeof(uint8_t)};
-    rtypes[3] = (rtype_t){MPI_INT64_T, "MPI_INT64_T", 's', sizeof(int64_t)};
-    rops[0] = (rop_t){MPI_SUM, "MPI_SUM", 0};
-    rops[1] = (rop_t){MPI_MAX, "MPI_MAX", 0};
-    rops[2] = (rop_t){MPI_BXOR, "MPI_BXOR", 1};
-}
-
-/* element idx of rank src's input: doubles are small integers, so sums
- * are exact in any order */
-static void gen_elem(const rtype_t *t, const rop_t *o, unsigned long call,
-                     int src, size_t idx, void *out)
-{
-    uint64_t h = value(call, src, 0, idx);
-    double d;
-
-    if (t->kind != 'd') {
-        memcpy(out, &h, t->size);   /* little endian: the low bytes */
-        return;
-    }
-    d = (o->op == MPI_MAX) ? (double)((int)(h % 2001) - 1000) :
-                             (double)((int)(h % 17) - 8);
-    memcpy(out, &d, sizeof(d));
-}
-
-static void gen(const rtype_t *t, const rop_t *o, unsigned long call, int src,
-                void *buf, size_t first, size_t count)
-{
-    size_t i;
-
-    for (i = 0; i < count; ++i) {
-        gen_elem(t, o, call, src, first + i, (char *)buf + i * t->size);
-    }
-}
-
-/* acc = acc OP x, one element, integers modulo 2^bits as C wraps */
-static void elem_op(const rtype_t *t, const rop_t *o, void *acc,
-                    const void *x)
-{
-    if (t->kind != 'd') {
-        uint64_t a = 0, b = 0, r;
-        int64_t sa, sb;
-        int sh = 64 - 8 * (int)t->size;
-
-        memcpy(&a, acc, t->size);
-        memcpy(&b, x, t->size);
-        sa = (int64_t)(a << sh) >> sh;
-        sb = (int64_t)(b << sh) >> sh;
-        if (o->op == MPI_SUM) {
-            r = a + b;
-        } else if (o->op == MPI_MAX) {
-            r = (t->kind == 's') ? ((sa > sb) ? a : b) : ((a > b) ? a : b);
-        } else {
-            r = a ^ b;
-        }
-        memcpy(acc, &r, t->size);
-    } else {
-        double a, b;
-
-        memcpy(&a, acc, 8);
-        memcpy(&b, x, 8);
-        a = (o->op == MPI_SUM) ? a + b : ((b > a) ? b : a);
-        memcpy(acc, &a, 8);
-    }
-}
-
-/* expected[0..count) = reduction over the nranks ranks of elements first.. */
-static void reference(const rtype_t *t, const rop_t *o, unsigned long call,
-                      int nranks, void *expected, size_t first, size_t count)
-{
-    unsigned char x[8];
-    size_t i;
-    int r;
-
-    for (i = 0; i < count; ++i) {
-        void *acc = (char *)expected + i * t->size;
-
-        gen_elem(t, o, call, 0, first + i, acc);
-        for (r = 1; r < nranks; ++r) {
-            gen_elem(t, o, call, r, first + i, x);
-            elem_op(t, o, acc, x);
-        }
-    }
-}
-
-/* got[0..count) == expected; the result goes into the digest */
-static void compare(const rtype_t *t, const void *got, const void *expected,
-                    size_t count, const char *what)
-{
-    size_t i;
-
-    ++g_checks;
-    for (i = 0; i < count; ++i) {
-        if (memcmp((const char *)got + i * t->size,
-                   (const char *)expected + i * t->size, t->size) != 0) {
-            uint64_t g = 0, e = 0;
-
-            memcpy(&g, (const char *)got + i * t->size, t->size);
-            memcpy(&e, (const char *)expected + i * t->size, t->size);
-            fail("%s: element %zu of %zu: got 0x%llx, expected 0x%llx", what,
-                 i, count, (unsigned long long)g, (unsigned long long)e);
-            return;
-        }
-    }
-    digest(got, count * t->size);
+    rtypes[0] = (mc_rtype_t){MPI_INT, "MPI_INT", 's', sizeof(int)};
+    rtypes[1] = (mc_rtype_t){MPI_DOUBLE, "MPI_DOUBLE", 'd', sizeof(double)};
+    rtypes[2] = (mc_rtype_t){MPI_UINT8_T, "MPI_UINT8_T", 'u', sizeof(uint8_t)};
+    rtypes[3] = (mc_rtype_t){MPI_INT64_T, "MPI_INT64_T", 's', sizeof(int64_t)};
+    rops[0] = (mc_rop_t){MPI_SUM, "MPI_SUM", 0};
+    rops[1] = (mc_rop_t){MPI_MAX, "MPI_MAX", 0};
+    rops[2] = (mc_rop_t){MPI_BXOR, "MPI_BXOR", 1};
 }
 
 /* a send buffer still holds rank src's input */
-static void unchanged(const rtype_t *t, const rop_t *o, unsigned long call,
-                      int src, const void *buf, size_t count)
+static void unchanged(const mc_rtype_t *t, const mc_rop_t *o,
+                      unsigned long call, int src, const void *buf,
+                      size_t count)
 {
     void *exp = malloc(count * t->size + 1);
 
-    gen(t, o, call, src, exp, 0, count);
-    check(memcmp(buf, exp, count * t->size) == 0,
-          "send buffer changed by the call");
+    mc_gen(t, o, call, src, exp, 0, count);
+    mc_check(memcmp(buf, exp, count * t->size) == 0,
+             "send buffer changed by the call");
     free(exp);
 }
 
 /* ------------------------------------------------------------------ */
 /* data movements                                                      */
 
-/* A rank's description of its bytes: a predefined type, or (VEC, even
- * ranks only) 2 ints out of every 3, which odd ranks describe as MPI_INT. */
-typedef struct {
-    const char  *name;
-    MPI_Datatype dt;
-    size_t       unit;      /* bytes per element */
-    int          vec;
-} mtype_t;
-
-static mtype_t mtypes[N_MTYPES];
-static MPI_Datatype g_vec;
+static mc_mtype_t mtypes[N_MTYPES];
 
 static void mtypes_init(void)
 {
-    MPI_Type_vector(2, 1, 2, MPI_INT, &g_vec);
-    MPI_Type_commit(&g_vec);
-    mtypes[0] = (mtype_t){"MPI_BYTE", MPI_BYTE, 1, 0};
-    mtypes[1] = (mtype_t){"MPI_INT", MPI_INT, 4, 0};
-    mtypes[2] = (mtype_t){"vector(2,1,2,MPI_INT) / MPI_INT", g_vec, 8, 1};
-}
-
-/* this rank's view of 'elems' elements of t */
-typedef struct {
-    MPI_Datatype dt;
-    int          count;     /* per block, in dt */
-    int          vec;       /* non-contiguous layout here */
-} view_t;
-
-static view_t view_of(const mtype_t *t, size_t elems, int rank)
-{
-    view_t v = {t->dt, (int)elems, 0};
-
-    if (t->vec) {
-        if (rank % 2 == 0) {
-            v.vec = 1;
-        } else {
-            v.dt    = MPI_INT;
-            v.count = (int)(2 * elems);
-        }
-    }
-    return v;
-}
-
-/* buffer offset of packed byte k (vector: 8 data bytes per 12) */
-static size_t off_of(const view_t *v, size_t k)
-{
-    return v->vec ? (k / 8) * 12 + ((k % 8) / 4) * 8 + k % 4 : k;
-}
-
-static size_t span_of(const view_t *v, size_t bytes)
-{
-    return v->vec ? (bytes / 8) * 12 : bytes;
-}
-
-/* block b (of 'per' bytes) of buf: bytes of (src, dst) */
-static void fill(const view_t *v, void *buf, size_t b, size_t per,
-                 unsigned long call, int src, int dst)
-{
-    size_t k;
-
-    for (k = 0; k < per; ++k) {
-        ((unsigned char *)buf)[off_of(v, b * per + k)] =
-            byte_of(call, src, dst, k);
-    }
-}
-
-/* block b holds (src, dst)'s bytes; into the digest if 'result' (a send
- * buffer's own data is checked, not hashed) */
-static void expect_block(const view_t *v, const void *buf, size_t b,
-                         size_t per, unsigned long call, int src, int dst,
-                         int result, const char *what)
-{
-    const unsigned char *p = buf;
-    size_t k;
-
-    ++g_checks;
-    for (k = 0; k < per; ++k) {
-        unsigned char got = p[off_of(v, b * per + k)];
-
-        if (got != byte_of(call, src, dst, k)) {
-            fail("%s block %zu (from rank %d) byte %zu of %zu: 0x%02x, "
-                 "expected 0x%02x", what, b, src, k, per, got,
-                 byte_of(call, src, dst, k));
-            return;
-        }
-    }
-    if (result) {
-        for (k = 0; k < per; ++k) {
-            g_digest = (g_digest ^ p[off_of(v, b * per + k)]) *
-                       1099511628211ull;
-        }
-    }
-}
-
-/* the vector layout's gaps and the guard stay POISON */
-static void expect_gaps(const view_t *v, const void *buf, size_t bytes,
-                        const char *what)
-{
-    const unsigned char *p = buf;
-    size_t span = span_of(v, bytes), i;
-
-    ++g_checks;
-    if (v->vec) {
-        for (i = 0; i < span; ++i) {
-            if ((i % 12 >= 4) && (i % 12 < 8) && (p[i] != POISON)) {
-                fail("%s: gap byte %zu of the vector layout overwritten",
-                     what, i);
-                return;
-            }
-        }
-    }
-    if (!guard_ok(buf, span)) {
-        fail("%s: guard bytes behind the buffer overwritten", what);
-    }
+    mtypes[0] = (mc_mtype_t){"MPI_BYTE", MPI_BYTE, 1, 0};
+    mtypes[1] = (mc_mtype_t){"MPI_INT", MPI_INT, 4, 0};
+    mtypes[2] = mc_mtype_vec();
 }
 
 /* ------------------------------------------------------------------ */
 /* one call: its buffers, its request, its checks                      */
 
 typedef struct {
-    int            kind;
-    int            blocking;  /* the blocking counterpart (mixed sections) */
-    const rtype_t *rt;        /* reductions */
-    const rop_t   *ro;
-    const mtype_t *mt;        /* movements */
-    size_t         count;     /* elements per rank (per block) */
-    int            root, in_place;
-    ic_comm_t     *c;
-    unsigned long  call;
-    unsigned char *sbuf, *rbuf;
-    size_t         slen, rlen;
-    MPI_Request    req;
-    int            path;
-    char           name[200];
+    int               kind;
+    int               blocking; /* the blocking counterpart (mixed sections) */
+    const mc_rtype_t *rt;       /* reductions */
+    const mc_rop_t   *ro;
+    const mc_mtype_t *mt;       /* movements */
+    size_t            count;    /* elements per rank (per block) */
+    int               root, in_place;
+    ic_comm_t        *c;
+    unsigned long     call;
+    unsigned char    *sbuf, *rbuf;
+    size_t            slen, rlen;
+    MPI_Request       req;
+    int               path;
+    char              name[200];
 } icall_t;
 
 static int icall_path(const icall_t *ic)
@@ -746,53 +334,53 @@ static int icall_path(const icall_t *ic)
 }
 
 /* the movement views of this call */
-static void icall_views(const icall_t *ic, view_t *one, view_t *all)
+static void icall_views(const icall_t *ic, mc_view_t *one, mc_view_t *all)
 {
-    *one = view_of(ic->mt, ic->count, ic->c->rank);
-    *all = view_of(ic->mt, ic->count * (size_t)ic->c->size, ic->c->rank);
+    *one = mc_view_of(ic->mt, ic->count, ic->c->rank);
+    *all = mc_view_of(ic->mt, ic->count * (size_t)ic->c->size, ic->c->rank);
 }
 
 static void icall_fill_moves(icall_t *ic)
 {
     size_t per = ic->count * ic->mt->unit, N = (size_t)ic->c->size, b;
     int me = ic->c->rank, root = ic->root, is_root = (me == root), r;
-    view_t one, all;
+    mc_view_t one, all;
 
     icall_views(ic, &one, &all);
-    ic->slen = ic->rlen = span_of(&all, per * N);
-    ic->sbuf = alloc_guarded(ic->slen);
-    ic->rbuf = alloc_guarded(ic->rlen);
+    ic->slen = ic->rlen = mc_span_of(&all, per * N);
+    ic->sbuf = mc_alloc_guarded(ic->slen);
+    ic->rbuf = mc_alloc_guarded(ic->rlen);
     switch (ic->kind) {
     case K_BCAST:
         if (is_root) {
-            fill(&one, ic->rbuf, 0, per, ic->call, root, 0);
+            mc_fill(&one, ic->rbuf, 0, per, ic->call, root, 0);
         }
         break;
     case K_GATHER:
         if (ic->in_place && is_root) {
-            fill(&all, ic->rbuf, (size_t)me, per, ic->call, me, root);
+            mc_fill(&all, ic->rbuf, (size_t)me, per, ic->call, me, root);
         } else {
-            fill(&one, ic->sbuf, 0, per, ic->call, me, root);
+            mc_fill(&one, ic->sbuf, 0, per, ic->call, me, root);
         }
         break;
     case K_SCATTER:
         if (is_root) {
             for (b = 0; b < N; ++b) {
-                fill(&all, ic->sbuf, b, per, ic->call, root, (int)b);
+                mc_fill(&all, ic->sbuf, b, per, ic->call, root, (int)b);
             }
         }
         break;
     case K_ALLGATHER:
         if (ic->in_place) {
-            fill(&all, ic->rbuf, (size_t)me, per, ic->call, me, 0);
+            mc_fill(&all, ic->rbuf, (size_t)me, per, ic->call, me, 0);
         } else {
-            fill(&one, ic->sbuf, 0, per, ic->call, me, 0);
+            mc_fill(&one, ic->sbuf, 0, per, ic->call, me, 0);
         }
         break;
     default: /* K_ALLTOALL */
         for (r = 0; r < (int)N; ++r) {
-            fill(&all, ic->in_place ? ic->rbuf : ic->sbuf, (size_t)r, per,
-                 ic->call, me, r);
+            mc_fill(&all, ic->in_place ? ic->rbuf : ic->sbuf, (size_t)r, per,
+                    ic->call, me, r);
         }
         break;
     }
@@ -807,16 +395,17 @@ static void icall_fill_reduction(icall_t *ic)
     ic->slen = total * es;
     ic->rlen = ((ic->kind == K_RSB) && !ic->in_place) ? ic->count * es :
                                                         total * es;
-    ic->sbuf = alloc_guarded(ic->slen);
-    ic->rbuf = alloc_guarded(ic->rlen);
-    gen(ic->rt, ic->ro, ic->call, ic->c->rank,
-        ic->in_place ? ic->rbuf : ic->sbuf, 0, total);
+    ic->sbuf = mc_alloc_guarded(ic->slen);
+    ic->rbuf = mc_alloc_guarded(ic->rlen);
+    mc_gen(ic->rt, ic->ro, ic->call, ic->c->rank,
+           ic->in_place ? ic->rbuf : ic->sbuf, 0, total);
 }
 
 /* a new call (its own call number): buffers allocated and filled */
-static void icall_init(icall_t *ic, int kind, ic_comm_t *c, const rtype_t *rt,
-                       const rop_t *ro, const mtype_t *mt, size_t count,
-                       int root, int in_place, int blocking)
+static void icall_init(icall_t *ic, int kind, ic_comm_t *c,
+                       const mc_rtype_t *rt, const mc_rop_t *ro,
+                       const mc_mtype_t *mt, size_t count, int root,
+                       int in_place, int blocking)
 {
     memset(ic, 0, sizeof(*ic));
     ic->kind     = kind;
@@ -852,8 +441,8 @@ static void icall_init(icall_t *ic, int kind, ic_comm_t *c, const rtype_t *rt,
  * that vary with i */
 static void icall_pick(icall_t *ic, int k, ic_comm_t *c, int i, size_t count)
 {
-    const rtype_t *rt = &rtypes[i % N_RTYPES];
-    const rop_t *ro = &rops[(i / N_RTYPES) % N_ROPS];
+    const mc_rtype_t *rt = &rtypes[i % N_RTYPES];
+    const mc_rop_t *ro = &rops[(i / N_RTYPES) % N_ROPS];
 
     if (ro->bitwise && (rt->kind == 'd')) {
         ro = &rops[0];
@@ -868,7 +457,7 @@ static void icall_post(icall_t *ic)
     int is_root = (ic->c->rank == ic->root), ip = ic->in_place, rc, cnt;
     MPI_Request *rq = &ic->req;
     void *sb, *rb;
-    view_t one, all;
+    mc_view_t one, all;
 
     snprintf(g_check, sizeof(g_check), "%s", ic->name);
     if (ic->blocking && (ic->path == PATH_LIB)) {
@@ -901,12 +490,12 @@ static void icall_post(icall_t *ic)
                                            rq);
             break;
         }
-        mpi_ok(rc);
+        mc_mpi_ok(rc);
         return;
     }
     if (ic->kind == K_BARRIER) {
         rc = ic->blocking ? MPI_Barrier(comm) : MPI_Ibarrier(comm, rq);
-        mpi_ok(rc);
+        mc_mpi_ok(rc);
         return;
     }
     icall_views(ic, &one, &all);
@@ -951,7 +540,7 @@ static void icall_post(icall_t *ic)
                            one.dt, comm, rq);
         break;
     }
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
 }
 
 /* complete one request: MPI_Wait, a loop of MPI_Test or MPI_Waitall of one,
@@ -973,9 +562,9 @@ static void complete(MPI_Request *req, unsigned long how)
         rc = MPI_Waitall(1, req, MPI_STATUSES_IGNORE);
         break;
     }
-    mpi_ok(rc);
-    check(*req == MPI_REQUEST_NULL,
-          "the request is not MPI_REQUEST_NULL after completion");
+    mc_mpi_ok(rc);
+    mc_check(*req == MPI_REQUEST_NULL,
+             "the request is not MPI_REQUEST_NULL after completion");
 }
 
 static void icall_complete(icall_t *ic, unsigned long how)
@@ -990,7 +579,7 @@ static void icall_complete(icall_t *ic, unsigned long how)
 
 static void icall_verify_reduction(icall_t *ic)
 {
-    const rtype_t *t = ic->rt;
+    const mc_rtype_t *t = ic->rt;
     int me = ic->c->rank, is_root = (me == ic->root);
     size_t total = (ic->kind == K_RSB) ? ic->count * (size_t)ic->c->size :
                                          ic->count;
@@ -998,10 +587,10 @@ static void icall_verify_reduction(icall_t *ic)
 
     if ((ic->kind != K_REDUCE) || is_root) {
         exp = malloc(ic->count * t->size + 1);
-        reference(t, ic->ro, ic->call, ic->c->size, exp,
-                  (ic->kind == K_RSB) ? (size_t)me * ic->count : 0,
-                  ic->count);
-        compare(t, ic->rbuf, exp, ic->count, "result");
+        mc_reference(t, ic->ro, ic->call, ic->c->size, exp,
+                     (ic->kind == K_RSB) ? (size_t)me * ic->count : 0,
+                     ic->count);
+        mc_compare(t, ic->rbuf, exp, ic->count, "result", 1);
         free(exp);
     }
     if (!ic->in_place) {
@@ -1009,8 +598,7 @@ static void icall_verify_reduction(icall_t *ic)
     } else if ((ic->kind == K_REDUCE) && !is_root) {
         unchanged(t, ic->ro, ic->call, me, ic->rbuf, total);
     }
-    check(guard_ok(ic->rbuf, ic->rlen) && guard_ok(ic->sbuf, ic->slen),
-          "guard bytes behind a buffer overwritten");
+    mc_check_guards(ic->rbuf, ic->rlen, ic->sbuf, ic->slen);
 }
 
 static void icall_verify_moves(icall_t *ic)
@@ -1018,70 +606,70 @@ static void icall_verify_moves(icall_t *ic)
     size_t per = ic->count * ic->mt->unit, N = (size_t)ic->c->size, b;
     int me = ic->c->rank, root = ic->root, is_root = (me == root);
     unsigned long call = ic->call;
-    view_t one, all;
+    mc_view_t one, all;
 
     icall_views(ic, &one, &all);
     switch (ic->kind) {
     case K_BCAST:
         /* the root's buffer is its send buffer: unchanged */
-        expect_block(&one, ic->rbuf, 0, per, call, root, 0, 1, "bcast");
-        expect_gaps(&one, ic->rbuf, per, "bcast buffer");
+        mc_expect_block(&one, ic->rbuf, 0, per, call, root, 0, 1, "bcast");
+        mc_expect_gaps(&one, ic->rbuf, per, "bcast buffer");
         break;
     case K_GATHER:
         if (is_root) {
             for (b = 0; b < N; ++b) {
-                expect_block(&all, ic->rbuf, b, per, call, (int)b, root, 1,
-                             "gather");
+                mc_expect_block(&all, ic->rbuf, b, per, call, (int)b, root, 1,
+                                "gather");
             }
-            expect_gaps(&all, ic->rbuf, per * N, "gather receive buffer");
+            mc_expect_gaps(&all, ic->rbuf, per * N, "gather receive buffer");
         }
         if (!(ic->in_place && is_root)) {
-            expect_block(&one, ic->sbuf, 0, per, call, me, root, 0,
-                         "gather send buffer (changed)");
-            expect_gaps(&one, ic->sbuf, per, "gather send buffer");
+            mc_expect_block(&one, ic->sbuf, 0, per, call, me, root, 0,
+                            "gather send buffer (changed)");
+            mc_expect_gaps(&one, ic->sbuf, per, "gather send buffer");
         }
         break;
     case K_SCATTER:
         if (ic->in_place && is_root) {
-            expect_block(&all, ic->sbuf, (size_t)me, per, call, root, me, 1,
-                         "scatter (in place: the root's block kept)");
+            mc_expect_block(&all, ic->sbuf, (size_t)me, per, call, root, me, 1,
+                            "scatter (in place: the root's block kept)");
         } else {
-            expect_block(&one, ic->rbuf, 0, per, call, root, me, 1,
-                         "scatter");
-            expect_gaps(&one, ic->rbuf, per, "scatter receive buffer");
+            mc_expect_block(&one, ic->rbuf, 0, per, call, root, me, 1,
+                            "scatter");
+            mc_expect_gaps(&one, ic->rbuf, per, "scatter receive buffer");
         }
         if (is_root) {
             for (b = 0; b < N; ++b) {
-                expect_block(&all, ic->sbuf, b, per, call, root, (int)b, 0,
-                             "scatter send buffer (changed)");
+                mc_expect_block(&all, ic->sbuf, b, per, call, root, (int)b, 0,
+                                "scatter send buffer (changed)");
             }
-            expect_gaps(&all, ic->sbuf, per * N, "scatter send buffer");
+            mc_expect_gaps(&all, ic->sbuf, per * N, "scatter send buffer");
         }
         break;
     case K_ALLGATHER:
         for (b = 0; b < N; ++b) {
-            expect_block(&all, ic->rbuf, b, per, call, (int)b, 0, 1,
-                         "allgather");
+            mc_expect_block(&all, ic->rbuf, b, per, call, (int)b, 0, 1,
+                            "allgather");
         }
-        expect_gaps(&all, ic->rbuf, per * N, "allgather receive buffer");
+        mc_expect_gaps(&all, ic->rbuf, per * N, "allgather receive buffer");
         if (!ic->in_place) {
-            expect_block(&one, ic->sbuf, 0, per, call, me, 0, 0,
-                         "allgather send buffer (changed)");
-            expect_gaps(&one, ic->sbuf, per, "allgather send buffer");
+            mc_expect_block(&one, ic->sbuf, 0, per, call, me, 0, 0,
+                            "allgather send buffer (changed)");
+            mc_expect_gaps(&one, ic->sbuf, per, "allgather send buffer");
         }
         break;
     default:
         for (b = 0; b < N; ++b) {
-            expect_block(&all, ic->rbuf, b, per, call, (int)b, me, 1,
-                         "alltoall");
+            mc_expect_block(&all, ic->rbuf, b, per, call, (int)b, me, 1,
+                            "alltoall");
         }
-        expect_gaps(&all, ic->rbuf, per * N, "alltoall receive buffer");
+        mc_expect_gaps(&all, ic->rbuf, per * N, "alltoall receive buffer");
         if (!ic->in_place) {
             for (b = 0; b < N; ++b) {
-                expect_block(&all, ic->sbuf, b, per, call, me, (int)b, 0,
-                             "alltoall send buffer (changed)");
+                mc_expect_block(&all, ic->sbuf, b, per, call, me, (int)b, 0,
+                                "alltoall send buffer (changed)");
             }
-            expect_gaps(&all, ic->sbuf, per * N, "alltoall send buffer");
+            mc_expect_gaps(&all, ic->sbuf, per * N, "alltoall send buffer");
         }
         break;
     }
@@ -1222,55 +810,23 @@ static void each_moves(ic_comm_t *w)
  * slot at that round.  Rank 0 (or the last rank) is late on some rounds. */
 static void each_barrier(ic_comm_t *w)
 {
-    char name[64];
-    unsigned long base = 0;
     volatile unsigned long *slot;
-    int fd, i, r, late;
     icall_t ic;
+    int i;
 
-    if (g_rank == 0) {
-        base = (unsigned long)getpid();
-    }
-    MPI_Bcast(&base, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
-    snprintf(name, sizeof(name), "/mpi-icoll-test-%lu", base);
     snprintf(g_check, sizeof(g_check), "each: MPI_Ibarrier's shared page");
-    fd = shm_open(name, O_RDWR | O_CREAT, 0600);
-    if ((fd < 0) || (ftruncate(fd, 4096) != 0)) {
-        fail("shm_open %s failed", name);
+    slot = mc_slots_map();
+    if (slot == NULL) {
         return;
-    }
-    slot = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (slot == MAP_FAILED) {
-        fail("mmap of %s failed", name);
-        return;
-    }
-    MPI_Barrier(MPI_COMM_WORLD);     /* everyone mapped it */
-    if (g_rank == 0) {
-        shm_unlink(name);
     }
     for (i = 1; i <= 15; ++i) {
         icall_init(&ic, K_BARRIER, w, NULL, NULL, NULL, 0, 0, 0, 0);
-        late = ((i % 3 == 0) && (g_rank == 0)) ||
-               ((i % 3 == 1) && (g_rank == g_size - 1));
-        if (late) {
-            usleep(2000);
-        }
-        __atomic_store_n(&slot[g_rank], (unsigned long)i, __ATOMIC_RELEASE);
+        mc_slots_enter(slot, i);
         icall_run(&ic);
         snprintf(g_check, sizeof(g_check), "%s #%d", ic.name, i);
-        ++g_checks;
-        for (r = 0; r < g_size; ++r) {
-            unsigned long v = __atomic_load_n(&slot[r], __ATOMIC_ACQUIRE);
-
-            if (v < (unsigned long)i) {
-                fail("rank %d left the barrier before rank %d entered it "
-                     "(its slot says round %lu)", g_rank, r, v);
-                break;
-            }
-        }
+        mc_slots_check(slot, i);
     }
-    munmap((void *)slot, 4096);
+    mc_slots_unmap(slot);
 }
 
 static void test_each(ic_comm_t *w)
@@ -1305,11 +861,11 @@ static void many_all(icall_t *ic, int n, int testall, tally_t *t)
     } else {
         rc = MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
     }
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     for (i = 0, flag = 1; i < n; ++i) {
         flag = flag && (reqs[i] == MPI_REQUEST_NULL);
     }
-    check(flag, "a request is not MPI_REQUEST_NULL after completion");
+    mc_check(flag, "a request is not MPI_REQUEST_NULL after completion");
     for (i = 0; i < n; ++i) {
         icall_finish(&ic[i]);
     }
@@ -1426,13 +982,13 @@ static void local_rounds(ic_comm_t *c, int kind)
             icall_post(&ic);
             token = (int)ic.call;
             rc = MPI_Send(&token, 1, MPI_INT, 1, LOCAL_TAG, c->comm);
-            mpi_ok(rc);
+            mc_mpi_ok(rc);
         } else if (c->rank == 1) {
             snprintf(g_check, sizeof(g_check), "%s", ic.name);
             rc = MPI_Recv(&token, 1, MPI_INT, 0, LOCAL_TAG, c->comm,
                           MPI_STATUS_IGNORE);
-            mpi_ok(rc);
-            check(token == (int)ic.call, "rank 0's message");
+            mc_mpi_ok(rc);
+            mc_check(token == (int)ic.call, "rank 0's message");
             icall_post(&ic);
         } else {
             icall_post(&ic);
@@ -1461,7 +1017,7 @@ static void test_local(void)
         for (v = 0; v < 2; ++v) {
             snprintf(g_check, sizeof(g_check), "local: MPI_Comm_dup");
             rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-            mpi_ok(rc);
+            mc_mpi_ok(rc);
             if (rc != MPI_SUCCESS) {
                 return;
             }
@@ -1478,35 +1034,23 @@ static void test_local(void)
 /* ------------------------------------------------------------------ */
 /* fallback: what the library does not take                            */
 
-enum { FB_MOD = 1000003 };
-
-static void user_sum_mod(void *in, void *inout, int *len, MPI_Datatype *dt)
-{
-    int i, *a = in, *b = inout;
-
-    (void)dt;
-    for (i = 0; i < *len; ++i) {
-        b[i] = (a[i] + b[i]) % FB_MOD;
-    }
-}
-
-/* the same for a datatype of 2 ints: len counts pairs */
+/* mc_user_sum_mod for a datatype of 2 ints: len counts pairs */
 static void user_sum_pair(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     int n = 2 * *len;
 
-    user_sum_mod(in, inout, &n, dt);
+    mc_user_sum_mod(in, inout, &n, dt);
 }
 
 /* one MPI_Iallreduce of n_ints ints (n_dt of dt) with op, which the
- * previous module must run: lor folds with ||, else sums modulo FB_MOD */
+ * previous module must run: lor folds with ||, else sums modulo MC_SUM_MOD */
 static void fallback_one(ic_comm_t *w, const char *what, MPI_Datatype dt,
                          int n_dt, MPI_Op op, int n_ints, int lor,
                          int in_place)
 {
     unsigned long call = ++g_call;
     size_t len = (size_t)n_ints * sizeof(int);
-    int *in = alloc_guarded(len), *out = alloc_guarded(len);
+    int *in = mc_alloc_guarded(len), *out = mc_alloc_guarded(len);
     int *exp = malloc(len), i, r, v, rc;
     MPI_Request req = MPI_REQUEST_NULL;
     tally_t t;
@@ -1516,9 +1060,9 @@ static void fallback_one(ic_comm_t *w, const char *what, MPI_Datatype dt,
     for (i = 0; i < n_ints; ++i) {
         exp[i] = 0;
         for (r = 0; r < w->size; ++r) {
-            v = lor ? (value(call, r, 0, (size_t)i) % 5 == 0) :
-                      (int)(value(call, r, 0, (size_t)i) % FB_MOD);
-            exp[i] = lor ? (exp[i] || v) : (exp[i] + v) % FB_MOD;
+            v = lor ? (mc_value(call, r, 0, (size_t)i) % 5 == 0) :
+                      (int)(mc_value(call, r, 0, (size_t)i) % MC_SUM_MOD);
+            exp[i] = lor ? (exp[i] || v) : (exp[i] + v) % MC_SUM_MOD;
             if (r == w->rank) {
                 (in_place ? out : in)[i] = v;
             }
@@ -1528,32 +1072,31 @@ static void fallback_one(ic_comm_t *w, const char *what, MPI_Datatype dt,
     tally_path(&t, 0, comm_ours(w) ? PATH_PREV : PATH_NONE);
     rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : in, out, n_dt, dt, op,
                         w->comm, &req);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     complete(&req, call);
     tally_check(&t);
     ++g_checks;
     for (i = 0; i < n_ints; ++i) {
         if (out[i] != exp[i]) {
-            fail("element %d of %d: %d, expected %d", i, n_ints, out[i],
-                 exp[i]);
+            mc_fail("element %d of %d: %d, expected %d", i, n_ints, out[i],
+                    exp[i]);
             break;
         }
     }
     if (i == n_ints) {
-        digest(out, len);
+        mc_digest(out, len);
     }
     if (!in_place) {
         for (i = 0; i < n_ints; ++i) {
-            v = lor ? (value(call, w->rank, 0, (size_t)i) % 5 == 0) :
-                      (int)(value(call, w->rank, 0, (size_t)i) % FB_MOD);
+            v = lor ? (mc_value(call, w->rank, 0, (size_t)i) % 5 == 0) :
+                      (int)(mc_value(call, w->rank, 0, (size_t)i) % MC_SUM_MOD);
             if (in[i] != v) {
                 break;
             }
         }
-        check(i == n_ints, "send buffer changed by the call");
+        mc_check(i == n_ints, "send buffer changed by the call");
     }
-    check(guard_ok(in, len) && guard_ok(out, len),
-          "guard bytes behind a buffer overwritten");
+    mc_check_guards(in, len, out, len);
     free(in);
     free(out);
     free(exp);
@@ -1567,7 +1110,7 @@ static void test_fallback(ic_comm_t *w)
 
     MPI_Type_contiguous(2, MPI_INT, &pair);
     MPI_Type_commit(&pair);
-    MPI_Op_create(user_sum_mod, 1, &op);
+    MPI_Op_create(mc_user_sum_mod, 1, &op);
     MPI_Op_create(user_sum_pair, 1, &op_pair);
 
     fallback_one(w, "MPI_INT, a user operation (sum mod 1000003)", MPI_INT,
@@ -1628,12 +1171,12 @@ static void test_overlap(ic_comm_t *w)
             compute_slice(work, NW, slices);
             rc = MPI_Test(&ic.req, &flag, MPI_STATUS_IGNORE);
             if (rc != MPI_SUCCESS) {
-                mpi_ok(rc);
+                mc_mpi_ok(rc);
                 break;
             }
             if (!flag && (now() - t0 > 120.0)) {
-                fail("not complete after %ld slices (120 s) of MPI_Test",
-                     slices);
+                mc_fail("not complete after %ld slices (120 s) of MPI_Test",
+                        slices);
                 MPI_Wait(&ic.req, MPI_STATUS_IGNORE);
                 break;
             }
@@ -1642,8 +1185,8 @@ static void test_overlap(ic_comm_t *w)
         for (s = 0; s < slices; ++s) {
             compute_slice(again, NW, s);
         }
-        check(memcmp(work, again, sizeof(work)) == 0,
-              "local computation between MPI_Test calls went wrong");
+        mc_check(memcmp(work, again, sizeof(work)) == 0,
+                 "local computation between MPI_Test calls went wrong");
         tally_check(&t);
         icall_finish(&ic);
         if (g_rank == 0) {
@@ -1688,7 +1231,7 @@ static void test_comms(ic_comm_t *w)
 
     snprintf(g_check, sizeof(g_check), "comms: MPI_Comm_dup");
     rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     if (rc != MPI_SUCCESS) {
         return;
     }
@@ -1705,7 +1248,7 @@ static void test_comms(ic_comm_t *w)
 
     snprintf(g_check, sizeof(g_check), "comms: MPI_Comm_split");
     rc = MPI_Comm_split(MPI_COMM_WORLD, g_rank % 2, g_rank, &half);
-    mpi_ok(rc);
+    mc_mpi_ok(rc);
     if (rc == MPI_SUCCESS) {
         comm_init(&h, half, (g_rank % 2) ? "the odd half" : "the even half");
         make_team(&h);
@@ -1733,8 +1276,6 @@ static void test_free(ic_comm_t *w)
 {
     icall_t ic;
     int round, j, rc;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len;
 
     for (round = 0; round < 3; ++round) {
         for (j = 0; j < ((round == 1) ? 2 : 1); ++j) {
@@ -1746,13 +1287,11 @@ static void test_free(ic_comm_t *w)
             ++g_checks;
             if (rc == MPI_SUCCESS) {
                 if (ic.req != MPI_REQUEST_NULL) {
-                    fail("the request is not MPI_REQUEST_NULL after "
-                         "MPI_Request_free");
+                    mc_fail("the request is not MPI_REQUEST_NULL after "
+                            "MPI_Request_free");
                 }
             } else if ((g_expect == EXPECT_CXL) && (ic.path == PATH_LIB)) {
-                len = 0;
-                MPI_Error_string(rc, msg, &len);
-                fail("returned %d (%s)", rc, msg);
+                mc_fail_rc(rc);
                 MPI_Wait(&ic.req, MPI_STATUS_IGNORE);
             } else {
                 /* Open MPI 4.1.4's libnbc frees no active request
@@ -1768,7 +1307,7 @@ static void test_free(ic_comm_t *w)
         snprintf(g_check, sizeof(g_check), "free: MPI_Barrier after "
                  "MPI_Request_free (#%d)", round);
         rc = MPI_Barrier(w->comm);
-        mpi_ok(rc);
+        mc_mpi_ok(rc);
         /* later calls: right results (no counter check: the freed call
          * may be counted when it ends, inside them) */
         icall_pick(&ic, K_ALLREDUCE, w, round, 7 + (size_t)round);
@@ -1786,24 +1325,6 @@ static void test_free(ic_comm_t *w)
 
 /* ------------------------------------------------------------------ */
 
-/* MPI_ICOLL_ONLY: a comma-separated list of sections to run (default all) */
-static int section(const char *name)
-{
-    const char *only = getenv("MPI_ICOLL_ONLY"), *p;
-    size_t n = strlen(name);
-
-    if ((only == NULL) || (only[0] == '\0')) {
-        return 1;
-    }
-    for (p = only; (p = strstr(p, name)) != NULL; p += n) {
-        if (((p == only) || (p[-1] == ',')) &&
-            ((p[n] == '\0') || (p[n] == ','))) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* the counters the mode needs; MPI_COMM_WORLD's calls before its first
  * blocking collective (no team yet), then that collective (its team) */
 static void setup(ic_comm_t *w)
@@ -1816,16 +1337,16 @@ static void setup(ic_comm_t *w)
     if (g_expect != EXPECT_OFF) {
         for (c = 0; c < CNT_LAST; ++c) {
             ++g_checks;
-            if (g_have[c]) {
+            if (g_pvar_have[c]) {
                 continue;
             }
             if (c == CNT_NB) {
-                fail("coll/cxl's MPI_T counter coll_cxl_nb_calls not found: "
-                     "this coll/cxl counts no non-blocking collectives (it "
-                     "does not take them)");
+                mc_fail("coll/cxl's MPI_T counter coll_cxl_nb_calls not found: "
+                        "this coll/cxl counts no non-blocking collectives (it "
+                        "does not take them)");
             } else {
-                fail("coll/cxl's MPI_T counter %s not found: component not "
-                     "loaded", cnt_names[c]);
+                mc_fail("coll/cxl's MPI_T counter %s not found: component not "
+                        "loaded", cnt_names[c]);
             }
         }
     }
@@ -1844,139 +1365,79 @@ static void setup(ic_comm_t *w)
     snprintf(ic.name, sizeof(ic.name), "setup: MPI_COMM_WORLD's first "
              "blocking collective (MPI_Allreduce)");
     icall_run(&ic);
-    teams = pvar(CNT_TEAMS);
+    teams = mc_pvar(CNT_TEAMS);
     ++g_checks;
     if ((g_expect != EXPECT_OFF) && comm_ours(w) && (teams < 1)) {
-        fail("coll/cxl created no team for MPI_COMM_WORLD");
+        mc_fail("coll/cxl created no team for MPI_COMM_WORLD");
     }
 }
 
 int main(int argc, char **argv)
 {
-    const char *e;
-    unsigned timeout = 300;
-    unsigned long long c0[CNT_LAST], sums[7], mine[7];
-    int thread = MPI_THREAD_SINGLE, provided = MPI_THREAD_SINGLE;
-    long failed_all = 0, checks_all = 0;
-    uint64_t *digests = NULL;
-    int i;
+    unsigned long long c0[CNT_LAST], sums[7], mine[4];
+    int thread, provided;
+    uint64_t d;
+    int i, rc;
 
-    if ((e = getenv("MPI_ICOLL_TIMEOUT")) != NULL) {
-        timeout = (unsigned)atoi(e);
-    }
-    signal(SIGALRM, watchdog);
-    alarm(timeout);
-    if ((e = getenv("MPI_ICOLL_EXPECT")) != NULL) {
-        g_expect = (strcmp(e, "off") == 0) ? EXPECT_OFF :
-                   (strcmp(e, "nb-off") == 0) ? EXPECT_NBOFF : EXPECT_CXL;
-    }
-    if ((e = getenv("MPI_ICOLL_MAX_PRINT")) != NULL) {
-        g_max_print = atol(e);
-    }
-    if ((e = getenv("MPI_ICOLL_MIN_RANKS")) != NULL) {
-        g_min_ranks = atoi(e);
-    }
-    if ((e = getenv("MPI_ICOLL_LARGE")) != NULL) {
-        g_large = (size_t)atol(e);
-    }
-    if ((e = getenv("MPI_ICOLL_THREAD")) != NULL) {
-        thread = !strcmp(e, "multiple") ? MPI_THREAD_MULTIPLE :
-                 !strcmp(e, "serialized") ? MPI_THREAD_SERIALIZED :
-                 !strcmp(e, "funneled") ? MPI_THREAD_FUNNELED :
-                 MPI_THREAD_SINGLE;
-        MPI_Init_thread(&argc, &argv, thread, &provided);
-    } else {
-        MPI_Init(&argc, &argv);
-    }
-    fault_names_check();      /* after MPI_Init: UCX's handler is set */
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    g_expect = mc_env_choice("EXPECT", expect_names, EXPECT_LAST);
+    mc_init(&argc, &argv, &thread, &provided);
+    mc_fault_names_check();   /* after MPI_Init: UCX's handler is set */
     comm_init(&g_world, MPI_COMM_WORLD, "MPI_COMM_WORLD");
-    pvars_init();
+    mc_pvars_init(cnt_names, CNT_LAST);
     rtypes_init();
     mtypes_init();
     snprintf(g_check, sizeof(g_check), "MPI_Init_thread");
-    check(provided >= thread, "the thread level asked for not provided");
+    mc_check(provided >= thread, "the thread level asked for not provided");
     for (i = 0; i < CNT_LAST; ++i) {
-        c0[i] = pvar(i);
+        c0[i] = mc_pvar(i);
     }
 
     setup(&g_world);
-    if (section("each")) {
+    if (mc_section("each")) {
         test_each(&g_world);
     }
-    if (section("many")) {
+    if (mc_section("many")) {
         test_many(&g_world);
     }
-    if (section("mixed")) {
+    if (mc_section("mixed")) {
         test_mixed(&g_world);
     }
-    if (section("local")) {
+    if (mc_section("local")) {
         test_local();
     }
-    if (section("fallback")) {
+    if (mc_section("fallback")) {
         test_fallback(&g_world);
     }
-    if (section("overlap")) {
+    if (mc_section("overlap")) {
         test_overlap(&g_world);
     }
-    if (section("comms")) {
+    if (mc_section("comms")) {
         test_comms(&g_world);
     }
-    if (section("free")) {
+    if (mc_section("free")) {
         test_free(&g_world);
     }
 
     snprintf(g_check, sizeof(g_check), "summary");
-    mine[0] = (unsigned long long)g_checks;
-    mine[1] = (unsigned long long)g_failed;
-    mine[2] = pvar(CNT_CALLS) - c0[CNT_CALLS];
-    mine[3] = pvar(CNT_NB) - c0[CNT_NB];
-    mine[4] = pvar(CNT_FALLBACKS) - c0[CNT_FALLBACKS];
-    mine[5] = pvar(CNT_TEAMS);
-    mine[6] = (unsigned long long)g_observed;
-    MPI_Reduce(mine, sums, 7, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0,
-               MPI_COMM_WORLD);
+    mine[0] = mc_pvar(CNT_CALLS) - c0[CNT_CALLS];
+    mine[1] = mc_pvar(CNT_NB) - c0[CNT_NB];
+    mine[2] = mc_pvar(CNT_FALLBACKS) - c0[CNT_FALLBACKS];
+    mine[3] = mc_pvar(CNT_TEAMS);
+    d = mc_summary_sums(mine, 4, sums);
     if (g_rank == 0) {
-        digests = malloc(sizeof(uint64_t) * (size_t)g_size);
-    }
-    MPI_Gather(&g_digest, 1, MPI_UINT64_T, digests, 1, MPI_UINT64_T, 0,
-               MPI_COMM_WORLD);
-    if (g_rank == 0) {
-        uint64_t d = 1469598103934665603ull;
-
-        for (i = 0; i < g_size; ++i) {
-            d = (d ^ digests[i]) * 1099511628211ull;
-        }
-        checks_all = (long)sums[0];
-        failed_all = (long)sums[1];
         printf("counters: calls %llu nb_calls %llu fallbacks %llu teams %llu"
                "%s\n", sums[2], sums[3], sums[4], sums[5],
-               !g_have[CNT_CALLS] ? " (no coll/cxl counters)" :
-               !g_have[CNT_NB] ? " (no coll_cxl_nb_calls)" : "");
+               !g_pvar_have[CNT_CALLS] ? " (no coll/cxl counters)" :
+               !g_pvar_have[CNT_NB] ? " (no coll_cxl_nb_calls)" : "");
         printf("digest: %016llx\n", (unsigned long long)d);
         printf("observed: %llu MPI_Request_free of an active request refused "
                "(Open MPI's libnbc: MPI_ERR_REQUEST; waited for instead)\n",
                sums[6]);
-        printf("mpi-icoll: %ld checks, %ld failed (%d ranks, %lu calls "
-               "each)\n", checks_all, failed_all, g_size, g_call);
-        fflush(stdout);
-        free(digests);
+        mc_print_totals((long)sums[0], (long)sums[1]);
     }
-    MPI_Bcast(&failed_all, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    MPI_Type_free(&g_vec);
-    for (i = 0; i < CNT_LAST; ++i) {
-        if (g_have[i]) {
-            MPI_T_pvar_handle_free(g_session, &g_handle[i]);
-        }
-    }
-    if (g_session_ok) {
-        MPI_T_pvar_session_free(&g_session);
-    }
-    MPI_T_finalize();
-    MPI_Finalize();
+    rc = mc_finalize((long)sums[1]);
     for (i = 0; i < g_n_freed; ++i) {
         free(g_freed[i]);
     }
-    return (failed_all == 0) ? 0 : 1;
+    return rc;
 }
