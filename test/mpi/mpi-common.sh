@@ -16,6 +16,15 @@
 #       at least 8 host partitions and one more than NP); exit 99 if bad
 #   mpi_pool_destroy CXLPOOL SPEC POOL
 #       destroy the pool (forced if it must be) and any emulated-host view
+#   mpi_ompi_compdir
+#       print Open MPI's own component directory (ompi_info): it stays on
+#       mca_base_component_path after the build tree's
+#   mpi_job NAME LIMIT OUT CMD...
+#       run CMD (an mpirun line) for at most LIMIT seconds, its output in
+#       OUT; set RC, SECS, RES (the last "NAME: N checks, N failed" line),
+#       DIGEST (the last "digest:" line) and CNT (the last "counters:")
+#   mpi_passed NAME
+#       after mpi_job: rc 0 and "NAME: N checks, 0 failed" with N > 0
 #
 # The caller sets SCRIPT_DIR (its own directory) before sourcing.
 
@@ -90,4 +99,28 @@ mpi_pool_destroy() {
             "$cxlpool" destroy "$spec" --force >/dev/null 2>&1 || rm -f "$pool"
     fi
     rm -f "$pool".host*
+}
+
+mpi_ompi_compdir() {
+    local d
+    d=$(ompi_info --path pkglibdir --parsable 2>/dev/null |
+        sed -n 's/^path:pkglibdir://p')
+    echo "${d:-/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3}"
+}
+
+mpi_job() {
+    local name=$1 limit=$2 out=$3 t0 t1
+    shift 3
+    t0=$(date +%s.%N)
+    timeout --kill-after=15 "$limit" "$@" >"$out" 2>&1
+    RC=$?
+    t1=$(date +%s.%N)
+    SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    RES=$(grep -E "^$name: [0-9]+ checks, [0-9]+ failed" "$out" | tail -n 1)
+    DIGEST=$(sed -n 's/^digest: //p' "$out" | tail -n 1)
+    CNT=$(sed -n 's/^counters: //p' "$out" | tail -n 1)
+}
+
+mpi_passed() {
+    [ "$RC" -eq 0 ] && [[ $RES =~ ^$1:\ [1-9][0-9]*\ checks,\ 0\ failed ]]
 }

@@ -95,9 +95,7 @@ SPEC2=$SPEC
 mpi_coherence "$POOL" "$((2 * maxnp))"
 mpi_need "$MODULE" "$COMP" "$CXLPOOL" "$SRC" "$CONF"
 # Open MPI's own components stay on the search path after the build tree
-OMPI_COMPDIR=$(ompi_info --path pkglibdir --parsable 2>/dev/null |
-               sed -n 's/^path:pkglibdir://p')
-OMPI_COMPDIR=${OMPI_COMPDIR:-/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3}
+OMPI_COMPDIR=$(mpi_ompi_compdir)
 
 SCR=$(mktemp -d "${TMPDIR:-/tmp}/run-mpi-coll.XXXXXX") || exit 99
 cleanup() {
@@ -154,22 +152,16 @@ info_check() {
 }
 info_check coll 2.0.0 9
 
-# job OUT ARGS...: one mpirun; sets RC, RES (its "mpi-coll:" line), DIGEST
+# job OUT ARGS...: one mpirun (mpi_job: RC, RES, DIGEST, CNT, SECS)
 job() {
-    local out=$1 t0 t1
+    local out=$1
     shift
-    t0=$(date +%s.%N)
-    timeout --kill-after=15 "$LIMIT" "${BASE[@]}" "$@" >"$out" 2>&1
-    RC=$?
-    t1=$(date +%s.%N)
-    SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-    RES=$(grep -E '^mpi-coll: [0-9]+ checks, [0-9]+ failed' "$out" | tail -n 1)
-    DIGEST=$(sed -n 's/^digest: //p' "$out" | tail -n 1)
+    mpi_job mpi-coll "$LIMIT" "$out" "${BASE[@]}" "$@"
 }
 
 # passed: rc 0 and "N checks, 0 failed" with N > 0
 passed() {
-    [ "$RC" -eq 0 ] && [[ $RES =~ ^mpi-coll:\ [1-9][0-9]*\ checks,\ 0\ failed ]]
+    mpi_passed mpi-coll
 }
 
 for np in $NPS; do
