@@ -144,6 +144,17 @@ static inline int mca_coll_cxl_team_ready(mca_coll_cxl_module_t *m)
     return OPAL_LIKELY(m->team != NULL) || mca_coll_cxl_team_lazy(m);
 }
 
+/*
+ * Whether the library takes a call of the module (else counted as a
+ * fallback, with why).  A blocking call (request NULL) makes a lazy
+ * module's team; a non-blocking one never does: its start must not wait
+ * for the other ranks (MPI), and making the team is an exchange with all
+ * of them.  Ranks make their blocking collectives in one order, so all
+ * see the same answer.
+ */
+int mca_coll_cxl_takes(mca_coll_cxl_module_t *m, mca_coll_cxl_coll_t coll,
+                       ompi_request_t **request);
+
 /* component / module */
 int mca_coll_cxl_init_query(bool enable_progress_threads,
                             bool enable_mpi_threads);

@@ -259,6 +259,25 @@ int mca_coll_cxl_team_lazy(mca_coll_cxl_module_t *m)
     return coll_cxl_team_make(m) == OMPI_SUCCESS;
 }
 
+int mca_coll_cxl_takes(mca_coll_cxl_module_t *m, mca_coll_cxl_coll_t coll,
+                       ompi_request_t **request)
+{
+    if (request == NULL) {
+        if (mca_coll_cxl_team_ready(m)) {
+            return 1;
+        }
+        mca_coll_cxl_count_fallback(m, coll, "no team");
+        return 0;
+    }
+    if (m->team != NULL) {
+        return 1;
+    }
+    mca_coll_cxl_count_fallback(m, coll, m->lazy ?
+                                "no team yet (it is made at the first "
+                                "blocking collective)" : "no team");
+    return 0;
+}
+
 static int coll_cxl_module_enable(mca_coll_base_module_t *module,
                                   struct ompi_communicator_t *comm)
 {

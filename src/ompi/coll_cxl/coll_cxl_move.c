@@ -35,32 +35,6 @@ static int coll_cxl_move(mca_coll_cxl_module_t *m, cxl_coll_type_t type,
     return mca_coll_cxl_exec(m, &args, s, r, request);
 }
 
-/*
- * Whether the library takes a call of the module.  A blocking call makes
- * a lazy module's team; a non-blocking one never does: its start must not
- * wait for the other ranks (MPI), and the team's creation is an exchange
- * with all of them.  Ranks make their blocking collectives in one order,
- * so all see the same answer.
- */
-static int coll_cxl_takes(mca_coll_cxl_module_t *m, mca_coll_cxl_coll_t coll,
-                          ompi_request_t **request)
-{
-    if (request == NULL) {
-        if (mca_coll_cxl_team_ready(m)) {
-            return 1;
-        }
-        mca_coll_cxl_count_fallback(m, coll, "no team");
-        return 0;
-    }
-    if (m->team != NULL) {
-        return 1;
-    }
-    mca_coll_cxl_count_fallback(m, coll, m->lazy ?
-                                "no team yet (it is made at the first "
-                                "blocking collective)" : "no team");
-    return 0;
-}
-
 static size_t coll_cxl_bytes(int count, const struct ompi_datatype_t *dtype)
 {
     size_t size;
@@ -75,7 +49,7 @@ int mca_coll_cxl_barrier(struct ompi_communicator_t *comm,
     mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
     cxl_coll_args_t args = {.type = CXL_COLL_BARRIER, .dtype = CXL_COLL_UINT8};
 
-    if (!coll_cxl_takes(m, COLL_CXL_BARRIER, NULL)) {
+    if (!mca_coll_cxl_takes(m, COLL_CXL_BARRIER, NULL)) {
         return m->prev.barrier(comm, m->prev.barrier_module);
     }
     return mca_coll_cxl_run(m, &args);
@@ -88,7 +62,7 @@ int mca_coll_cxl_ibarrier(struct ompi_communicator_t *comm,
     mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
     cxl_coll_args_t args = {.type = CXL_COLL_BARRIER, .dtype = CXL_COLL_UINT8};
 
-    if (!coll_cxl_takes(m, COLL_CXL_BARRIER, request)) {
+    if (!mca_coll_cxl_takes(m, COLL_CXL_BARRIER, request)) {
         return m->prev.ibarrier(comm, request, m->prev.ibarrier_module);
     }
     return mca_coll_cxl_nb_post(m, &args, NULL, NULL, request);
@@ -104,7 +78,7 @@ static int coll_cxl_bcast_any(void *buf, int count,
     mca_coll_cxl_stage_t b;
     int rc;
 
-    if (!coll_cxl_takes(m, COLL_CXL_BCAST, request)) {
+    if (!mca_coll_cxl_takes(m, COLL_CXL_BCAST, request)) {
         return (request != NULL) ?
                m->prev.ibcast(buf, count, dtype, root, comm, request,
                               m->prev.ibcast_module) :
@@ -139,7 +113,7 @@ static int coll_cxl_gather_any(const void *sbuf, int scount,
     size_t per;
     int rc;
 
-    if (!coll_cxl_takes(m, COLL_CXL_GATHER, request)) {
+    if (!mca_coll_cxl_takes(m, COLL_CXL_GATHER, request)) {
         return (request != NULL) ?
                m->prev.igather(sbuf, scount, sdtype, rbuf, rcount, rdtype,
                                root, comm, request, m->prev.igather_module) :
@@ -195,7 +169,7 @@ static int coll_cxl_scatter_any(const void *sbuf, int scount,
     size_t per;
     int rc;
 
-    if (!coll_cxl_takes(m, COLL_CXL_SCATTER, request)) {
+    if (!mca_coll_cxl_takes(m, COLL_CXL_SCATTER, request)) {
         return (request != NULL) ?
                m->prev.iscatter(sbuf, scount, sdtype, rbuf, rcount, rdtype,
                                 root, comm, request,
@@ -351,7 +325,7 @@ static int coll_cxl_allgather_any(const void *sbuf, int scount,
                                   mca_coll_cxl_module_t *m,
                                   ompi_request_t **request)
 {
-    if (!coll_cxl_takes(m, COLL_CXL_ALLGATHER, request)) {
+    if (!mca_coll_cxl_takes(m, COLL_CXL_ALLGATHER, request)) {
         return (request != NULL) ?
                m->prev.iallgather(sbuf, scount, sdtype, rbuf, rcount, rdtype,
                                   comm, request, m->prev.iallgather_module) :
@@ -371,7 +345,7 @@ static int coll_cxl_alltoall_any(const void *sbuf, int scount,
 {
     int size = ompi_comm_size(comm);
 
-    if (!coll_cxl_takes(m, COLL_CXL_ALLTOALL, request)) {
+    if (!mca_coll_cxl_takes(m, COLL_CXL_ALLTOALL, request)) {
         return (request != NULL) ?
                m->prev.ialltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype,
                                  comm, request, m->prev.ialltoall_module) :

@@ -41,15 +41,10 @@ static int coll_cxl_reduce_take(mca_coll_cxl_module_t *m,
 {
     const char *why;
 
-    /* a non-blocking call never makes the team (coll_cxl_move.c) */
-    why = (request != NULL) ?
-          ((m->team != NULL) ? "" : m->lazy ?
-           "no team yet (it is made at the first blocking collective)" :
-           "no team") :
-          !mca_coll_cxl_team_ready(m) ? "no team" : "";
-    if (why[0] == '\0') {
-        why = coll_cxl_reduce_check(dtype, op, &args->dtype, &args->op);
+    if (!mca_coll_cxl_takes(m, coll, request)) {
+        return 0;
     }
+    why = coll_cxl_reduce_check(dtype, op, &args->dtype, &args->op);
     if (why[0] != '\0') {
         mca_coll_cxl_count_fallback(m, coll, why);
         return 0;
