@@ -860,6 +860,14 @@ static long cb_long(const char *s, long lo)
     return (*s && !*end && v >= lo) ? v : lo - 1;
 }
 
+/* a number >= 0, else -1 (out of range for the checks below) */
+static double cb_nonneg(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    return (!*end && v >= 0) ? v : -1;
+}
+
 /* 0: run, 1: exit 0 (help), 2: usage error */
 static int cb_parse(int argc, char **argv, cb_opts_t *o)
 {
@@ -927,17 +935,9 @@ static int cb_parse(int argc, char **argv, cb_opts_t *o)
         } else if (!strcmp(a, "--root")) {
             o->root = (int)cb_long(v, 0);
         } else if (!strcmp(a, "--budget")) {
-            char *end;
-            o->budget = strtod(v, &end);
-            if (*end || o->budget < 0) {
-                o->budget = -1;
-            }
+            o->budget = cb_nonneg(v);
         } else if (!strcmp(a, "--overlap")) {
-            char *end;
-            o->overlap_us = strtod(v, &end);
-            if (*end || o->overlap_us < 0) {
-                o->overlap_us = -1;
-            }
+            o->overlap_us = cb_nonneg(v);
         } else if (!strcmp(a, "--dtype")) {
             for (c = 0; c < CB_DT_LAST; ++c) {
                 if (!strcmp(v, cb_dtype_names[c])) {
