@@ -105,11 +105,27 @@ typedef enum {
 typedef int (*cxl_coll_oob_allgather_t)(void *arg, const void *sbuf,
                                         void *rbuf, size_t len);
 
+/*
+ * The same exchange, non-blocking (cxl_coll_team_create_start): start it,
+ * setting *req to a handle (returns 0 on success); oob_test(arg, req)
+ * returns 0 while it runs, 1 once rbuf holds every rank's part, < 0 if it
+ * failed, and releases req whenever it returns anything but 0.  sbuf and
+ * rbuf stay valid until then.
+ */
+typedef int (*cxl_coll_oob_iallgather_t)(void *arg, const void *sbuf,
+                                         void *rbuf, size_t len, void **req);
+typedef int (*cxl_coll_oob_test_t)(void *arg, void *req);
+
 typedef struct {
     int                      rank;
     int                      size;
     cxl_coll_oob_allgather_t oob_allgather;
     void                    *oob_arg;
+    /* Optional (both or neither): the non-blocking exchange that
+     * cxl_coll_team_create_start() uses; oob_allgather is still required
+     * (cxl_coll_team_destroy). */
+    cxl_coll_oob_iallgather_t oob_iallgather;
+    cxl_coll_oob_test_t      oob_test;
     /* Pool to use; NULL: CXL_COLL_POOL, else the pool the cxl transport
      * attaches first (the first of UCX_CXL_POOL unless "auto", else the
      * first devdax device that holds a pool, else the per-user default). */
@@ -175,6 +191,21 @@ int         cxl_coll_op_supported(cxl_coll_dtype_t dtype, cxl_coll_op_t op);
 /* Collective over all ranks of params; fails on every rank alike. */
 cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
                                        cxl_coll_team_t **team_p);
+/*
+ * The same creation as a request, for callers that must not wait for the
+ * other ranks now: start does the local part (pool, partition) and starts
+ * the first exchange over oob_iallgather (over oob_allgather, blocking,
+ * without it); then cxl_coll_team_create_test() until it returns anything
+ * but CXL_COLL_INPROGRESS: CXL_COLL_OK with *team_p set, or the error
+ * every rank gets alike.  The request is freed then (and only then).
+ * A start that fails (bad parameters, no memory, the exchange) returns
+ * the error and no request.
+ */
+typedef struct cxl_coll_team_creq cxl_coll_team_creq_t;
+cxl_coll_status_t cxl_coll_team_create_start(const cxl_coll_team_params_t *params,
+                                             cxl_coll_team_creq_t **creq_p);
+cxl_coll_status_t cxl_coll_team_create_test(cxl_coll_team_creq_t *creq,
+                                            cxl_coll_team_t **team_p);
 /* Collective; frees the rank's pool partition once no peer reads it. */
 void              cxl_coll_team_destroy(cxl_coll_team_t *team);
 /*

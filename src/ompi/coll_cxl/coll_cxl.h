@@ -56,10 +56,12 @@ typedef struct {
     int          progress_interval;
     int          spin_count;
     bool         nonblocking;     /* take MPI_Ibarrier... too */
+    bool         nb_team;         /* a non-blocking call makes the team */
     /* MPI_T performance variables (counters of this process) */
     unsigned long long n_teams;
     unsigned long long n_calls;
     unsigned long long n_nb_calls;
+    unsigned long long n_nb_teams;
     unsigned long long n_fallbacks;
     unsigned long long n_errors;
     /* non-blocking calls under way (coll_cxl_nb.c) */
@@ -69,6 +71,13 @@ typedef struct {
     unsigned     nb_pass;         /* progress passes (coll_cxl_nb.c) */
     int          nb_busy;         /* a progress pass is under way */
     int          nb_registered;   /* with opal_progress */
+    /* calls held while their team is made (coll_cxl_hold.c) */
+    opal_mutex_t hold_lock;
+    struct mca_coll_cxl_held *hold_head, **hold_tail;
+    unsigned     hold_active;     /* held calls not ended */
+    unsigned     hold_pass;
+    int          hold_busy;
+    int          hold_registered;
 } mca_coll_cxl_component_t;
 
 OMPI_MODULE_DECLSPEC extern mca_coll_cxl_component_t mca_coll_cxl_component;
@@ -130,6 +139,11 @@ typedef struct {
                                            free library request */
     unsigned               nb_count;    /* non-blocking calls under way */
     unsigned               nb_pass;     /* pass that found one in progress */
+    /* a team made without waiting (coll_cxl_hold.c): the creation under
+     * way, and the non-blocking calls held until it ends */
+    cxl_coll_team_creq_t  *creq;
+    unsigned               n_held;      /* held, not started yet */
+    unsigned               hold_pass;   /* pass that left one held */
 } mca_coll_cxl_module_t;
 
 OBJ_CLASS_DECLARATION(mca_coll_cxl_module_t);
@@ -137,6 +151,12 @@ OBJ_CLASS_DECLARATION(mca_coll_cxl_module_t);
 /* Make a lazy module's team (collective: the first call of a collective
  * coll/cxl takes on the communicator, on every rank); 1 once it has one. */
 int mca_coll_cxl_team_lazy(mca_coll_cxl_module_t *m);
+/* The same without waiting: start it (local; m->creq), then test it from
+ * progress; its end accepts or declines the communicator.  0: started;
+ * else the communicator was declined. */
+int  mca_coll_cxl_team_start(mca_coll_cxl_module_t *m);
+/* 1 once the creation ended (m->creq NULL, m->team set or declined) */
+int  mca_coll_cxl_team_test(mca_coll_cxl_module_t *m);
 
 /* Whether the library runs the module's calls: a team, made now if lazy */
 static inline int mca_coll_cxl_team_ready(mca_coll_cxl_module_t *m)
@@ -154,6 +174,105 @@ static inline int mca_coll_cxl_team_ready(mca_coll_cxl_module_t *m)
  */
 int mca_coll_cxl_takes(mca_coll_cxl_module_t *m, mca_coll_cxl_coll_t coll,
                        ompi_request_t **request);
+
+/*
+ * The out-of-band allgathers of a team (coll_cxl_oob.c): the blocking one
+ * over the previous module's allgather, the non-blocking one over
+ * point-to-point messages of a tag of its own (arg: the module).
+ */
+int mca_coll_cxl_oob_allgather(void *arg, const void *sbuf, void *rbuf,
+                               size_t len);
+int mca_coll_cxl_oob_iallgather(void *arg, const void *sbuf, void *rbuf,
+                                size_t len, void **req);
+int mca_coll_cxl_oob_test(void *arg, void *req);
+
+/*
+ * A non-blocking call's arguments, kept while it is held (coll_cxl_hold.c):
+ * bcast: buf in rbuf, count in rcount, dtype in rdtype; the reductions:
+ * count in scount (reduce_scatter_block: rcount), dtype in sdtype.
+ */
+typedef struct {
+    mca_coll_cxl_coll_t      coll;
+    const void              *sbuf;
+    void                    *rbuf;
+    int                      scount, rcount;
+    struct ompi_datatype_t  *sdtype, *rdtype;
+    struct ompi_op_t        *op;
+    int                      root;
+} mca_coll_cxl_call_t;
+
+/* set while a held call is started: it passes the gate */
+extern __thread int mca_coll_cxl_replaying;
+
+/* Whether a non-blocking call must look at holding (cheap, unlocked) */
+static inline int mca_coll_cxl_nb_gated(const mca_coll_cxl_module_t *m)
+{
+    return OPAL_UNLIKELY((m->team == NULL) || (m->n_held != 0)) &&
+           !mca_coll_cxl_replaying;
+}
+
+/* The start of a non-blocking entry point: returns if the call is held
+ * (the arguments: initialisers of its mca_coll_cxl_call_t) */
+#define COLL_CXL_NB_GATE(_m, _request, ...) \
+    do { \
+        if (mca_coll_cxl_nb_gated(_m)) { \
+            mca_coll_cxl_call_t _call = {__VA_ARGS__}; \
+            int _rc; \
+            if (mca_coll_cxl_hold((_m), &_call, (_request), &_rc)) { \
+                return _rc; \
+            } \
+        } \
+    } while (0)
+
+/*
+ * Hold the call if its team is being made, or start making it (the first
+ * non-blocking call of a lazy module, coll_cxl_nb_team): 1 with *request
+ * and *rc set; 0: not held, the caller goes on.
+ */
+int  mca_coll_cxl_hold(mca_coll_cxl_module_t *m, const mca_coll_cxl_call_t *call,
+                       ompi_request_t **request, int *rc);
+/* before a blocking call: the team's creation ended, held calls started */
+void mca_coll_cxl_hold_settle(mca_coll_cxl_module_t *m);
+void mca_coll_cxl_hold_fini(void);
+
+/*
+ * Open MPI 4.1's MPI_I... bindings take the returned request for an
+ * ompi_coll_base_nbc_request_t: for a derived datatype they retain it in
+ * the four words after ompi_request_t (a callback they chain in front of
+ * req_complete_cb, its data, the two objects) and release it from that
+ * callback (ompi_coll_base_retain_datatypes).  A plain ompi_request_t had
+ * them written over m, next and lreq (mpi_icoll_test: a crash at the first
+ * vector datatype).  So the request is one of that class, laid out as
+ * coll/base/coll_base_util.h has it; that header is not included because
+ * through ompi/op/op.h it needs Fortran headers Debian's libopenmpi-dev
+ * does not ship.
+ */
+OBJ_CLASS_DECLARATION(ompi_coll_base_nbc_request_t);
+
+typedef struct {
+    ompi_request_t super;
+    void          *chained_cb;      /* the bindings' words: */
+    void          *chained_cb_data; /*   never touched here */
+    void          *retained[2];
+} coll_cxl_nbc_base_t;
+
+/*
+ * What the component's two kinds of MPI request share (coll_cxl_nb.c): a
+ * call of the library, and a call held while its team is made
+ * (coll_cxl_hold.c).  ended and freed change under nb_lock.
+ */
+typedef struct {
+    coll_cxl_nbc_base_t    super;
+    mca_coll_cxl_module_t *m;
+    unsigned char          ended;  /* complete for MPI */
+    unsigned char          freed;  /* MPI_Request_free before that */
+} mca_coll_cxl_req_t;
+
+void mca_coll_cxl_req_init(mca_coll_cxl_req_t *b, mca_coll_cxl_module_t *m);
+/* The end of the call (nb_lock held): completed with rc, released if the
+ * program freed it already; one call fewer under way on the module */
+void mca_coll_cxl_req_complete(mca_coll_cxl_req_t *b, int rc);
+void mca_coll_cxl_req_release(mca_coll_cxl_req_t *b);
 
 /* component / module */
 int mca_coll_cxl_init_query(bool enable_progress_threads,

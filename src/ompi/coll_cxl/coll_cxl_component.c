@@ -54,6 +54,7 @@ mca_coll_cxl_component_t mca_coll_cxl_component = {
     .progress_interval = 256,
     .spin_count        = 1000,
     .nonblocking       = true,
+    .nb_team           = true,
 };
 
 const char *mca_coll_cxl_coll_name(mca_coll_cxl_coll_t coll)
@@ -178,11 +179,18 @@ static int coll_cxl_register(void)
                  "Whether coll/cxl also takes the non-blocking forms "
                  "(MPI_Ibarrier, MPI_Ibcast, ... of the collectives in "
                  "coll_cxl_collectives); false: they stay with the previous "
-                 "module (libnbc). A communicator's team is made at its "
-                 "first blocking collective: non-blocking calls before it "
-                 "go to the previous module (starting one must not wait for "
-                 "the other ranks)",
+                 "module (libnbc)",
                  MCA_BASE_VAR_TYPE_BOOL, &c->nonblocking);
+    coll_cxl_var("nb_team",
+                 "Whether a communicator's first non-blocking collective "
+                 "makes its team: the creation starts without waiting "
+                 "(its exchange runs over point-to-point messages while the "
+                 "program goes on) and the communicator's non-blocking "
+                 "calls are held until it ends, then run in the library "
+                 "(the previous module's if the creation failed); false: "
+                 "the team is made at the first blocking collective and "
+                 "non-blocking calls before it go to the previous module",
+                 MCA_BASE_VAR_TYPE_BOOL, &c->nb_team);
 
     coll_cxl_pvar("teams", "Communicators of this process coll/cxl runs on "
                   "now (library teams alive)", MCA_BASE_PVAR_CLASS_LEVEL,
@@ -194,6 +202,10 @@ static int coll_cxl_register(void)
                   "process run by the CXL collectives library (also counted "
                   "in coll_cxl_calls)", MCA_BASE_PVAR_CLASS_COUNTER,
                   &c->n_nb_calls);
+    coll_cxl_pvar("nb_teams", "Teams of this process made at a "
+                  "non-blocking collective, without waiting (also counted "
+                  "in coll_cxl_teams while alive)",
+                  MCA_BASE_PVAR_CLASS_COUNTER, &c->n_nb_teams);
     coll_cxl_pvar("fallbacks", "Collective calls of this process that "
                   "coll/cxl handed to the module it replaced (datatype, "
                   "operation or form it does not take)",
@@ -222,12 +234,19 @@ static int coll_cxl_open(void)
     c->nb_tail   = &c->nb_head;
     c->nb_active = 0;
     c->nb_busy   = 0;
+    OBJ_CONSTRUCT(&c->hold_lock, opal_mutex_t);
+    c->hold_head   = NULL;
+    c->hold_tail   = &c->hold_head;
+    c->hold_active = 0;
+    c->hold_busy   = 0;
     return OMPI_SUCCESS;
 }
 
 static int coll_cxl_close(void)
 {
+    mca_coll_cxl_hold_fini();
     mca_coll_cxl_nb_fini();
+    OBJ_DESTRUCT(&mca_coll_cxl_component.hold_lock);
     OBJ_DESTRUCT(&mca_coll_cxl_component.nb_lock);
     if (mca_coll_cxl_component.output >= 0) {
         opal_output_close(mca_coll_cxl_component.output);

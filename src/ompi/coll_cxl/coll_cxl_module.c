@@ -11,7 +11,10 @@
  * communicator everywhere.  The team is made at the communicator's first
  * collective, not in enable (see there; mca_coll_cxl_team_lazy): every
  * rank reaches that call in the same order, and a failure hands it and all
- * later ones to the previous module on every rank.
+ * later ones to the previous module on every rank.  A blocking first call
+ * makes it at once (cxl_coll_team_create); a non-blocking one starts it
+ * (mca_coll_cxl_team_start) and the progress engine ends it, its calls
+ * held meanwhile (coll_cxl_hold.c), so that starting stays local.
  *
  * The team is destroyed (collectively, over the previous allgather) from
  * the delete callback of a communicator attribute: MPI_Comm_free and
@@ -39,6 +42,9 @@ static void coll_cxl_module_construct(mca_coll_cxl_module_t *m)
     m->nb_unposted = 0;
     m->nb_count    = 0;
     m->nb_pass     = 0;
+    m->creq        = NULL;
+    m->n_held      = 0;
+    m->hold_pass   = 0;
 }
 
 #define COLL_CXL_PREV_RELEASE(_m, _f) \
@@ -82,22 +88,6 @@ static void coll_cxl_module_destruct(mca_coll_cxl_module_t *m)
 OBJ_CLASS_INSTANCE(mca_coll_cxl_module_t, mca_coll_base_module_t,
                    coll_cxl_module_construct, coll_cxl_module_destruct);
 
-/* The library's out-of-band allgather: the previous module's allgather
- * of this communicator (point-to-point based; never this module's) */
-static int coll_cxl_oob_allgather(void *arg, const void *sbuf, void *rbuf,
-                                  size_t len)
-{
-    mca_coll_cxl_module_t *m = arg;
-    int rc;
-
-    if (len > INT_MAX) {
-        return -1;
-    }
-    rc = m->prev.allgather(sbuf, (int)len, MPI_BYTE, rbuf, (int)len,
-                           MPI_BYTE, m->comm, m->prev.allgather_module);
-    return (rc == OMPI_SUCCESS) ? 0 : -1;
-}
-
 /* Delete callback of the communicator's coll/cxl attribute: called on
  * every rank by MPI_Comm_free / MPI_Finalize while the communicator works.
  * Calls the previous allgather makes meanwhile find m->team NULL and fall
@@ -112,10 +102,12 @@ static int coll_cxl_attr_delete(MPI_Comm comm, int keyval, void *attr,
     (void)keyval;
     (void)extra;
     m->lazy = 0; /* nothing collective runs on it from here on */
+    /* its non-blocking calls end first, held ones and a team creation
+     * under way included (MPI: pending operations on a freed communicator
+     * complete normally) */
+    mca_coll_cxl_nb_drain(m);
+    team = m->team;
     if (team != NULL) {
-        /* its non-blocking calls end first (MPI: pending operations on a
-         * freed communicator complete normally) */
-        mca_coll_cxl_nb_drain(m);
         m->team = NULL;
         cxl_coll_team_destroy(team);
         __atomic_fetch_sub(&mca_coll_cxl_component.n_teams, 1,
@@ -197,55 +189,123 @@ static void coll_cxl_decline(ompi_communicator_t *comm, const char *why)
         } \
     } while (0)
 
-/* The library team of the module's communicator (collective) */
-static int coll_cxl_team_make(mca_coll_cxl_module_t *m)
+static void coll_cxl_team_params(mca_coll_cxl_module_t *m,
+                                 cxl_coll_team_params_t *params)
+{
+    mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
+
+    cxl_coll_team_params_init(params);
+    params->rank          = ompi_comm_rank(m->comm);
+    params->size          = ompi_comm_size(m->comm);
+    params->oob_allgather = mca_coll_cxl_oob_allgather;
+    params->oob_arg       = m;
+    if ((c->pool != NULL) && (c->pool[0] != '\0')) {
+        params->pool_path = c->pool;
+    }
+    if (c->region_size != 0) {
+        params->region_size = c->region_size;
+    }
+    /* how the library's blocking calls wait (coll_cxl_run.c) */
+    params->progress          = mca_coll_cxl_progress;
+    params->progress_interval = (unsigned)c->progress_interval;
+    params->spin              = c->spin_count;
+}
+
+/* The end of a team creation, alike on every rank: accepted or declined */
+static int coll_cxl_team_done(mca_coll_cxl_module_t *m,
+                              cxl_coll_status_t status, cxl_coll_team_t *team)
 {
     mca_coll_cxl_component_t *c = &mca_coll_cxl_component;
     ompi_communicator_t *comm   = m->comm;
-    cxl_coll_team_params_t params;
-    cxl_coll_status_t status;
     char why[320];
 
-    cxl_coll_team_params_init(&params);
-    params.rank          = ompi_comm_rank(comm);
-    params.size          = ompi_comm_size(comm);
-    params.oob_allgather = coll_cxl_oob_allgather;
-    params.oob_arg       = m;
-    if ((c->pool != NULL) && (c->pool[0] != '\0')) {
-        params.pool_path = c->pool;
-    }
-    if (c->region_size != 0) {
-        params.region_size = c->region_size;
-    }
-    /* how the library's blocking calls wait (coll_cxl_run.c) */
-    params.progress          = mca_coll_cxl_progress;
-    params.progress_interval = (unsigned)c->progress_interval;
-    params.spin              = c->spin_count;
-    status = cxl_coll_team_create(&params, &m->team);
     if (status != CXL_COLL_OK) {
-        m->team = NULL;
         snprintf(why, sizeof(why), "team creation failed: %s",
                  mca_coll_cxl_error_text(status));
         coll_cxl_decline(comm, why);
         return OMPI_ERROR;
     }
-
+    m->team = team;
     /* first collectives of two communicators may run in two threads */
     __atomic_fetch_add(&c->n_teams, 1, __ATOMIC_RELAXED);
-    if (coll_cxl_attach(m, comm) != OMPI_SUCCESS) {
-        /* a local failure (memory): the team stays usable, only its pool
-         * memory is not given back before the process ends */
-        opal_output(0, "coll:cxl: comm %s (cid %u): could not set the "
-                    "attribute that frees the team", comm->c_name,
-                    (unsigned)comm->c_contextid);
-    }
     COLL_CXL_VERBOSE(1, "coll:cxl: comm %s (cid %u, rank %d of %d): "
                      "accepted: library team of %d ranks, priority %d, "
                      "collectives %s", comm->c_name,
-                     (unsigned)comm->c_contextid, params.rank, params.size,
-                     cxl_coll_team_size(m->team), c->priority,
-                     c->collectives);
+                     (unsigned)comm->c_contextid, ompi_comm_rank(comm),
+                     ompi_comm_size(comm), cxl_coll_team_size(team),
+                     c->priority, c->collectives);
     return OMPI_SUCCESS;
+}
+
+static void coll_cxl_attach_or_say(mca_coll_cxl_module_t *m)
+{
+    if (coll_cxl_attach(m, m->comm) != OMPI_SUCCESS) {
+        /* a local failure (memory): the team stays usable, only its pool
+         * memory is not given back before the process ends */
+        opal_output(0, "coll:cxl: comm %s (cid %u): could not set the "
+                    "attribute that frees the team", m->comm->c_name,
+                    (unsigned)m->comm->c_contextid);
+    }
+}
+
+/* The library team of the module's communicator (collective) */
+static int coll_cxl_team_make(mca_coll_cxl_module_t *m)
+{
+    cxl_coll_team_params_t params;
+    cxl_coll_team_t *team = NULL;
+    cxl_coll_status_t status;
+
+    coll_cxl_team_params(m, &params);
+    status = cxl_coll_team_create(&params, &team);
+    if (coll_cxl_team_done(m, status, team) != OMPI_SUCCESS) {
+        return OMPI_ERROR;
+    }
+    coll_cxl_attach_or_say(m);
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_cxl_team_start(mca_coll_cxl_module_t *m)
+{
+    cxl_coll_team_params_t params;
+    cxl_coll_status_t status;
+
+    m->lazy = 0; /* once, as for a blocking call */
+    coll_cxl_team_params(m, &params);
+    params.oob_iallgather = mca_coll_cxl_oob_iallgather;
+    params.oob_test       = mca_coll_cxl_oob_test;
+    status = cxl_coll_team_create_start(&params, &m->creq);
+    if (status != CXL_COLL_OK) {
+        m->creq = NULL;
+        return coll_cxl_team_done(m, status, NULL);
+    }
+    /* the attribute now: a communicator freed before the creation ends
+     * waits for it (and its held calls) in the delete callback */
+    coll_cxl_attach_or_say(m);
+    COLL_CXL_VERBOSE(1, "coll:cxl: comm %s (cid %u, rank %d of %d): team "
+                     "started at a non-blocking collective (made without "
+                     "waiting; its calls are held until then)",
+                     m->comm->c_name, (unsigned)m->comm->c_contextid,
+                     ompi_comm_rank(m->comm), ompi_comm_size(m->comm));
+    return OMPI_SUCCESS;
+}
+
+int mca_coll_cxl_team_test(mca_coll_cxl_module_t *m)
+{
+    cxl_coll_team_t *team = NULL;
+    cxl_coll_status_t status;
+
+    if (m->creq == NULL) {
+        return 1;
+    }
+    status = cxl_coll_team_create_test(m->creq, &team);
+    if (status == CXL_COLL_INPROGRESS) {
+        return 0;
+    }
+    m->creq = NULL; /* freed by the test */
+    if (coll_cxl_team_done(m, status, team) == OMPI_SUCCESS) {
+        ++mca_coll_cxl_component.n_nb_teams;
+    }
+    return 1;
 }
 
 int mca_coll_cxl_team_lazy(mca_coll_cxl_module_t *m)
@@ -263,6 +323,11 @@ int mca_coll_cxl_takes(mca_coll_cxl_module_t *m, mca_coll_cxl_coll_t coll,
                        ompi_request_t **request)
 {
     if (request == NULL) {
+        if (OPAL_UNLIKELY((m->creq != NULL) || (m->n_held != 0))) {
+            /* a team being made at a non-blocking call: it ends, and the
+             * calls held for it start, before this one */
+            mca_coll_cxl_hold_settle(m);
+        }
         if (mca_coll_cxl_team_ready(m)) {
             return 1;
         }
@@ -273,8 +338,9 @@ int mca_coll_cxl_takes(mca_coll_cxl_module_t *m, mca_coll_cxl_coll_t coll,
         return 1;
     }
     mca_coll_cxl_count_fallback(m, coll, m->lazy ?
-                                "no team yet (it is made at the first "
-                                "blocking collective)" : "no team");
+                                "no team yet (coll_cxl_nb_team is false: "
+                                "it is made at the first blocking "
+                                "collective)" : "no team");
     return 0;
 }
 

@@ -62,6 +62,7 @@ int mca_coll_cxl_ibarrier(struct ompi_communicator_t *comm,
     mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
     cxl_coll_args_t args = {.type = CXL_COLL_BARRIER, .dtype = CXL_COLL_UINT8};
 
+    COLL_CXL_NB_GATE(m, request, .coll = COLL_CXL_BARRIER);
     if (!mca_coll_cxl_takes(m, COLL_CXL_BARRIER, request)) {
         return m->prev.ibarrier(comm, request, m->prev.ibarrier_module);
     }
@@ -268,8 +269,11 @@ int mca_coll_cxl_ibcast(void *buf, int count, struct ompi_datatype_t *dtype,
                         ompi_request_t **request,
                         mca_coll_base_module_t *module)
 {
-    return coll_cxl_bcast_any(buf, count, dtype, root, comm,
-                              (mca_coll_cxl_module_t *)module, request);
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+
+    COLL_CXL_NB_GATE(m, request, .coll = COLL_CXL_BCAST, .rbuf = buf,
+                     .rcount = count, .rdtype = dtype, .root = root);
+    return coll_cxl_bcast_any(buf, count, dtype, root, comm, m, request);
 }
 
 int mca_coll_cxl_gather(const void *sbuf, int scount,
@@ -290,9 +294,13 @@ int mca_coll_cxl_igather(const void *sbuf, int scount,
                          ompi_request_t **request,
                          mca_coll_base_module_t *module)
 {
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+
+    COLL_CXL_NB_GATE(m, request, .coll = COLL_CXL_GATHER, .sbuf = sbuf,
+                     .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                     .rcount = rcount, .rdtype = rdtype, .root = root);
     return coll_cxl_gather_any(sbuf, scount, sdtype, rbuf, rcount, rdtype,
-                               root, comm, (mca_coll_cxl_module_t *)module,
-                               request);
+                               root, comm, m, request);
 }
 
 int mca_coll_cxl_scatter(const void *sbuf, int scount,
@@ -313,9 +321,13 @@ int mca_coll_cxl_iscatter(const void *sbuf, int scount,
                           ompi_request_t **request,
                           mca_coll_base_module_t *module)
 {
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+
+    COLL_CXL_NB_GATE(m, request, .coll = COLL_CXL_SCATTER, .sbuf = sbuf,
+                     .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                     .rcount = rcount, .rdtype = rdtype, .root = root);
     return coll_cxl_scatter_any(sbuf, scount, sdtype, rbuf, rcount, rdtype,
-                                root, comm, (mca_coll_cxl_module_t *)module,
-                                request);
+                                root, comm, m, request);
 }
 
 static int coll_cxl_allgather_any(const void *sbuf, int scount,
@@ -373,9 +385,13 @@ int mca_coll_cxl_iallgather(const void *sbuf, int scount,
                             ompi_request_t **request,
                             mca_coll_base_module_t *module)
 {
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+
+    COLL_CXL_NB_GATE(m, request, .coll = COLL_CXL_ALLGATHER, .sbuf = sbuf,
+                     .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                     .rcount = rcount, .rdtype = rdtype);
     return coll_cxl_allgather_any(sbuf, scount, sdtype, rbuf, rcount, rdtype,
-                                  comm, (mca_coll_cxl_module_t *)module,
-                                  request);
+                                  comm, m, request);
 }
 
 int mca_coll_cxl_alltoall(const void *sbuf, int scount,
@@ -395,7 +411,11 @@ int mca_coll_cxl_ialltoall(const void *sbuf, int scount,
                            ompi_request_t **request,
                            mca_coll_base_module_t *module)
 {
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+
+    COLL_CXL_NB_GATE(m, request, .coll = COLL_CXL_ALLTOALL, .sbuf = sbuf,
+                     .scount = scount, .sdtype = sdtype, .rbuf = rbuf,
+                     .rcount = rcount, .rdtype = rdtype);
     return coll_cxl_alltoall_any(sbuf, scount, sdtype, rbuf, rcount, rdtype,
-                                 comm, (mca_coll_cxl_module_t *)module,
-                                 request);
+                                 comm, m, request);
 }

@@ -30,38 +30,14 @@
 
 #include <sched.h>
 
-/*
- * Open MPI 4.1's MPI_I... bindings take the returned request for an
- * ompi_coll_base_nbc_request_t: for a derived datatype they retain it in
- * the four words after ompi_request_t (a callback they chain in front of
- * req_complete_cb, its data, the two objects) and release it from that
- * callback (ompi_coll_base_retain_datatypes).  A plain ompi_request_t had
- * them written over m, next and lreq (mpi_icoll_test: a crash at the first
- * vector datatype).  So the request is one of that class, laid out as
- * coll/base/coll_base_util.h has it; that header is not included because
- * through ompi/op/op.h it needs Fortran headers Debian's libopenmpi-dev
- * does not ship.
- */
-OBJ_CLASS_DECLARATION(ompi_coll_base_nbc_request_t);
-
-typedef struct {
-    ompi_request_t super;
-    void          *chained_cb;      /* the bindings' words: */
-    void          *chained_cb_data; /*   never touched here */
-    void          *retained[2];
-} coll_cxl_nbc_base_t;
-
 /* A non-blocking call of the component */
 typedef struct mca_coll_cxl_request {
-    coll_cxl_nbc_base_t          super;
-    mca_coll_cxl_module_t       *m;
+    mca_coll_cxl_req_t           base;
     struct mca_coll_cxl_request *next;  /* the component's list */
     cxl_coll_req_t              *lreq;  /* NULL: not posted yet */
     cxl_coll_args_t              args;
     mca_coll_cxl_stage_t         s, r;  /* staged buffers, if has_s/has_r */
     unsigned char                has_s, has_r;
-    unsigned char                ended;  /* complete for MPI */
-    unsigned char                freed;  /* MPI_Request_free before that */
 } mca_coll_cxl_request_t;
 
 static OBJ_CLASS_INSTANCE(mca_coll_cxl_request_t, ompi_coll_base_nbc_request_t,
@@ -70,37 +46,65 @@ static OBJ_CLASS_INSTANCE(mca_coll_cxl_request_t, ompi_coll_base_nbc_request_t,
 /* polls of a flush or drain before each sched_yield() */
 #define COLL_CXL_NB_SPIN 1000
 
-static void coll_cxl_nb_release(mca_coll_cxl_request_t *q)
+void mca_coll_cxl_req_release(mca_coll_cxl_req_t *b)
 {
-    OMPI_REQUEST_FINI(&q->super.super);
-    OBJ_RELEASE(q);
+    OMPI_REQUEST_FINI(&b->super.super);
+    OBJ_RELEASE(b);
 }
 
 /* MPI_Wait/MPI_Test after the end, or MPI_Request_free at any time */
-static int coll_cxl_nb_free(ompi_request_t **rptr)
+static int coll_cxl_req_free(ompi_request_t **rptr)
 {
-    mca_coll_cxl_request_t *q = (mca_coll_cxl_request_t *)*rptr;
+    mca_coll_cxl_req_t *b = (mca_coll_cxl_req_t *)*rptr;
     int ended;
 
     OPAL_THREAD_LOCK(&mca_coll_cxl_component.nb_lock);
-    ended = q->ended;
+    ended = b->ended;
     if (!ended) {
-        q->freed = 1; /* released when it ends */
+        b->freed = 1; /* released when it ends */
     }
     OPAL_THREAD_UNLOCK(&mca_coll_cxl_component.nb_lock);
     if (ended) {
-        coll_cxl_nb_release(q);
+        mca_coll_cxl_req_release(b);
     }
     *rptr = MPI_REQUEST_NULL;
     return OMPI_SUCCESS;
 }
 
 /* MPI does not allow cancelling a collective: the call goes on */
-static int coll_cxl_nb_cancel(ompi_request_t *req, int flag)
+static int coll_cxl_req_cancel(ompi_request_t *req, int flag)
 {
     (void)req;
     (void)flag;
     return OMPI_SUCCESS;
+}
+
+void mca_coll_cxl_req_init(mca_coll_cxl_req_t *b, mca_coll_cxl_module_t *m)
+{
+    OMPI_REQUEST_INIT(&b->super.super, false);
+    b->super.super.req_type            = OMPI_REQUEST_COLL;
+    b->super.super.req_state           = OMPI_REQUEST_ACTIVE;
+    b->super.super.req_status          = ompi_status_empty;
+    b->super.super.req_free            = coll_cxl_req_free;
+    b->super.super.req_cancel          = coll_cxl_req_cancel;
+    b->super.super.req_mpi_object.comm = m->comm;
+    b->m     = m;
+    b->ended = 0;
+    b->freed = 0;
+}
+
+void mca_coll_cxl_req_complete(mca_coll_cxl_req_t *b, int rc)
+{
+    b->m->nb_count--;
+    b->super.super.req_status.MPI_ERROR = rc;
+    b->ended = 1;
+    /* completed even when freed: the completion callback releases what
+     * the bindings retained; under nb_lock, a waiter in another thread
+     * frees it only after */
+    ompi_request_complete(&b->super.super, true);
+    if (b->freed) {
+        mca_coll_cxl_req_release(b);
+    }
 }
 
 /* The end of a call (nb_lock held): staged buffers out, then complete */
@@ -110,7 +114,7 @@ static void coll_cxl_nb_end(mca_coll_cxl_request_t *q,
     int rc = MPI_SUCCESS, rc2;
 
     if (status != CXL_COLL_OK) {
-        rc = mca_coll_cxl_report(q->m, q->args.type, status);
+        rc = mca_coll_cxl_report(q->base.m, q->args.type, status);
     }
     if (q->has_s) {
         (void)mca_coll_cxl_stage_out(&q->s, 0);
@@ -121,16 +125,7 @@ static void coll_cxl_nb_end(mca_coll_cxl_request_t *q,
             rc = rc2;
         }
     }
-    q->m->nb_count--;
-    q->super.super.req_status.MPI_ERROR = rc;
-    q->ended = 1;
-    /* completed even when freed: the completion callback releases what
-     * the bindings retained; under nb_lock, a waiter in another thread
-     * frees it only after */
-    ompi_request_complete(&q->super.super, true);
-    if (q->freed) {
-        coll_cxl_nb_release(q);
-    }
+    mca_coll_cxl_req_complete(&q->base, rc);
 }
 
 /*
@@ -142,7 +137,7 @@ static void coll_cxl_nb_end(mca_coll_cxl_request_t *q,
  */
 static cxl_coll_status_t coll_cxl_nb_step(mca_coll_cxl_request_t *q)
 {
-    mca_coll_cxl_module_t *m = q->m;
+    mca_coll_cxl_module_t *m = q->base.m;
     cxl_coll_status_t status;
 
     if (q->lreq == NULL) {
@@ -195,7 +190,7 @@ static int coll_cxl_nb_progress(void)
     pass       = ++c->nb_pass;
     link       = &c->nb_head;
     while ((q = *link) != NULL) {
-        m = q->m;
+        m = q->base.m;
         if ((m->nb_pass == pass) || OPAL_THREAD_TRYLOCK(&m->lock)) {
             m->nb_pass = pass;
             link       = &q->next;
@@ -276,14 +271,7 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
         OPAL_THREAD_UNLOCK(&m->lock);
         return mca_coll_cxl_report(m, args->type, CXL_COLL_ERR_NO_MEMORY);
     }
-    OMPI_REQUEST_INIT(&q->super.super, false);
-    q->super.super.req_type            = OMPI_REQUEST_COLL;
-    q->super.super.req_state           = OMPI_REQUEST_ACTIVE;
-    q->super.super.req_status          = ompi_status_empty;
-    q->super.super.req_free            = coll_cxl_nb_free;
-    q->super.super.req_cancel          = coll_cxl_nb_cancel;
-    q->super.super.req_mpi_object.comm = m->comm;
-    q->m     = m;
+    mca_coll_cxl_req_init(&q->base, m);
     q->next  = NULL;
     q->lreq  = NULL;
     q->args  = *args;
@@ -295,8 +283,6 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
     if (r != NULL) {
         q->r = *r;
     }
-    q->ended = 0;
-    q->freed = 0;
 
     COLL_CXL_VERBOSE(20, "coll:cxl: non-blocking %s on %s (cid %u): "
                      "library, %zu x %s", mca_coll_cxl_type_name(args->type),
@@ -331,8 +317,8 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
     ++c->n_calls;
     ++c->n_nb_calls;
     if (status != CXL_COLL_OK) {
-        q->ended = 1;
-        coll_cxl_nb_release(q);
+        q->base.ended = 1;
+        mca_coll_cxl_req_release(&q->base);
         coll_cxl_nb_unstage(s, r);
         return mca_coll_cxl_report(m, args->type, status);
     }
@@ -347,7 +333,7 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
         c->nb_active++;
     }
     OPAL_THREAD_UNLOCK(&c->nb_lock);
-    *request = &q->super.super;
+    *request = &q->base.super.super;
     return OMPI_SUCCESS;
 }
 

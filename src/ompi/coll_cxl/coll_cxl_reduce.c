@@ -147,8 +147,13 @@ int mca_coll_cxl_ireduce(const void *sbuf, void *rbuf, int count,
                          ompi_request_t **request,
                          mca_coll_base_module_t *module)
 {
-    return coll_cxl_reduce_any(sbuf, rbuf, count, dtype, op, root, comm,
-                               (mca_coll_cxl_module_t *)module, request);
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+
+    COLL_CXL_NB_GATE(m, request, .coll = COLL_CXL_REDUCE, .sbuf = sbuf,
+                     .rbuf = rbuf, .scount = count, .sdtype = dtype, .op = op,
+                     .root = root);
+    return coll_cxl_reduce_any(sbuf, rbuf, count, dtype, op, root, comm, m,
+                               request);
 }
 
 int mca_coll_cxl_allreduce(const void *sbuf, void *rbuf, int count,
@@ -168,8 +173,12 @@ int mca_coll_cxl_iallreduce(const void *sbuf, void *rbuf, int count,
                             ompi_request_t **request,
                             mca_coll_base_module_t *module)
 {
-    return coll_cxl_allreduce_any(sbuf, rbuf, count, dtype, op, comm,
-                                  (mca_coll_cxl_module_t *)module, request);
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+
+    COLL_CXL_NB_GATE(m, request, .coll = COLL_CXL_ALLREDUCE, .sbuf = sbuf,
+                     .rbuf = rbuf, .scount = count, .sdtype = dtype, .op = op);
+    return coll_cxl_allreduce_any(sbuf, rbuf, count, dtype, op, comm, m,
+                                  request);
 }
 
 int mca_coll_cxl_reduce_scatter_block(const void *sbuf, void *rbuf,
@@ -193,8 +202,11 @@ int mca_coll_cxl_ireduce_scatter_block(const void *sbuf, void *rbuf,
                                        ompi_request_t **request,
                                        mca_coll_base_module_t *module)
 {
+    mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
+
+    COLL_CXL_NB_GATE(m, request, .coll = COLL_CXL_REDUCE_SCATTER_BLOCK,
+                     .sbuf = sbuf, .rbuf = rbuf, .rcount = rcount,
+                     .sdtype = dtype, .op = op);
     return coll_cxl_reduce_scatter_block_any(sbuf, rbuf, rcount, dtype, op,
-                                             comm,
-                                             (mca_coll_cxl_module_t *)module,
-                                             request);
+                                             comm, m, request);
 }

@@ -5,6 +5,13 @@
  * caller's out-of-band allgather, validate what they sent (the pool is
  * shared memory: offsets and extents are checked, not trusted), and agree
  * on the verdict in a second exchange so every rank fails alike.
+ *
+ * Creation is a request (cxl_coll_team_create_start/_test): with the
+ * caller's non-blocking allgather, starting it does only local work, and
+ * each test moves it from one exchange to the next, so a caller whose
+ * collectives must start without waiting for the other ranks (MPI's
+ * non-blocking ones) can make the team in the background.  The blocking
+ * cxl_coll_team_create() runs the same steps with oob_allgather.
  */
 #include "coll_int.h"
 
@@ -297,49 +304,75 @@ static const char *cxl_coll_team_detail(const char *msg,
     return (!strncmp(msg, name, n) && (msg[n] == ':')) ? msg + n + 2 : msg;
 }
 
-cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
-                                       cxl_coll_team_t **team_p)
+/*
+ * A team creation under way: the two exchanges (records, then verdicts),
+ * each a blocking oob_allgather or a started oob_iallgather that
+ * cxl_coll_team_create_test() tests.
+ */
+struct cxl_coll_team_creq {
+    cxl_coll_team_t          *team;
+    cxl_coll_oob_iallgather_t oob_start; /* NULL: blocking exchanges */
+    cxl_coll_oob_test_t       oob_test;
+    void                     *oob_req;   /* the exchange under way */
+    int                       round;     /* 0: records, 1: verdicts */
+    cxl_coll_status_t         local;     /* this rank's own preparation */
+    cxl_coll_oob_rec_t        rec, *recs;
+    int32_t                   verdict, *verdicts;
+    char                      detail[512];
+};
+
+static void cxl_coll_creq_free(cxl_coll_team_creq_t *creq)
 {
-    cxl_coll_status_t status, local;
-    cxl_coll_oob_rec_t rec, *recs = NULL;
-    int32_t verdict, *verdicts = NULL;
+    if (creq->team != NULL) {
+        cxl_coll_team_free(creq->team);
+    }
+    free(creq->recs);
+    free(creq->verdicts);
+    free(creq);
+}
+
+/* Start exchange number creq->round; 0, or an error that was set */
+static int cxl_coll_creq_exchange(cxl_coll_team_creq_t *creq)
+{
+    cxl_coll_team_t *team = creq->team;
+    const void *sbuf = creq->round ? (const void *)&creq->verdict :
+                                     (const void *)&creq->rec;
+    void *rbuf       = creq->round ? (void *)creq->verdicts :
+                                     (void *)creq->recs;
+    size_t len       = creq->round ? sizeof(creq->verdict) :
+                                     sizeof(creq->rec);
+    const char *what = creq->round ? "verdict" : "record";
+    int rc;
+
+    creq->oob_req = NULL;
+    if (creq->oob_start != NULL) {
+        rc = creq->oob_start(team->oob_arg, sbuf, rbuf, len, &creq->oob_req);
+        if ((rc == 0) && (creq->oob_req == NULL)) {
+            rc = -1; /* a started exchange has a handle to test */
+        }
+    } else {
+        rc = team->oob(team->oob_arg, sbuf, rbuf, len);
+    }
+    if (rc != 0) {
+        creq->oob_req = NULL;
+        cxl_coll_error(CXL_COLL_ERR_OOB, "team creation: the out-of-band "
+                       "allgather of the %s (%zu bytes) failed", what, len);
+    }
+    return rc;
+}
+
+/* Everything up to the first exchange: local, and may fail locally (the
+ * record says so, and the rank still takes part in both exchanges) */
+static void cxl_coll_creq_prepare(cxl_coll_team_creq_t *creq,
+                                  const cxl_coll_team_params_t *params)
+{
+    cxl_coll_team_t *team = creq->team;
+    cxl_coll_oob_rec_t *rec = &creq->rec;
+    cxl_coll_status_t local;
     cxlpool_extent_t ext;
     cxlpool_info_t info;
-    cxl_coll_team_t *team;
-    char detail[512];
-    int i;
 
-    if ((params == NULL) || (team_p == NULL) ||
-        (params->oob_allgather == NULL) || (params->size < 1) ||
-        (params->size > CXL_COLL_MAX_RANKS) || (params->rank < 0) ||
-        (params->rank >= params->size)) {
-        return cxl_coll_error(CXL_COLL_ERR_INVAL, "team parameters: rank %d of"
-                              " %d, oob %s (1 to %d ranks, an oob allgather)",
-                              params ? params->rank : -1,
-                              params ? params->size : -1,
-                              (params && params->oob_allgather) ? "set" :
-                              "missing", CXL_COLL_MAX_RANKS);
-    }
-
-    team = calloc(1, sizeof(*team));
-    recs = calloc(params->size, sizeof(*recs));
-    verdicts = calloc(params->size, sizeof(*verdicts));
-    if ((team == NULL) || (recs == NULL) || (verdicts == NULL)) {
-        free(team);
-        free(recs);
-        free(verdicts);
-        return cxl_coll_error(CXL_COLL_ERR_NO_MEMORY, "team of %d ranks",
-                              params->size);
-    }
-    team->rank    = params->rank;
-    team->size    = params->size;
-    team->call    = &cxl_coll_call_none;
-    team->oob     = params->oob_allgather;
-    team->oob_arg = params->oob_arg;
-
-    /* everything up to the exchange may fail locally: the record says so,
-     * and every rank still takes part in both exchanges */
-    memset(&rec, 0, sizeof(rec));
+    memset(rec, 0, sizeof(*rec));
     local = cxl_coll_config_read(&team->cfg);
     if ((local == CXL_COLL_OK) && team->cfg.help && (team->rank == 0)) {
         cxl_coll_config_print(stderr);
@@ -362,78 +395,182 @@ cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
     }
     if (local == CXL_COLL_OK) {
         cxlpool_info(team->pool, &info);
-        memcpy(rec.uuid, info.uuid, sizeof(rec.uuid));
-        rec.part_off  = ext.offset;
-        rec.part_len  = ext.length;
-        rec.ext_index = ext.index;
-        rec.ext_gen   = ext.gen;
-        rec.token     = cxlpool_token(team->pool);
-        rec.host      = cxlpool_host_index(team->pool);
-        rec.coh       = team->coh;
+        memcpy(rec->uuid, info.uuid, sizeof(rec->uuid));
+        rec->part_off  = ext.offset;
+        rec->part_len  = ext.length;
+        rec->ext_index = ext.index;
+        rec->ext_gen   = ext.gen;
+        rec->token     = cxlpool_token(team->pool);
+        rec->host      = cxlpool_host_index(team->pool);
+        rec->coh       = team->coh;
     }
-    snprintf(detail, sizeof(detail), "%s", cxl_coll_last_error());
-    rec.magic   = CXL_COLL_MAGIC;
-    rec.version = CXL_COLL_OOB_VERSION;
-    rec.status  = local;
-    rec.rank    = team->rank;
-    rec.size    = team->size;
-    rec.region  = team->region;
-    rec.oneshot_max = team->cfg.oneshot_max;
+    snprintf(creq->detail, sizeof(creq->detail), "%s", cxl_coll_last_error());
+    rec->magic       = CXL_COLL_MAGIC;
+    rec->version     = CXL_COLL_OOB_VERSION;
+    rec->status      = local;
+    rec->rank        = team->rank;
+    rec->size        = team->size;
+    rec->region      = team->region;
+    rec->oneshot_max = team->cfg.oneshot_max;
+    creq->local      = local;
+}
 
-    if (params->oob_allgather(params->oob_arg, &rec, recs, sizeof(rec)) != 0) {
-        status = cxl_coll_error(CXL_COLL_ERR_OOB, "team creation: the "
-                                "out-of-band allgather of %zu bytes failed",
-                                sizeof(rec));
-        goto err;
-    }
-    if (local != CXL_COLL_OK) {
-        verdict = local;
-    } else {
-        verdict = cxl_coll_team_validate(team, recs);
-        snprintf(detail, sizeof(detail), "%s", cxl_coll_last_error());
-    }
-    if (params->oob_allgather(params->oob_arg, &verdict, verdicts,
-                              sizeof(verdict)) != 0) {
-        status = cxl_coll_error(CXL_COLL_ERR_OOB, "team creation: the "
-                                "out-of-band allgather of the verdict failed");
-        goto err;
-    }
-    status = CXL_COLL_OK;
+/* After the verdicts: the team, or the first failure any rank had */
+static cxl_coll_status_t cxl_coll_creq_finish(cxl_coll_team_creq_t *creq)
+{
+    cxl_coll_team_t *team = creq->team;
+    cxl_coll_status_t status, own = (cxl_coll_status_t)creq->verdict;
+    int i;
+
     for (i = 0; i < team->size; ++i) {
-        if (verdicts[i] == CXL_COLL_OK) {
+        if (creq->verdicts[i] == CXL_COLL_OK) {
             continue;
         }
-        status = (cxl_coll_status_t)verdicts[i];
-        if (verdicts[team->rank] != CXL_COLL_OK) {
+        status = (cxl_coll_status_t)creq->verdicts[i];
+        if (own != CXL_COLL_OK) {
             /* the own reason, with its detail */
-            status = (cxl_coll_status_t)verdicts[team->rank];
-            cxl_coll_error(status, "rank %d: %s", team->rank,
-                           cxl_coll_team_detail(detail, status));
-        } else {
-            cxl_coll_error(status, "rank %d failed team creation (%s); this "
-                           "rank found nothing wrong", i,
-                           cxl_coll_strerror(status));
+            return cxl_coll_error(own, "rank %d: %s", team->rank,
+                                  cxl_coll_team_detail(creq->detail, own));
         }
-        goto err;
+        return cxl_coll_error(status, "rank %d failed team creation (%s); "
+                              "this rank found nothing wrong", i,
+                              cxl_coll_strerror(status));
     }
-
-    status = cxl_coll_team_setup(team, recs);
+    status = cxl_coll_team_setup(team, creq->recs);
     if (status != CXL_COLL_OK) {
         /* after a good verdict only host memory can fail here; peers learn
          * of it through the abort line */
         cxl_coll_abort(team, status);
-        goto err;
     }
-    free(recs);
-    free(verdicts);
-    *team_p = team;
-    return CXL_COLL_OK;
-
-err:
-    free(recs);
-    free(verdicts);
-    cxl_coll_team_free(team);
     return status;
+}
+
+cxl_coll_status_t
+cxl_coll_team_create_start(const cxl_coll_team_params_t *params,
+                           cxl_coll_team_creq_t **creq_p)
+{
+    cxl_coll_team_creq_t *creq;
+    cxl_coll_team_t *team;
+
+    if ((params == NULL) || (creq_p == NULL) ||
+        (params->oob_allgather == NULL) || (params->size < 1) ||
+        (params->size > CXL_COLL_MAX_RANKS) || (params->rank < 0) ||
+        (params->rank >= params->size) ||
+        ((params->oob_iallgather == NULL) != (params->oob_test == NULL))) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "team parameters: rank %d of"
+                              " %d, oob %s, oob_iallgather %s, oob_test %s "
+                              "(1 to %d ranks, an oob allgather, the "
+                              "non-blocking one with its test or neither)",
+                              params ? params->rank : -1,
+                              params ? params->size : -1,
+                              (params && params->oob_allgather) ? "set" :
+                              "missing",
+                              (params && params->oob_iallgather) ? "set" :
+                              "missing",
+                              (params && params->oob_test) ? "set" :
+                              "missing", CXL_COLL_MAX_RANKS);
+    }
+
+    creq = calloc(1, sizeof(*creq));
+    team = calloc(1, sizeof(*team));
+    if ((creq == NULL) || (team == NULL)) {
+        free(creq);
+        free(team);
+        return cxl_coll_error(CXL_COLL_ERR_NO_MEMORY, "team of %d ranks",
+                              params->size);
+    }
+    creq->team     = team;
+    creq->recs     = calloc(params->size, sizeof(*creq->recs));
+    creq->verdicts = calloc(params->size, sizeof(*creq->verdicts));
+    team->rank     = params->rank;
+    team->size     = params->size;
+    team->call     = &cxl_coll_call_none;
+    team->oob      = params->oob_allgather;
+    team->oob_arg  = params->oob_arg;
+    if ((creq->recs == NULL) || (creq->verdicts == NULL)) {
+        cxl_coll_creq_free(creq);
+        return cxl_coll_error(CXL_COLL_ERR_NO_MEMORY, "team of %d ranks",
+                              params->size);
+    }
+    creq->oob_start = params->oob_iallgather;
+    creq->oob_test  = params->oob_test;
+
+    cxl_coll_creq_prepare(creq, params);
+    if (cxl_coll_creq_exchange(creq) != 0) {
+        cxl_coll_creq_free(creq);
+        return CXL_COLL_ERR_OOB;
+    }
+    *creq_p = creq;
+    return CXL_COLL_OK;
+}
+
+cxl_coll_status_t cxl_coll_team_create_test(cxl_coll_team_creq_t *creq,
+                                            cxl_coll_team_t **team_p)
+{
+    cxl_coll_status_t status = CXL_COLL_ERR_OOB;
+    int rc;
+
+    for (;;) {
+        if (creq->oob_req != NULL) {
+            rc = creq->oob_test(creq->team->oob_arg, creq->oob_req);
+            if (rc == 0) {
+                return CXL_COLL_INPROGRESS;
+            }
+            creq->oob_req = NULL; /* released by the test */
+            if (rc < 0) {
+                status = cxl_coll_error(CXL_COLL_ERR_OOB, "team creation: "
+                                        "the out-of-band allgather of the %s"
+                                        " failed", creq->round ? "verdict" :
+                                        "record");
+                break;
+            }
+        }
+        if (creq->round == 1) {
+            status = cxl_coll_creq_finish(creq);
+            break;
+        }
+        /* the records are in: this rank's verdict on them */
+        if (creq->local != CXL_COLL_OK) {
+            creq->verdict = creq->local;
+        } else {
+            creq->verdict = cxl_coll_team_validate(creq->team, creq->recs);
+            snprintf(creq->detail, sizeof(creq->detail), "%s",
+                     cxl_coll_last_error());
+        }
+        creq->round = 1;
+        if (cxl_coll_creq_exchange(creq) != 0) {
+            status = CXL_COLL_ERR_OOB;
+            break;
+        }
+    }
+    if (status == CXL_COLL_OK) {
+        *team_p    = creq->team;
+        creq->team = NULL;
+    }
+    cxl_coll_creq_free(creq);
+    return status;
+}
+
+cxl_coll_status_t cxl_coll_team_create(const cxl_coll_team_params_t *params,
+                                       cxl_coll_team_t **team_p)
+{
+    cxl_coll_team_params_t blocking;
+    cxl_coll_team_creq_t *creq;
+    cxl_coll_status_t status;
+
+    if ((params == NULL) || (team_p == NULL)) {
+        return cxl_coll_error(CXL_COLL_ERR_INVAL, "team parameters: %s "
+                              "missing", params ? "team_p" : "params");
+    }
+    /* both exchanges in oob_allgather: the test finds them done */
+    blocking                = *params;
+    blocking.oob_iallgather = NULL;
+    blocking.oob_test       = NULL;
+    status = cxl_coll_team_create_start(&blocking, &creq);
+    if (status != CXL_COLL_OK) {
+        return status;
+    }
+    return cxl_coll_team_create_test(creq, team_p);
 }
 
 void cxl_coll_team_destroy(cxl_coll_team_t *team)
