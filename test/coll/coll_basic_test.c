@@ -249,6 +249,98 @@ static int rank_create(cxl_th_rank_t *r)
     return 0;
 }
 
+/*
+ * Team creation as a request (cxl_coll_team_create_start/_test) over the
+ * harness's non-blocking exchange.  Rank 0 starts and tests before any
+ * other rank started (they wait for its word): starting is local and the
+ * test says INPROGRESS.  arg: a second pool for the last rank (every rank
+ * must then fail with NOT_SAME_POOL), or NULL.
+ */
+static int rank_create_nb(cxl_th_rank_t *r)
+{
+    volatile uint64_t *word = cxl_th_user(r);
+    const char *other       = r->arg;
+    cxl_coll_team_params_t params;
+    cxl_coll_team_creq_t *creq;
+    cxl_coll_team_t *team = NULL;
+    cxl_coll_status_t st;
+    int32_t in, out;
+
+    cxl_coll_team_params_init(&params);
+    params.rank           = r->rank;
+    params.size           = r->size;
+    params.oob_allgather  = cxl_th_oob_allgather;
+    params.oob_iallgather = cxl_th_oob_iallgather;
+    params.oob_test       = cxl_th_oob_test;
+    params.oob_arg        = r;
+    params.pool_path      = (other && (r->rank == r->size - 1)) ? other :
+                            r->pool;
+    if (r->rank != 0) {
+        while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == 0) {
+            sched_yield();
+        }
+    }
+    st = cxl_coll_team_create_start(&params, &creq);
+    if (st != CXL_COLL_OK) {
+        FAILF("rank %d: team_create_start: %s\n", r->rank,
+              cxl_coll_last_error());
+    }
+    if ((r->rank == 0) && (r->size > 1)) {
+        st = cxl_coll_team_create_test(creq, &team);
+        if (st != CXL_COLL_INPROGRESS) {
+            FAILF("rank 0: test before any peer started gave %s\n",
+                  cxl_coll_strerror(st));
+        }
+        __atomic_store_n(word, 1, __ATOMIC_RELEASE);
+    }
+    while ((st = cxl_coll_team_create_test(creq, &team)) ==
+           CXL_COLL_INPROGRESS) {
+        sched_yield();
+    }
+    if (other != NULL) {
+        if (st != CXL_COLL_ERR_NOT_SAME_POOL) {
+            FAILF("rank %d: two pools gave %s (%s)\n", r->rank,
+                  cxl_coll_strerror(st), cxl_coll_last_error());
+        }
+        return 0;
+    }
+    if (st != CXL_COLL_OK) {
+        FAILF("rank %d: team_create_test: %s\n", r->rank,
+              cxl_coll_last_error());
+    }
+    /* the team works, and its destroy (the blocking exchange) too */
+    in = r->rank + 1;
+    st = cxl_coll_allreduce(team, &in, &out, 1, CXL_COLL_INT32, CXL_COLL_SUM);
+    if ((st != CXL_COLL_OK) || (out != r->size * (r->size + 1) / 2)) {
+        FAILF("rank %d: allreduce on the team: %s, %d\n", r->rank,
+              cxl_coll_strerror(st), (int)out);
+    }
+    cxl_coll_team_destroy(team);
+    return 0;
+}
+
+/* Parameters the request form refuses, locally, before any exchange */
+static int rank_create_nb_inval(cxl_th_rank_t *r)
+{
+    cxl_coll_team_params_t params;
+    cxl_coll_team_creq_t *creq = NULL;
+    cxl_coll_status_t st;
+
+    cxl_coll_team_params_init(&params);
+    params.rank           = r->rank;
+    params.size           = r->size;
+    params.oob_allgather  = cxl_th_oob_allgather;
+    params.oob_iallgather = cxl_th_oob_iallgather; /* without its test */
+    params.oob_arg        = r;
+    st = cxl_coll_team_create_start(&params, &creq);
+    if ((st != CXL_COLL_ERR_INVAL) || (creq != NULL) ||
+        (strstr(cxl_coll_last_error(), "oob_test missing") == NULL)) {
+        FAILF("rank %d: oob_iallgather without oob_test gave %s (%s)\n",
+              r->rank, cxl_coll_strerror(st), cxl_coll_last_error());
+    }
+    return 0;
+}
+
 /* attachments of this process in the pool at spec */
 static void count_own_attach(const cxlpool_attach_info_t *att, void *arg)
 {
@@ -1305,6 +1397,26 @@ int main(int argc, char **argv)
         cxl_th_check((pool_state(g_hw_spec, &ps) == 0) &&
                      (ps.coll_extents == 0), "no team partition left after "
                      "destroy (%u)", ps.coll_extents);
+    }
+    if (want("create-nb", argc, argv)) {
+        for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); ++k) {
+            failed = cxl_th_run(sizes[k], g_hw_spec, 0, rank_create_nb, NULL,
+                                60, NULL);
+            cxl_th_check(failed == 0, "team create as a request (start is "
+                         "local, test INPROGRESS until the peers start) + "
+                         "allreduce + destroy, %d rank(s)", sizes[k]);
+        }
+        failed = cxl_th_run(3, g_hw_spec, 0, rank_create_nb, g_hw2_spec, 60,
+                            NULL);
+        cxl_th_check(failed == 0, "team create as a request, the last of 3 "
+                     "ranks on another pool: NOT_SAME_POOL on every rank");
+        failed = cxl_th_run(1, g_hw_spec, 0, rank_create_nb_inval, NULL, 60,
+                            NULL);
+        cxl_th_check(failed == 0, "oob_iallgather without oob_test: "
+                     "CXL_COLL_ERR_INVAL, no request");
+        cxl_th_check((pool_state(g_hw_spec, &ps) == 0) &&
+                     (ps.coll_extents == 0), "no team partition left after "
+                     "the requests (%u)", ps.coll_extents);
     }
     if (want("teams", argc, argv)) {
         failed = cxl_th_run(2, g_hw_spec, 0, rank_teams, NULL, 60, NULL);

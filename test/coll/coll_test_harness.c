@@ -28,6 +28,13 @@ struct cxl_th {
     uint64_t arrived;                      /* barrier counter */
     pid_t    pids[CXL_TH_MAX_RANKS];
     uint8_t  data[CXL_TH_OOB_BYTES];
+    /* the non-blocking exchange: exchange g uses slot g % 2, done once
+     * nb_in[g % 2] reaches (g / 2 + 1) * size.  A rank starts g + 2 only
+     * after g + 1 ended, which needs every rank to have started g + 1,
+     * after reading g: a slot is never written while read. */
+    uint64_t nb_in[2];
+    uint8_t  nb_data[2][CXL_TH_OOB_BYTES];
+    uint64_t user[4];
 };
 
 static cxl_th_t *cxl_th_shared;
@@ -112,6 +119,56 @@ int cxl_th_oob_allgather(void *arg, const void *sbuf, void *rbuf, size_t len)
     }
     memcpy(rbuf, th->data, len * th->size);
     return 0;
+}
+
+static __thread uint64_t cxl_th_nb_gen; /* per process: exchanges started */
+
+typedef struct {
+    uint64_t gen;
+    void    *rbuf;
+    size_t   len;
+} cxl_th_nb_req_t;
+
+int cxl_th_oob_iallgather(void *arg, const void *sbuf, void *rbuf, size_t len,
+                          void **req)
+{
+    cxl_th_rank_t *r = arg;
+    cxl_th_t *th     = r->th;
+    cxl_th_nb_req_t *q;
+    uint64_t gen = cxl_th_nb_gen;
+
+    if ((len * th->size > CXL_TH_OOB_BYTES) ||
+        ((q = malloc(sizeof(*q))) == NULL)) {
+        return -1;
+    }
+    memcpy(th->nb_data[gen % 2] + r->rank * len, sbuf, len);
+    __atomic_fetch_add(&th->nb_in[gen % 2], 1, __ATOMIC_ACQ_REL);
+    q->gen  = gen;
+    q->rbuf = rbuf;
+    q->len  = len;
+    ++cxl_th_nb_gen;
+    *req = q;
+    return 0;
+}
+
+int cxl_th_oob_test(void *arg, void *req)
+{
+    cxl_th_rank_t *r   = arg;
+    cxl_th_t *th       = r->th;
+    cxl_th_nb_req_t *q = req;
+    uint64_t want      = (q->gen / 2 + 1) * (uint64_t)th->size;
+
+    if (__atomic_load_n(&th->nb_in[q->gen % 2], __ATOMIC_ACQUIRE) < want) {
+        return 0;
+    }
+    memcpy(q->rbuf, th->nb_data[q->gen % 2], q->len * th->size);
+    free(q);
+    return 1;
+}
+
+uint64_t *cxl_th_user(cxl_th_rank_t *r)
+{
+    return r->th->user;
 }
 
 cxl_coll_status_t cxl_th_team(cxl_th_rank_t *r, const char *pool_override,

@@ -11,6 +11,7 @@
 #include <ucx_cxl/coll.h>
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define CXL_TH_MAX_RANKS 16
@@ -30,6 +31,14 @@ typedef int (*cxl_th_fn_t)(cxl_th_rank_t *r); /* 0: pass */
 
 /* cxl_coll_oob_allgather_t over the harness's shared mapping. */
 int cxl_th_oob_allgather(void *arg, const void *sbuf, void *rbuf, size_t len);
+
+/* The same exchange non-blocking (cxl_coll_oob_iallgather_t and
+ * cxl_coll_oob_test_t), over another area of the mapping. */
+int cxl_th_oob_iallgather(void *arg, const void *sbuf, void *rbuf, size_t len,
+                          void **req);
+int cxl_th_oob_test(void *arg, void *req);
+/* 4 words every rank of the run shares (0 at its start) */
+uint64_t *cxl_th_user(cxl_th_rank_t *r);
 
 /* Team of r->size ranks on r->pool (pool_override: another path). */
 cxl_coll_status_t cxl_th_team(cxl_th_rank_t *r, const char *pool_override,
