@@ -3,8 +3,9 @@
  * MPI_Ibcast, MPI_Ireduce, MPI_Iallreduce, MPI_Igather, MPI_Iscatter,
  * MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ialltoall), checked against
  * values computed locally, on any number of ranks (test/mpi/run-mpi-icoll.sh
- * runs it at np 1..8 with coll/cxl, without it, and with coll/cxl's
- * non-blocking collectives off).
+ * runs it at np 1..8 with coll/cxl, without it, with coll/cxl's
+ * non-blocking collectives off, with its teams made only at a blocking
+ * collective, and with every team declined).
  *
  *   each       every I-collective alone x MPI_INT, MPI_DOUBLE, MPI_UINT8_T,
  *              MPI_INT64_T x SUM, MAX, BXOR (integers) for the reductions;
@@ -26,8 +27,10 @@
  *              an MPI_Barrier
  *   local      initiation is local (np >= 2): rank 0 posts MPI_Ibarrier
  *              (MPI_Iallreduce) and only then sends to rank 1, which posts
- *              only after receiving; on a fresh MPI_Comm_dup and on one
- *              that ran a blocking MPI_Barrier (a hang is the watchdog's)
+ *              only after receiving; on a fresh MPI_Comm_dup (no team yet:
+ *              with coll_cxl_nb_team, rank 0's call starts the team's
+ *              creation and must not wait for rank 1) and on one that ran
+ *              a blocking MPI_Barrier (a hang is the watchdog's)
  *   fallback   MPI_Iallreduce with a user operation on MPI_INT (also in
  *              place), MPI_LOR, and a derived datatype (contiguous(2,
  *              MPI_INT)) with a user operation: the previous module's
@@ -36,6 +39,23 @@
  *   comms      calls outstanding on MPI_COMM_WORLD and a duplicate at once
  *              (world, dup, world; completed in the opposite order), and on
  *              the halves of an MPI_Comm_split with the world's
+ *   nbteam     non-blocking calls on fresh MPI_Comm_dup communicators, no
+ *              collective on them before (with coll_cxl_nb_team the first
+ *              one starts the team, and they wait for it, held): (a) a
+ *              batch posted back to back (MPI_Iallreduce, one with a user
+ *              operation, MPI_Ibcast from the last rank, MPI_Iallgather,
+ *              MPI_Ibarrier, MPI_Ialltoall) completed by one MPI_Waitall,
+ *              and the coll_cxl_teams level one higher than before the dup
+ *              (cxl); (b) 24 MPI_Iallreduce outstanding at once (more than
+ *              the library's 16 requests), completed in reverse order;
+ *              (c) a blocking MPI_Allreduce and MPI_Bcast while an
+ *              MPI_Iallreduce is outstanding (they wait for the held call);
+ *              (d) MPI_Request_free of the first MPI_Iallreduce, an
+ *              MPI_Barrier, then an MPI_Iallreduce; (e) MPI_Comm_free with
+ *              the dup's only call (an MPI_Iallreduce) outstanding, then
+ *              MPI_Wait (pending calls of a freed communicator complete;
+ *              where the call is Open MPI's libnbc, which crashes on it,
+ *              MPI_Wait first: see nbteam_comm_free())
  *   free       MPI_Request_free of an active MPI_Iallreduce, then an
  *              MPI_Barrier; later calls right (the freed call's data is not
  *              checked: MPI gives no completion guarantee).  Run last: the
@@ -43,8 +63,11 @@
  *
  * MPI_ICOLL_ONLY=each,local,... runs only the sections named.  Before any
  * section, MPI_Ibarrier and MPI_Iallreduce on MPI_COMM_WORLD before its
- * first blocking collective (coll/cxl has no team for it yet: the previous
- * module's), then a blocking MPI_Allreduce (its team).
+ * first blocking collective (coll/cxl has no team for it yet: with
+ * coll_cxl_nb_team the first of them starts it, and both run in the
+ * library once it is made, the coll_cxl_teams level one higher; without
+ * it they are the previous module's, no team), then a blocking
+ * MPI_Allreduce (its team, if not made yet).
  *
  * Every call gets data derived from (rank, peer, index, call number), so
  * no two calls see the same bytes.  Which path ran is checked with
@@ -54,12 +77,18 @@
  * calls run one at a time, per section where several are outstanding:
  *
  *   MPI_ICOLL_EXPECT=cxl      non-blocking calls with predefined datatypes
- *                             and operations on a communicator with a team
- *                             (made at its first blocking collective coll/cxl
- *                             takes) run in the library, one count each;
- *                             before the team, and with a user operation,
- *                             MPI_LOR or a derived datatype in a reduction,
- *                             in the previous module; calls Open MPI ends
+ *                             and operations run in the library, one count
+ *                             each, on a communicator with a team and (with
+ *                             MPI_ICOLL_NBTEAM=1) on one without a team yet:
+ *                             the first non-blocking call coll/cxl gets
+ *                             starts the team, and it and later calls are
+ *                             started (counted) once it is made; with
+ *                             MPI_ICOLL_NBTEAM=0, before the team (made at
+ *                             the communicator's first blocking collective
+ *                             coll/cxl takes) in the previous module; with
+ *                             a user operation, MPI_LOR or a derived
+ *                             datatype in a reduction always in the previous
+ *                             module (one fallback each); calls Open MPI ends
  *                             before any component (MPI_Ibcast on one rank,
  *                             count 0 of MPI_Ibcast and the reductions) count
  *                             nowhere; other count 0 calls may count either
@@ -71,6 +100,15 @@
  *                             (--mca coll_cxl_nonblocking 0)
  *   MPI_ICOLL_EXPECT=off      coll/cxl is not there or disabled (if its
  *                             counters exist they must stay 0)
+ *   MPI_ICOLL_EXPECT=declined coll/cxl is there but every communicator's
+ *                             team creation fails on every rank (the ranks
+ *                             on two pools): every call that reaches it,
+ *                             blocking or not, is handed to the previous
+ *                             module (one fallback each), its library runs
+ *                             none, the coll_cxl_teams level stays 0
+ *   MPI_ICOLL_NBTEAM=1        the run's coll_cxl_nb_team (0: --mca
+ *                             coll_cxl_nb_team 0, teams only at a blocking
+ *                             collective); read with EXPECT=cxl
  *   MPI_ICOLL_THREAD=multiple MPI_Init_thread with that level (funneled,
  *                             serialized, multiple)
  *
@@ -78,8 +116,10 @@
  * WHAT", MPI_ICOLL_MAX_PRINT of them, default 5); rank 0 then prints
  * "counters: calls N nb_calls N fallbacks N teams N" (sums over the ranks),
  * "digest: HEX" (a hash of every checked result of every rank, the same
- * with and without the component), "observed: N ..." (MPI_Request_free
- * refusals of Open MPI's libnbc, which frees no active request) and
+ * with and without the component), "observed: N ...; N ..."
+ * (MPI_Request_free refusals of Open MPI's libnbc, which frees no active
+ * request; nbteam's MPI_Comm_free put off after its call where the call is
+ * libnbc's, which crashes on a communicator freed under it) and
  * "mpi-icoll: N checks, N failed".  Exit status 1 if a check failed.
  * MPI_ICOLL_TIMEOUT (default 300 s) ends a hung job with the name of the
  * running check, and a rank that crashes prints it before its backtrace
@@ -101,9 +141,12 @@
 #include "mpi_check.h"
 
 /* MPI_ICOLL_EXPECT: the run's mode */
-enum { EXPECT_CXL, EXPECT_OFF, EXPECT_NBOFF, EXPECT_LAST };
-static const char *expect_names[EXPECT_LAST] = {"cxl", "off", "nb-off"};
+enum { EXPECT_CXL, EXPECT_OFF, EXPECT_NBOFF, EXPECT_DECLINED, EXPECT_LAST };
+static const char *expect_names[EXPECT_LAST] = {"cxl", "off", "nb-off",
+                                                "declined"};
 static int g_expect = EXPECT_CXL;
+/* MPI_ICOLL_NBTEAM: coll_cxl_nb_team (a non-blocking call starts a team) */
+static int g_nbteam = 1;
 
 /* ------------------------------------------------------------------ */
 /* MPI_T counters of coll/cxl                                          */
@@ -121,7 +164,9 @@ typedef struct {
     MPI_Comm    comm;
     const char *name;
     int         rank, size;
-    int         team;    /* a blocking collective coll/cxl took ran on it */
+    int         team;    /* a blocking collective coll/cxl took ran on it
+                          * (with g_nbteam a non-blocking call needs none:
+                          * see icall_path()) */
 } ic_comm_t;
 
 static ic_comm_t g_world;
@@ -219,6 +264,10 @@ static void tally_check(const tally_t *t)
     } else if (g_expect == EXPECT_NBOFF) {
         /* whether a call it hands on counts as a fallback is its business */
         ok = (dn == 0) && (dc == (unsigned long long)t->blk);
+    } else if (g_expect == EXPECT_DECLINED) {
+        /* no team: every call that reaches it, blocking or not, goes on */
+        ok = (dc == 0) && (dn == 0) &&
+             in_range(df, t->lib + t->prev + t->blk, t->any);
     } else {
         /* without coll_cxl_nb_calls (reported once) the other two still
          * tell where the calls went */
@@ -226,19 +275,42 @@ static void tally_check(const tally_t *t)
              in_range(dc, t->lib + t->blk, t->any) &&
              in_range(df, t->prev, t->any);
     }
-    if (!ok) {
+    if (ok) {
+        return;
+    }
+    if (g_expect == EXPECT_DECLINED) {
         mc_fail("coll/cxl counted %llu library calls (%llu non-blocking), %llu "
-                "fallbacks; expected %ld non-blocking + %ld blocking in the "
-                "library, %ld handed to the previous module, %ld of count 0 "
-                "either way%s", dc, dn, df,
-                (g_expect == EXPECT_CXL) ? t->lib : 0, t->blk,
-                (g_expect == EXPECT_CXL) ? t->prev : 0,
-                (g_expect == EXPECT_CXL) ? t->any : 0,
-                (g_expect == EXPECT_OFF) ? " (component off: none at all)" :
-                (g_expect == EXPECT_NBOFF) ? " (coll_cxl_nonblocking 0: no "
-                                             "non-blocking call in the "
-                                             "library)" :
-                "");
+                "fallbacks; expected none in the library, %ld handed to the "
+                "previous module (%ld non-blocking, %ld blocking), %ld of "
+                "count 0 either way (every team declined)", dc, dn, df,
+                t->lib + t->prev + t->blk, t->lib + t->prev, t->blk, t->any);
+        return;
+    }
+    mc_fail("coll/cxl counted %llu library calls (%llu non-blocking), %llu "
+            "fallbacks; expected %ld non-blocking + %ld blocking in the "
+            "library, %ld handed to the previous module, %ld of count 0 "
+            "either way%s", dc, dn, df,
+            (g_expect == EXPECT_CXL) ? t->lib : 0, t->blk,
+            (g_expect == EXPECT_CXL) ? t->prev : 0,
+            (g_expect == EXPECT_CXL) ? t->any : 0,
+            (g_expect == EXPECT_OFF) ? " (component off: none at all)" :
+            (g_expect == EXPECT_NBOFF) ? " (coll_cxl_nonblocking 0: no "
+                                         "non-blocking call in the library)" :
+            g_nbteam ? " (coll_cxl_nb_team 1: a non-blocking call without a "
+                       "team starts it and runs in the library)" :
+                       " (coll_cxl_nb_team 0: no team before the first "
+                       "blocking collective)");
+}
+
+/* one check: coll/cxl's coll_cxl_teams level (live teams) is want */
+static void teams_check(unsigned long long want, const char *what)
+{
+    unsigned long long teams = mc_pvar(CNT_TEAMS);
+
+    ++g_checks;
+    if (teams != want) {
+        mc_fail("coll_cxl_teams is %llu, expected %llu (%s)", teams, want,
+                what);
     }
 }
 
@@ -330,7 +402,9 @@ static int icall_path(const icall_t *ic)
     if (zero) {
         return PATH_ANY;
     }
-    return c->team ? PATH_LIB : PATH_PREV;
+    /* coll_cxl_nb_team: without a team the call starts its creation (or
+     * waits for it) and is started in the library once it is made */
+    return (c->team || g_nbteam) ? PATH_LIB : PATH_PREV;
 }
 
 /* the movement views of this call */
@@ -1042,64 +1116,120 @@ static void user_sum_pair(void *in, void *inout, int *len, MPI_Datatype *dt)
     mc_user_sum_mod(in, inout, &n, dt);
 }
 
-/* one MPI_Iallreduce of n_ints ints (n_dt of dt) with op, which the
- * previous module must run: lor folds with ||, else sums modulo MC_SUM_MOD */
+/* an MPI_Iallreduce of n_ints ints (n_dt of dt) with op, which the
+ * previous module must run: lor folds with ||, else sums modulo MC_SUM_MOD.
+ * fb_init() computes its data and result, fb_post() posts it, fb_finish()
+ * checks it once completed (and frees its buffers). */
+typedef struct {
+    ic_comm_t    *w;
+    unsigned long call;
+    MPI_Datatype  dt;
+    MPI_Op        op;
+    int           n_dt, n_ints, lor, in_place;
+    size_t        len;
+    int          *in, *out, *exp;
+    MPI_Request   req;
+    char          name[200];
+} fbcall_t;
+
+/* element i of rank r's input */
+static int fb_value(const fbcall_t *f, int r, int i)
+{
+    uint64_t v = mc_value(f->call, r, 0, (size_t)i);
+
+    return f->lor ? (v % 5 == 0) : (int)(v % MC_SUM_MOD);
+}
+
+static void fb_init(fbcall_t *f, const char *section, ic_comm_t *w,
+                    const char *what, MPI_Datatype dt, int n_dt, MPI_Op op,
+                    int n_ints, int lor, int in_place)
+{
+    int i, r, v;
+
+    memset(f, 0, sizeof(*f));
+    f->w        = w;
+    f->call     = ++g_call;
+    f->dt       = dt;
+    f->op       = op;
+    f->n_dt     = n_dt;
+    f->n_ints   = n_ints;
+    f->lor      = lor;
+    f->in_place = in_place;
+    f->len      = (size_t)n_ints * sizeof(int);
+    f->in       = mc_alloc_guarded(f->len);
+    f->out      = mc_alloc_guarded(f->len);
+    f->exp      = malloc(f->len);
+    f->req      = MPI_REQUEST_NULL;
+    snprintf(f->name, sizeof(f->name), "%s: MPI_Iallreduce %s%s on %s",
+             section, what, in_place ? " in place" : "", w->name);
+    for (i = 0; i < n_ints; ++i) {
+        f->exp[i] = 0;
+        for (r = 0; r < w->size; ++r) {
+            v = fb_value(f, r, i);
+            f->exp[i] = lor ? (f->exp[i] || v) : (f->exp[i] + v) % MC_SUM_MOD;
+            if (r == w->rank) {
+                (in_place ? f->out : f->in)[i] = v;
+            }
+        }
+    }
+}
+
+static void fb_post(fbcall_t *f)
+{
+    int rc;
+
+    snprintf(g_check, sizeof(g_check), "%s", f->name);
+    rc = MPI_Iallreduce(f->in_place ? MPI_IN_PLACE : f->in, f->out, f->n_dt,
+                        f->dt, f->op, f->w->comm, &f->req);
+    mc_mpi_ok(rc);
+}
+
+static void fb_finish(fbcall_t *f)
+{
+    int i;
+
+    snprintf(g_check, sizeof(g_check), "%s", f->name);
+    ++g_checks;
+    for (i = 0; i < f->n_ints; ++i) {
+        if (f->out[i] != f->exp[i]) {
+            mc_fail("element %d of %d: %d, expected %d", i, f->n_ints,
+                    f->out[i], f->exp[i]);
+            break;
+        }
+    }
+    if (i == f->n_ints) {
+        mc_digest(f->out, f->len);
+    }
+    if (!f->in_place) {
+        for (i = 0; i < f->n_ints; ++i) {
+            if (f->in[i] != fb_value(f, f->w->rank, i)) {
+                break;
+            }
+        }
+        mc_check(i == f->n_ints, "send buffer changed by the call");
+    }
+    mc_check_guards(f->in, f->len, f->out, f->len);
+    free(f->in);
+    free(f->out);
+    free(f->exp);
+    f->in = f->out = f->exp = NULL;
+}
+
+/* one such call alone, with its own counter check */
 static void fallback_one(ic_comm_t *w, const char *what, MPI_Datatype dt,
                          int n_dt, MPI_Op op, int n_ints, int lor,
                          int in_place)
 {
-    unsigned long call = ++g_call;
-    size_t len = (size_t)n_ints * sizeof(int);
-    int *in = mc_alloc_guarded(len), *out = mc_alloc_guarded(len);
-    int *exp = malloc(len), i, r, v, rc;
-    MPI_Request req = MPI_REQUEST_NULL;
+    fbcall_t f;
     tally_t t;
 
-    snprintf(g_check, sizeof(g_check), "fallback: MPI_Iallreduce %s%s on %s",
-             what, in_place ? " in place" : "", w->name);
-    for (i = 0; i < n_ints; ++i) {
-        exp[i] = 0;
-        for (r = 0; r < w->size; ++r) {
-            v = lor ? (mc_value(call, r, 0, (size_t)i) % 5 == 0) :
-                      (int)(mc_value(call, r, 0, (size_t)i) % MC_SUM_MOD);
-            exp[i] = lor ? (exp[i] || v) : (exp[i] + v) % MC_SUM_MOD;
-            if (r == w->rank) {
-                (in_place ? out : in)[i] = v;
-            }
-        }
-    }
+    fb_init(&f, "fallback", w, what, dt, n_dt, op, n_ints, lor, in_place);
     tally_begin(&t);
     tally_path(&t, 0, comm_ours(w) ? PATH_PREV : PATH_NONE);
-    rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : in, out, n_dt, dt, op,
-                        w->comm, &req);
-    mc_mpi_ok(rc);
-    complete(&req, call);
+    fb_post(&f);
+    complete(&f.req, f.call);
     tally_check(&t);
-    ++g_checks;
-    for (i = 0; i < n_ints; ++i) {
-        if (out[i] != exp[i]) {
-            mc_fail("element %d of %d: %d, expected %d", i, n_ints, out[i],
-                    exp[i]);
-            break;
-        }
-    }
-    if (i == n_ints) {
-        mc_digest(out, len);
-    }
-    if (!in_place) {
-        for (i = 0; i < n_ints; ++i) {
-            v = lor ? (mc_value(call, w->rank, 0, (size_t)i) % 5 == 0) :
-                      (int)(mc_value(call, w->rank, 0, (size_t)i) % MC_SUM_MOD);
-            if (in[i] != v) {
-                break;
-            }
-        }
-        mc_check(i == n_ints, "send buffer changed by the call");
-    }
-    mc_check_guards(in, len, out, len);
-    free(in);
-    free(out);
-    free(exp);
+    fb_finish(&f);
 }
 
 static void test_fallback(ic_comm_t *w)
@@ -1265,12 +1395,318 @@ static void test_comms(ic_comm_t *w)
 }
 
 /* ------------------------------------------------------------------ */
-/* free: MPI_Request_free of an active request                         */
+/* MPI_Request_free of an active request (free and nbteam sections)     */
 
 /* buffers of freed calls: MPI never says when they are done with, so they
  * stay until after MPI_Finalize */
 static void *g_freed[16];
 static int g_n_freed;
+
+/* one check: MPI_Request_free of ic's active request (section: the name's
+ * prefix); the call's data is not checked (MPI gives no completion
+ * guarantee), its buffers are kept */
+static void free_active(icall_t *ic, const char *section)
+{
+    int rc;
+
+    snprintf(g_check, sizeof(g_check), "%s: MPI_Request_free of an active "
+             "%s", section, ic->name);
+    rc = MPI_Request_free(&ic->req);
+    ++g_checks;
+    if (rc == MPI_SUCCESS) {
+        if (ic->req != MPI_REQUEST_NULL) {
+            mc_fail("the request is not MPI_REQUEST_NULL after "
+                    "MPI_Request_free");
+        }
+    } else if ((g_expect == EXPECT_CXL) && (ic->path == PATH_LIB)) {
+        mc_fail_rc(rc);
+        MPI_Wait(&ic->req, MPI_STATUS_IGNORE);
+    } else {
+        /* Open MPI 4.1.4's libnbc frees no active request
+         * (MPI_ERR_REQUEST): the request stays, wait for it */
+        ++g_observed;
+        MPI_Wait(&ic->req, MPI_STATUS_IGNORE);
+    }
+    if (g_n_freed + 2 <= (int)(sizeof(g_freed) / sizeof(g_freed[0]))) {
+        g_freed[g_n_freed++] = ic->sbuf;
+        g_freed[g_n_freed++] = ic->rbuf;
+    } else {
+        /* never: the sections free at most 8 calls */
+        mc_fail("no room to keep a freed call's buffers");
+    }
+    ic->sbuf = ic->rbuf = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* nbteam: non-blocking calls on a communicator without a team          */
+
+/* c: a fresh MPI_Comm_dup of MPI_COMM_WORLD, no collective on it yet;
+ * *teams0: the coll_cxl_teams level before it.  0 (a FAIL line) if the
+ * dup failed. */
+static int nbteam_dup(ic_comm_t *c, const char *name,
+                      unsigned long long *teams0)
+{
+    MPI_Comm dup;
+    int rc;
+
+    snprintf(g_check, sizeof(g_check), "nbteam: MPI_Comm_dup for %s", name);
+    *teams0 = mc_pvar(CNT_TEAMS);
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    mc_mpi_ok(rc);
+    if (rc != MPI_SUCCESS) {
+        return 0;
+    }
+    comm_init(c, dup, name);
+    return 1;
+}
+
+/* the team a fresh communicator has once non-blocking calls alone ran on
+ * it (1 or 0), or (blocking) once a blocking collective ran too */
+static unsigned long long nbteam_made(const ic_comm_t *c, int blocking)
+{
+    if (!comm_ours(c)) {
+        return 0;
+    }
+    return ((g_expect == EXPECT_CXL) && (blocking || g_nbteam)) ||
+           ((g_expect == EXPECT_NBOFF) && blocking);
+}
+
+static void nbteam_free(ic_comm_t *c)
+{
+    snprintf(g_check, sizeof(g_check), "nbteam: MPI_Comm_free of %s",
+             c->name);
+    mc_mpi_ok(MPI_Comm_free(&c->comm));
+}
+
+/* (a) a batch of six calls posted back to back, one MPI_Waitall */
+static void nbteam_batch(void)
+{
+    enum { N_IC = 5 };
+    ic_comm_t c;
+    icall_t ic[N_IC];
+    fbcall_t fb;
+    MPI_Request reqs[N_IC + 1];
+    unsigned long long teams0;
+    MPI_Op op;
+    tally_t t;
+    int i, rc, flag;
+
+    if (!nbteam_dup(&c, "a fresh dup (nbteam: a batch before any team)",
+                    &teams0)) {
+        return;
+    }
+    MPI_Op_create(mc_user_sum_mod, 1, &op);
+    tally_begin(&t);
+    icall_init(&ic[0], K_ALLREDUCE, &c, &rtypes[0], &rops[0], NULL, 1001, 0,
+               0, 0);
+    fb_init(&fb, "nbteam", &c, "MPI_INT, a user operation (sum mod 1000003)",
+            MPI_INT, 301, op, 301, 0, 0);
+    icall_init(&ic[1], K_BCAST, &c, NULL, NULL, &mtypes[1], 7, c.size - 1, 0,
+               0);
+    icall_init(&ic[2], K_ALLGATHER, &c, NULL, NULL, &mtypes[2], 9, 0, 0, 0);
+    icall_init(&ic[3], K_BARRIER, &c, NULL, NULL, NULL, 0, 0, 0, 0);
+    icall_init(&ic[4], K_ALLTOALL, &c, NULL, NULL, &mtypes[1], 5, 0, 0, 0);
+    /* posted in the order MPI_Iallreduce, the user operation's,
+     * MPI_Ibcast, MPI_Iallgather, MPI_Ibarrier, MPI_Ialltoall */
+    for (i = 0; i < N_IC; ++i) {
+        tally_path(&t, 0, ic[i].path);
+        icall_post(&ic[i]);
+        reqs[i + (i > 0)] = ic[i].req;
+        if (i == 0) {
+            tally_path(&t, 0, comm_ours(&c) ? PATH_PREV : PATH_NONE);
+            fb_post(&fb);
+            reqs[1] = fb.req;
+        }
+    }
+    snprintf(g_check, sizeof(g_check), "nbteam: %d calls posted on %s, "
+             "completed by one MPI_Waitall", N_IC + 1, c.name);
+    rc = MPI_Waitall(N_IC + 1, reqs, MPI_STATUSES_IGNORE);
+    mc_mpi_ok(rc);
+    for (i = 0, flag = 1; i < N_IC + 1; ++i) {
+        flag = flag && (reqs[i] == MPI_REQUEST_NULL);
+    }
+    mc_check(flag, "a request is not MPI_REQUEST_NULL after completion");
+    snprintf(g_check, sizeof(g_check), "nbteam: counters over the batch on "
+             "%s", c.name);
+    tally_check(&t);
+    snprintf(g_check, sizeof(g_check), "nbteam: coll_cxl_teams after the "
+             "batch on %s", c.name);
+    teams_check(teams0 + nbteam_made(&c, 0), "one more than before the dup "
+                "with coll_cxl_nb_team and a team, else as many");
+    fb_finish(&fb);
+    for (i = 0; i < N_IC; ++i) {
+        icall_finish(&ic[i]);
+    }
+    MPI_Op_free(&op);
+    nbteam_free(&c);
+}
+
+/* (b) 24 MPI_Iallreduce outstanding at once, completed last first */
+static void nbteam_many(void)
+{
+    enum { N_AR = 24 };
+    icall_t *ic;
+    ic_comm_t c;
+    unsigned long long teams0;
+    size_t count;
+    tally_t t;
+    int i;
+
+    if (!nbteam_dup(&c, "a fresh dup (nbteam: 24 calls before any team)",
+                    &teams0)) {
+        return;
+    }
+    ic = calloc(N_AR, sizeof(*ic));
+    tally_begin(&t);
+    for (i = 0; i < N_AR; ++i) {
+        count = (i == 11) ? g_large / 4 + 1 : 1 + ((size_t)i * 131) % 700;
+        /* as in many: no MPI_BXOR of doubles */
+        icall_init(&ic[i], K_ALLREDUCE, &c, &rtypes[i % N_RTYPES],
+                   &rops[(i / N_RTYPES) % (N_ROPS - (i % N_RTYPES == 1))],
+                   NULL, count, 0, 0, 0);
+        tally_path(&t, 0, ic[i].path);
+        icall_post(&ic[i]);
+    }
+    for (i = N_AR - 1; i >= 0; --i) {
+        snprintf(g_check, sizeof(g_check), "nbteam: %d MPI_Iallreduce "
+                 "outstanding on %s, completing #%d (MPI_Wait): %s", N_AR,
+                 c.name, i, ic[i].name);
+        complete(&ic[i].req, 0);
+    }
+    snprintf(g_check, sizeof(g_check), "nbteam: counters over %d "
+             "MPI_Iallreduce on %s", N_AR, c.name);
+    tally_check(&t);
+    for (i = 0; i < N_AR; ++i) {
+        icall_finish(&ic[i]);
+    }
+    free(ic);
+    nbteam_free(&c);
+}
+
+/* (c) blocking MPI_Allreduce and MPI_Bcast while the first MPI_Iallreduce
+ * is outstanding (held until the team is made) */
+static void nbteam_blocking(void)
+{
+    ic_comm_t c;
+    icall_t nb, b1, b2;
+    unsigned long long teams0;
+    tally_t t;
+
+    if (!nbteam_dup(&c, "a fresh dup (nbteam: blocking calls across the "
+                    "first call)", &teams0)) {
+        return;
+    }
+    tally_begin(&t);
+    icall_pick(&nb, K_ALLREDUCE, &c, 5, 1001);
+    tally_path(&t, 0, nb.path);
+    icall_post(&nb);
+    icall_init(&b1, K_ALLREDUCE, &c, &rtypes[1], &rops[0], NULL, 1001, 0, 0,
+               1);
+    tally_path(&t, 1, b1.path);
+    icall_post(&b1);
+    icall_finish(&b1);
+    icall_init(&b2, K_BCAST, &c, NULL, NULL, &mtypes[1], 257, c.size - 1, 0,
+               1);
+    tally_path(&t, 1, b2.path);
+    icall_post(&b2);
+    icall_finish(&b2);
+    icall_complete(&nb, 0);
+    snprintf(g_check, sizeof(g_check), "nbteam: counters (an MPI_Iallreduce "
+             "across MPI_Allreduce and MPI_Bcast on %s)", c.name);
+    tally_check(&t);
+    snprintf(g_check, sizeof(g_check), "nbteam: coll_cxl_teams after "
+             "MPI_Allreduce and MPI_Bcast on %s", c.name);
+    teams_check(teams0 + nbteam_made(&c, 1), "one more than before the dup "
+                "once a blocking collective ran on it");
+    icall_finish(&nb);
+    nbteam_free(&c);
+}
+
+/* (d) MPI_Request_free of the first call, an MPI_Barrier, then a call */
+static void nbteam_request_free(void)
+{
+    ic_comm_t c;
+    icall_t ic;
+    unsigned long long teams0;
+    tally_t t;
+
+    if (!nbteam_dup(&c, "a fresh dup (nbteam: MPI_Request_free of the "
+                    "first call)", &teams0)) {
+        return;
+    }
+    tally_begin(&t);
+    icall_pick(&ic, K_ALLREDUCE, &c, 2, 1003);
+    tally_path(&t, 0, ic.path);
+    icall_post(&ic);
+    free_active(&ic, "nbteam");
+    /* the freed call is started (and counted) before the barrier runs */
+    icall_init(&ic, K_BARRIER, &c, NULL, NULL, NULL, 0, 0, 0, 1);
+    tally_path(&t, 1, ic.path);
+    icall_post(&ic);
+    icall_pick(&ic, K_ALLREDUCE, &c, 3, 1001);
+    tally_path(&t, 0, ic.path);
+    icall_post(&ic);
+    icall_complete(&ic, 0);
+    snprintf(g_check, sizeof(g_check), "nbteam: counters (a freed "
+             "MPI_Iallreduce, MPI_Barrier, MPI_Iallreduce on %s)", c.name);
+    tally_check(&t);
+    icall_finish(&ic);
+    nbteam_free(&c);
+}
+
+/* MPI_Comm_free of a communicator whose call is libnbc's, put off until
+ * the call completed (see nbteam_comm_free()) */
+static long g_free_waited;
+
+/* (e) MPI_Comm_free while the only call is outstanding, then MPI_Wait.
+ * Open MPI 4.1.4's libnbc crashes on it (SIGSEGV in its progress, pml ucx
+ * and ob1 alike, without coll/cxl too): where the call is libnbc's (the
+ * modes other than cxl, or a fallback counted when it was posted: a call
+ * coll/cxl holds is counted once it starts) it is waited for first, and
+ * counted on the "observed:" line; the counter check stays. */
+static void nbteam_comm_free(void)
+{
+    ic_comm_t c;
+    icall_t ic;
+    unsigned long long teams0, f0;
+    tally_t t;
+    int ours;
+
+    if (!nbteam_dup(&c, "a fresh dup (nbteam: freed with its only call "
+                    "outstanding)", &teams0)) {
+        return;
+    }
+    tally_begin(&t);
+    icall_pick(&ic, K_ALLREDUCE, &c, 6, 777);
+    tally_path(&t, 0, ic.path);
+    f0 = mc_pvar(CNT_FALLBACKS);
+    icall_post(&ic);
+    ours = (g_expect == EXPECT_CXL) && (mc_pvar(CNT_FALLBACKS) == f0);
+    if (ours) {
+        nbteam_free(&c);
+        icall_complete(&ic, 0);
+    } else {
+        ++g_free_waited;
+        icall_complete(&ic, 0);
+        nbteam_free(&c);
+    }
+    snprintf(g_check, sizeof(g_check), "nbteam: counters (an MPI_Iallreduce "
+             "completed after MPI_Comm_free of %s)", c.name);
+    tally_check(&t);
+    icall_finish(&ic);
+}
+
+static void test_nbteam(void)
+{
+    nbteam_batch();
+    nbteam_many();
+    nbteam_blocking();
+    nbteam_request_free();
+    nbteam_comm_free();
+}
+
+/* ------------------------------------------------------------------ */
+/* free: MPI_Request_free of an active request                         */
 
 static void test_free(ic_comm_t *w)
 {
@@ -1281,28 +1717,7 @@ static void test_free(ic_comm_t *w)
         for (j = 0; j < ((round == 1) ? 2 : 1); ++j) {
             icall_pick(&ic, K_ALLREDUCE, w, round + j, 1001 + (size_t)round);
             icall_post(&ic);
-            snprintf(g_check, sizeof(g_check), "free: MPI_Request_free of an "
-                     "active %s", ic.name);
-            rc = MPI_Request_free(&ic.req);
-            ++g_checks;
-            if (rc == MPI_SUCCESS) {
-                if (ic.req != MPI_REQUEST_NULL) {
-                    mc_fail("the request is not MPI_REQUEST_NULL after "
-                            "MPI_Request_free");
-                }
-            } else if ((g_expect == EXPECT_CXL) && (ic.path == PATH_LIB)) {
-                mc_fail_rc(rc);
-                MPI_Wait(&ic.req, MPI_STATUS_IGNORE);
-            } else {
-                /* Open MPI 4.1.4's libnbc frees no active request
-                 * (MPI_ERR_REQUEST): the request stays, wait for it */
-                ++g_observed;
-                MPI_Wait(&ic.req, MPI_STATUS_IGNORE);
-            }
-            if (g_n_freed + 2 <= (int)(sizeof(g_freed) / sizeof(g_freed[0]))) {
-                g_freed[g_n_freed++] = ic.sbuf;
-                g_freed[g_n_freed++] = ic.rbuf;
-            }
+            free_active(&ic, "free");
         }
         snprintf(g_check, sizeof(g_check), "free: MPI_Barrier after "
                  "MPI_Request_free (#%d)", round);
@@ -1326,7 +1741,8 @@ static void test_free(ic_comm_t *w)
 /* ------------------------------------------------------------------ */
 
 /* the counters the mode needs; MPI_COMM_WORLD's calls before its first
- * blocking collective (no team yet), then that collective (its team) */
+ * blocking collective (no team yet: with coll_cxl_nb_team they make it),
+ * then that collective (its team, if not made yet) */
 static void setup(ic_comm_t *w)
 {
     icall_t ic;
@@ -1350,6 +1766,7 @@ static void setup(ic_comm_t *w)
             }
         }
     }
+    teams = mc_pvar(CNT_TEAMS);
     icall_init(&ic, K_BARRIER, w, NULL, NULL, NULL, 0, 0, 0, 0);
     snprintf(ic.name, sizeof(ic.name), "setup: MPI_Ibarrier on "
              "MPI_COMM_WORLD before its first blocking collective");
@@ -1358,28 +1775,42 @@ static void setup(ic_comm_t *w)
     snprintf(ic.name, sizeof(ic.name), "setup: MPI_Iallreduce on "
              "MPI_COMM_WORLD before its first blocking collective");
     icall_run(&ic);
-    /* coll/cxl makes MPI_COMM_WORLD's team at its first blocking
+    /* with coll_cxl_nb_team the MPI_Ibarrier started MPI_COMM_WORLD's
+     * team, made before either call ran */
+    snprintf(g_check, sizeof(g_check), "setup: coll_cxl_teams after "
+             "MPI_COMM_WORLD's non-blocking calls, before any blocking one");
+    teams_check((g_expect == EXPECT_DECLINED) ? 0 :
+                teams + nbteam_made(w, 0),
+                (g_expect == EXPECT_DECLINED) ? "every team declined" :
+                g_nbteam ? "coll_cxl_nb_team: made by the MPI_Ibarrier" :
+                "coll_cxl_nb_team 0: no team before a blocking collective");
+    /* else coll/cxl makes MPI_COMM_WORLD's team at its first blocking
      * collective (not a barrier: Open MPI ends one of a single rank
      * before any module) */
     icall_init(&ic, K_ALLREDUCE, w, &rtypes[0], &rops[0], NULL, 1, 0, 0, 1);
     snprintf(ic.name, sizeof(ic.name), "setup: MPI_COMM_WORLD's first "
              "blocking collective (MPI_Allreduce)");
     icall_run(&ic);
-    teams = mc_pvar(CNT_TEAMS);
-    ++g_checks;
-    if ((g_expect != EXPECT_OFF) && comm_ours(w) && (teams < 1)) {
-        mc_fail("coll/cxl created no team for MPI_COMM_WORLD");
-    }
+    snprintf(g_check, sizeof(g_check), "setup: coll_cxl_teams after "
+             "MPI_COMM_WORLD's first blocking collective");
+    teams_check((g_expect == EXPECT_DECLINED) ? 0 :
+                teams + nbteam_made(w, 1),
+                (g_expect == EXPECT_DECLINED) ? "every team declined" :
+                "MPI_COMM_WORLD's team");
 }
 
 int main(int argc, char **argv)
 {
-    unsigned long long c0[CNT_LAST], sums[7], mine[4];
+    unsigned long long c0[CNT_LAST], sums[8], mine[5];
     int thread, provided;
+    const char *e;
     uint64_t d;
     int i, rc;
 
     g_expect = mc_env_choice("EXPECT", expect_names, EXPECT_LAST);
+    if ((e = getenv("MPI_ICOLL_NBTEAM")) != NULL) {
+        g_nbteam = (atoi(e) != 0);
+    }
     mc_init(&argc, &argv, &thread, &provided);
     mc_fault_names_check();   /* after MPI_Init: UCX's handler is set */
     comm_init(&g_world, MPI_COMM_WORLD, "MPI_COMM_WORLD");
@@ -1414,6 +1845,9 @@ int main(int argc, char **argv)
     if (mc_section("comms")) {
         test_comms(&g_world);
     }
+    if (mc_section("nbteam")) {
+        test_nbteam();
+    }
     if (mc_section("free")) {
         test_free(&g_world);
     }
@@ -1423,7 +1857,8 @@ int main(int argc, char **argv)
     mine[1] = mc_pvar(CNT_NB) - c0[CNT_NB];
     mine[2] = mc_pvar(CNT_FALLBACKS) - c0[CNT_FALLBACKS];
     mine[3] = mc_pvar(CNT_TEAMS);
-    d = mc_summary_sums(mine, 4, sums);
+    mine[4] = (unsigned long long)g_free_waited;
+    d = mc_summary_sums(mine, 5, sums);
     if (g_rank == 0) {
         printf("counters: calls %llu nb_calls %llu fallbacks %llu teams %llu"
                "%s\n", sums[2], sums[3], sums[4], sums[5],
@@ -1431,7 +1866,9 @@ int main(int argc, char **argv)
                !g_pvar_have[CNT_NB] ? " (no coll_cxl_nb_calls)" : "");
         printf("digest: %016llx\n", (unsigned long long)d);
         printf("observed: %llu MPI_Request_free of an active request refused "
-               "(Open MPI's libnbc: MPI_ERR_REQUEST; waited for instead)\n",
+               "(Open MPI's libnbc: MPI_ERR_REQUEST; waited for instead); "
+               "%llu MPI_Comm_free with a libnbc call outstanding put off "
+               "(libnbc crashes on it; waited for first)\n", sums[7],
                sums[6]);
         mc_print_totals((long)sums[0], (long)sums[1]);
     }

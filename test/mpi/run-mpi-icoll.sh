@@ -5,7 +5,8 @@
 # test/mpi/mpi_icoll_test.c and run it over pml ucx with UCX_TLS=cxl (the
 # transport preloaded, contrib/openmpi-cxl.conf as run-mpi-coll.sh uses it)
 # at every np, with coll/cxl from the build tree, without it, and with its
-# non-blocking collectives off.
+# non-blocking collectives off; at np 2 also with its teams declined (two
+# pools) and with teams made only at a blocking collective.
 #
 #   test/mpi/run-mpi-icoll.sh [BUILDDIR]
 #
@@ -15,15 +16,19 @@
 #              the program goes to BUILDDIR/test/mpi/mpi_icoll_test
 #
 # Checks, each "ok ..." or "FAIL ...":
-#   ompi_info    lists coll_cxl_nonblocking with its help text
+#   ompi_info    lists coll_cxl_nonblocking and coll_cxl_nb_team with their
+#                help texts
 #   np N cxl     coll/cxl selected (--mca mca_base_component_path with the
 #                build tree first; np 1: coll_cxl_min_ranks 1 and priority
-#                90, above coll/self): every result right, and every
+#                90, above coll/self): every section of the program (its
+#                nbteam section included), every result right, and every
 #                non-blocking call on the path expected: the program reads
 #                coll/cxl's MPI_T counters (coll_cxl_calls, coll_cxl_nb_calls,
-#                coll_cxl_fallbacks) per call, or per section where calls
-#                are outstanding together; a coll/cxl without
-#                coll_cxl_nb_calls fails
+#                coll_cxl_fallbacks, the coll_cxl_teams level) per call, or
+#                per section where calls are outstanding together; calls on
+#                a communicator without a team yet start one
+#                (coll_cxl_nb_team, on by default) and run in the library;
+#                a coll/cxl without coll_cxl_nb_calls fails
 #   np N off     the same program with --mca coll ^cxl --mca op ^avx (Open
 #                MPI's libnbc; op/avx saturates 8-bit sums): every result
 #                right and the same digest of all results as with coll/cxl
@@ -32,6 +37,21 @@
 #                stays 0), results right, the same digest
 #   thread       np 2 under MPI_THREAD_MULTIPLE with coll/cxl: results
 #                right, calls on their paths, the same digest
+#   declined     np 2 with the ranks' teams on two different pools
+#                (CXL_COLL_POOL, MPMD; --mca op ^avx --mca coll_cxl_verbose
+#                1): every rank's verbose output says MPI_COMM_WORLD's team
+#                was started at a non-blocking collective and declined
+#                ("team creation failed"); every call, held ones included,
+#                is counted a fallback, no team, results right, the same
+#                digest
+#   nb_team 0    np 2 with --mca coll_cxl_nb_team 0 (and op ^avx): calls
+#                before a communicator's first blocking collective are the
+#                previous module's (MPI_ICOLL_NBTEAM=0), no verbose line says
+#                a team was started at a non-blocking collective, the same
+#                digest
+#   control      np 2, the nbteam section with --mca coll_cxl_nb_team 0 but
+#                the program expecting coll_cxl_nb_team: it must fail, each of
+#                its five counter checks on every rank, results still right
 #
 # Environment:
 #   MPI_ICOLL_NPS="1 2 3 4 5 8"   the np values
@@ -61,10 +81,13 @@ CONF=$TOP/contrib/openmpi-cxl.conf
 SRC=$SCRIPT_DIR/mpi_icoll_test.c
 BIN=$BUILD/test/mpi/mpi_icoll_test
 POOL=/dev/shm/ucx-cxl-icolltest-$$.pool
+POOL2=/dev/shm/ucx-cxl-icolltest2-$$.pool   # the declined run's rank 1
 maxnp=3                             # the nb-off runs' np
 for np in $NPS; do [ "$np" -gt "$maxnp" ] && maxnp=$np; done
 # sw: a process's transport and its collectives library each open the
 # pool (two copies of the pool code): two emulated hosts per rank
+mpi_coherence "$POOL2" "$((2 * maxnp))"
+SPEC2=$SPEC
 mpi_coherence "$POOL" "$((2 * maxnp))"
 mpi_need "$MODULE" "$COMP" "$CXLPOOL" "$SRC" "$CONF"
 # Open MPI's own components stay on the search path after the build tree
@@ -73,16 +96,19 @@ OMPI_COMPDIR=$(mpi_ompi_compdir)
 SCR=$(mktemp -d "${TMPDIR:-/tmp}/run-mpi-icoll.XXXXXX") || exit 99
 cleanup() {
     mpi_pool_destroy "$CXLPOOL" "$SPEC" "$POOL"
+    mpi_pool_destroy "$CXLPOOL" "$SPEC2" "$POOL2"
     rm -rf "$SCR"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mpi_build "$SRC" "$BIN"
-if ! "$CXLPOOL" create "$POOL" "${CREATE_OPTS[@]}" >"$SCR/create.out" 2>&1; then
-    echo "run-mpi-icoll.sh: cxlpool create $POOL: $(cat "$SCR/create.out")" >&2
-    exit 99
-fi
+for p in "$POOL" "$POOL2"; do
+    if ! "$CXLPOOL" create "$p" "${CREATE_OPTS[@]}" >"$SCR/create.out" 2>&1; then
+        echo "run-mpi-icoll.sh: cxlpool create $p: $(cat "$SCR/create.out")" >&2
+        exit 99
+    fi
+done
 
 BASE=(mpirun --allow-run-as-root --oversubscribe --tune "$CONF"
       --mca mca_base_component_path "$BUILD/.libs:$OMPI_COMPDIR")
@@ -111,17 +137,20 @@ fail() {
         awk '/coll:cxl:/ && ++n > 5 { next } { print }' | head -40
 }
 
-# --- ompi_info: the parameter that turns the non-blocking forms off ---------
+# --- ompi_info: the parameters that turn the non-blocking forms off, and
+# --- the teams started by them -------------------------------------------------
 # (ompi_info takes the component path from the environment, not --mca)
 out=$SCR/info.out
 OMPI_MCA_mca_base_component_path="$BUILD/.libs:$OMPI_COMPDIR" \
     ompi_info --param coll cxl --level 9 --parsable >"$out" 2>&1
-if grep -q '^mca:coll:cxl:param:coll_cxl_nonblocking:value:' "$out" &&
-   grep -qE '^mca:coll:cxl:param:coll_cxl_nonblocking:help:.{20,}' "$out"; then
-    ok "ompi_info: coll_cxl_nonblocking ($(sed -n 's/^mca:coll:cxl:param:coll_cxl_nonblocking:value://p' "$out")), with help"
-else
-    fail "ompi_info" "coll_cxl_nonblocking not listed with a help text" "$out"
-fi
+for param in coll_cxl_nonblocking coll_cxl_nb_team; do
+    if grep -q "^mca:coll:cxl:param:$param:value:" "$out" &&
+       grep -qE "^mca:coll:cxl:param:$param:help:.{20,}" "$out"; then
+        ok "ompi_info: $param ($(sed -n "s/^mca:coll:cxl:param:$param:value://p" "$out")), with help"
+    else
+        fail "ompi_info" "$param not listed with a help text" "$out"
+    fi
+done
 
 # job OUT ARGS...: one mpirun (mpi_job: RC, RES, DIGEST, CNT, SECS)
 job() {
@@ -201,6 +230,56 @@ if passed && same_digest "$np" "MPI_THREAD_MULTIPLE"; then
     ok "np $np MPI_THREAD_MULTIPLE: ${RES#mpi-icoll: }; $CNT; $DNOTE (${SECS} s)"
 else
     fail "np $np MPI_THREAD_MULTIPLE" "rc $RC, '${RES:-no result line}', ${CNT:-no counters}, digest '$DIGEST' (others at np $np: '${DIGESTS[$np]:-}')" "$out"
+fi
+
+# --- the ranks' teams on two pools: every team declined ----------------------
+# MPI_COMM_WORLD's first call (the program's MPI_Ibarrier) starts its team,
+# whose creation fails on both ranks; the held calls, and every later one,
+# go to libnbc (op ^avx: 8-bit sums)
+np=2
+out=$SCR/declined.out
+# (-x applies to one application context: each gets all)
+DENVS=("${ENVS[@]}" -x MPI_ICOLL_EXPECT=declined)
+job "$out" --mca coll_cxl_verbose 1 --mca op ^avx \
+    -np 1 "${DENVS[@]}" env "CXL_COLL_POOL=$SPEC" "$BIN" : \
+    -np 1 "${DENVS[@]}" env "CXL_COLL_POOL=$SPEC2" "$BIN"
+dec=$(grep -cE 'coll:cxl: comm MPI_COMM_WORLD \(cid 0, rank [0-9]+ of 2\): declined: team creation failed' "$out")
+started=$(grep -cE 'coll:cxl: comm MPI_COMM_WORLD .*team started at a non-blocking collective' "$out")
+if passed && [ "$dec" -eq 2 ] && [ "$started" -eq 2 ] &&
+   same_digest "$np" "every team declined"; then
+    ok "np $np declined (teams on two pools): ${RES#mpi-icoll: }; $CNT; MPI_COMM_WORLD's team started at a non-blocking call and declined on both ranks; $DNOTE (${SECS} s)"
+    grep -m1 'declined: team creation failed' "$out" | sed 's/^/    /'
+else
+    fail "np $np declined" "rc $RC, '${RES:-no result line}', ${CNT:-no counters}, MPI_COMM_WORLD's team started at a non-blocking call on $started and declined on $dec of 2 ranks, digest '$DIGEST' (others at np $np: '${DIGESTS[$np]:-}')" "$out"
+fi
+
+# --- coll_cxl_nb_team 0: no team before a blocking collective ----------------
+# (calls before it are libnbc's, whose 8-bit sums need op ^avx)
+out=$SCR/nbteam0.$np.out
+job "$out" -np "$np" --mca coll_cxl_nb_team 0 --mca coll_cxl_verbose 1 \
+    --mca op ^avx "${ENVS[@]}" -x MPI_ICOLL_EXPECT=cxl -x MPI_ICOLL_NBTEAM=0 \
+    "$BIN"
+started=$(grep -c 'team started at a non-blocking collective' "$out")
+if passed && [ "$started" -eq 0 ] && same_digest "$np" "coll_cxl_nb_team 0"; then
+    ok "np $np nb_team 0 (coll_cxl_nb_team 0): ${RES#mpi-icoll: }; $CNT; no team started at a non-blocking call; $DNOTE (${SECS} s)"
+else
+    fail "np $np nb_team 0" "rc $RC, '${RES:-no result line}', ${CNT:-no counters}, $started verbose lines say a team was started at a non-blocking call, digest '$DIGEST' (others at np $np: '${DIGESTS[$np]:-}')" "$out"
+fi
+
+# --- control: the nbteam section must tell coll_cxl_nb_team 0 from 1 --------
+# (every FAIL line printed: MPI_ICOLL_MAX_PRINT; results must stay right;
+# the ranks' FAIL lines may interleave, so they are counted where they
+# start, not by line)
+out=$SCR/control-nbteam.$np.out
+job "$out" -np "$np" --mca coll_cxl_nb_team 0 --mca op ^avx "${ENVS[@]}" \
+    -x MPI_ICOLL_EXPECT=cxl -x MPI_ICOLL_NBTEAM=1 -x MPI_ICOLL_ONLY=nbteam \
+    -x MPI_ICOLL_MAX_PRINT=100 -x MPI_ICOLL_TIMEOUT=120 "$BIN"
+cfail=$(grep -oE 'FAIL: rank [0-9]+: nbteam: counters ' "$out" | wc -l)
+rfail=$(grep -oE 'element [0-9]+ of [0-9]+|block [0-9]+ \(from rank|guard bytes behind|gap byte [0-9]+|send buffer changed' "$out" | wc -l)
+if [ "$RC" -ne 0 ] && [ "$cfail" -eq $((5 * np)) ] && [ "$rfail" -eq 0 ]; then
+    ok "control: coll_cxl_nb_team 0 against the nbteam section's expectations fails it (rc $RC; its 5 counter checks on all $np ranks, no wrong result)"
+else
+    fail "control (nb_team)" "rc $RC, '${RES:-no result line}': $cfail of $((5 * np)) nbteam counter checks failed, $rfail wrong results" "$out"
 fi
 
 echo "mpi-icoll: $PASS passed, $FAIL failed"
