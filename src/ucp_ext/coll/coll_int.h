@@ -149,6 +149,7 @@ struct cxl_coll_team {
         uint64_t  off;  /* pool offset of start */
     }                   alias[CXL_COLL_MAX_ALIAS];
     unsigned            nalias;
+    int                 alias_pending; /* scan at the first lookup */
     cxl_coh_mode_t      coh;
     uint64_t            region;      /* bytes of each partition */
     uint64_t            slot_bytes;
@@ -328,17 +329,18 @@ static inline void cxl_coll_got_clear(cxl_coll_req_t *req)
 uint64_t cxl_coll_now_ns(void);
 
 /* ---- other mappings of the team's pool (coll_alias.c) ---- */
-/* Find them in /proc/self/maps (hw-coherent pools only). */
-void        cxl_coll_alias_scan(cxl_coll_team_t *team, const char *path);
+/* Whether to look for them (hw-coherent pools only): in /proc/self/maps,
+ * at the first lookup. */
+void        cxl_coll_alias_init(cxl_coll_team_t *team, const char *path);
 /* [p, p+len) in another mapping of the pool: the same bytes in the
  * library's mapping; otherwise p. */
-const void *cxl_coll_alias(const cxl_coll_team_t *team, const void *p,
-                           size_t len);
+const void *cxl_coll_alias(cxl_coll_team_t *team, const void *p, size_t len);
 
 /* ---- the pools of the process, shared by its teams (coll_pool.c) ---- */
-/* The handle of pool `key` opened with params (opened on first use),
+/* The handle of pool `key` (opened on first use, with the parameters of
+ * cxl_pool_pick_params; create: the per-user default, made if missing),
  * counted; cxl_coll_pool_put() drops it. */
-cxl_coll_status_t cxl_coll_pool_get(const char *key, cxlpool_params_t *params,
+cxl_coll_status_t cxl_coll_pool_get(const char *key, int create,
                                     cxlpool_t **pool_p);
 void              cxl_coll_pool_put(cxlpool_t *pool);
 /* The pool of a team or of cxl_coll_pool_mem_alloc(): `given`, else

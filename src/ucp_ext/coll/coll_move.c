@@ -310,9 +310,11 @@ cxl_coll_status_t cxl_coll_move_post(cxl_coll_req_t *req)
     req->dst_stride = ((a->type == CXL_COLL_BCAST) ||
                        (a->type == CXL_COLL_SCATTER)) ? 0 : req->bytes;
     /* in place from the pool, unless this rank overwrites what it offers
-     * (in-place alltoall) */
+     * (in-place alltoall); never for what goes into a signal line or
+     * flagged lines (below) */
     if (team->cfg.pool_inplace && (req->src != NULL) &&
-        (req->src != CXL_COLL_IN_PLACE)) {
+        (req->src != CXL_COLL_IN_PLACE) &&
+        (cxl_coll_req_kind(req) >= CXL_COLL_PUB_SMALL)) {
         /* a buffer in the transport's mapping of the pool: the same
          * bytes in the library's (coll_alias.c) */
         req->src = cxl_coll_alias(team, req->src,

@@ -27,11 +27,12 @@ typedef struct cxl_coll_pool_ent {
 static pthread_mutex_t      cxl_coll_pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static cxl_coll_pool_ent_t *cxl_coll_pools;
 
-cxl_coll_status_t cxl_coll_pool_get(const char *key, cxlpool_params_t *params,
+cxl_coll_status_t cxl_coll_pool_get(const char *key, int create,
                                     cxlpool_t **pool_p)
 {
     pid_t pid = getpid();
     cxl_coll_pool_ent_t *ent;
+    cxlpool_params_t params;
     cxlpool_status_t st;
 
     pthread_mutex_lock(&cxl_coll_pools_lock);
@@ -48,7 +49,10 @@ cxl_coll_status_t cxl_coll_pool_get(const char *key, cxlpool_params_t *params,
         pthread_mutex_unlock(&cxl_coll_pools_lock);
         return cxl_coll_error(CXL_COLL_ERR_NO_MEMORY, "out of memory");
     }
-    st = cxlpool_open(params, &ent->pool);
+    /* only for an open: the pick probes the file (its page size), which
+     * was most of a later team's creation */
+    cxl_pool_pick_params(key, create, &params);
+    st = cxlpool_open(&params, &ent->pool);
     if (st != CXLPOOL_OK) {
         free(ent);
         pthread_mutex_unlock(&cxl_coll_pools_lock);
@@ -122,7 +126,6 @@ cxl_coll_status_t cxl_coll_pool_pick_get(const char *given,
                                          char *buf, size_t len,
                                          const char **path, cxlpool_t **pool_p)
 {
-    cxlpool_params_t params;
     cxl_coll_status_t status;
     int create;
 
@@ -130,6 +133,5 @@ cxl_coll_status_t cxl_coll_pool_pick_get(const char *given,
     if (status != CXL_COLL_OK) {
         return status;
     }
-    cxl_pool_pick_params(*path, create, &params);
-    return cxl_coll_pool_get(*path, &params, pool_p);
+    return cxl_coll_pool_get(*path, create, pool_p);
 }

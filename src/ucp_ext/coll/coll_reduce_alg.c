@@ -372,7 +372,8 @@ cxl_coll_status_t cxl_coll_reduce_post(cxl_coll_req_t *req)
     req->lag     = cxl_coll_red_twoshot(req) ? 2 : 1;
     /* peers may read the input in place, unless this rank overwrites it */
     if (team->cfg.pool_inplace && (req->src != NULL) &&
-        (req->src != CXL_COLL_IN_PLACE)) {
+        (req->src != CXL_COLL_IN_PLACE) &&
+        (cxl_coll_req_kind(req) >= CXL_COLL_PUB_SMALL)) {
         /* a buffer in the transport's mapping of the pool: the same
          * bytes in the library's (coll_alias.c) */
         req->src = cxl_coll_alias(team, req->src,

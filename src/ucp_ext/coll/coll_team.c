@@ -54,7 +54,7 @@ static cxl_coll_status_t cxl_coll_team_open_pool(cxl_coll_team_t *team,
     team->pool_size   = info.size;
     team->heap_offset = info.heap_offset;
     team->coh         = cxlpool_coherence(team->pool);
-    cxl_coll_alias_scan(team, path);
+    cxl_coll_alias_init(team, path);
     return CXL_COLL_OK;
 }
 
