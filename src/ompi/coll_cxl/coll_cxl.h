@@ -204,10 +204,17 @@ typedef struct {
 /* set while a held call is started: it passes the gate */
 extern __thread int mca_coll_cxl_replaying;
 
-/* Whether a non-blocking call must look at holding (cheap, unlocked) */
+/* A team being made at a non-blocking call, or calls held for it */
+static inline int mca_coll_cxl_hold_pending(const mca_coll_cxl_module_t *m)
+{
+    return (m->creq != NULL) || (m->n_held != 0);
+}
+
+/* Whether a non-blocking call must look at holding (cheap, unlocked): its
+ * team not made yet (lazy), or pending as above */
 static inline int mca_coll_cxl_nb_gated(const mca_coll_cxl_module_t *m)
 {
-    return OPAL_UNLIKELY((m->team == NULL) || (m->n_held != 0)) &&
+    return OPAL_UNLIKELY(m->lazy || mca_coll_cxl_hold_pending(m)) &&
            !mca_coll_cxl_replaying;
 }
 
@@ -338,6 +345,10 @@ int  mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
 /* before a blocking call: the module's non-blocking calls all posted to
  * the library, which keeps the order */
 void mca_coll_cxl_nb_flush(mca_coll_cxl_module_t *m);
+/* Open MPI's progress while cond(m), yielding the CPU after a bounded
+ * spin (more ranks than cores) */
+void mca_coll_cxl_progress_while(mca_coll_cxl_module_t *m,
+                                 int (*cond)(const mca_coll_cxl_module_t *m));
 /* before the team goes: every non-blocking call of the module ended */
 void mca_coll_cxl_nb_drain(mca_coll_cxl_module_t *m);
 void mca_coll_cxl_nb_fini(void);

@@ -28,11 +28,6 @@
 
 #include "opal/runtime/opal_progress.h"
 
-#include <sched.h>
-
-/* polls of a settle before each sched_yield() */
-#define COLL_CXL_HOLD_SPIN 1000
-
 typedef struct mca_coll_cxl_held {
     mca_coll_cxl_req_t        base;
     struct mca_coll_cxl_held *next;
@@ -207,9 +202,9 @@ int mca_coll_cxl_hold(mca_coll_cxl_module_t *m, const mca_coll_cxl_call_t *call,
     mca_coll_cxl_held_t *q;
 
     OPAL_THREAD_LOCK(&c->hold_lock);
-    if ((m->creq == NULL) && (m->n_held == 0)) {
+    if (!mca_coll_cxl_hold_pending(m)) {
         /* nothing under way: hold only to make the team */
-        if (!m->lazy || !c->nb_team || (m->team != NULL)) {
+        if (!m->lazy || !c->nb_team) {
             OPAL_THREAD_UNLOCK(&c->hold_lock);
             return 0;
         }
@@ -262,14 +257,8 @@ int mca_coll_cxl_hold(mca_coll_cxl_module_t *m, const mca_coll_cxl_call_t *call,
 
 void mca_coll_cxl_hold_settle(mca_coll_cxl_module_t *m)
 {
-    unsigned spins = 0;
-
-    while ((m->creq != NULL) || (m->n_held != 0)) {
-        opal_progress(); /* coll_cxl_hold_progress among the others */
-        if (++spins >= COLL_CXL_HOLD_SPIN) {
-            sched_yield(); /* more ranks than cores */
-        }
-    }
+    /* coll_cxl_hold_progress among opal_progress's functions */
+    mca_coll_cxl_progress_while(m, mca_coll_cxl_hold_pending);
 }
 
 void mca_coll_cxl_hold_fini(void)

@@ -323,7 +323,7 @@ int mca_coll_cxl_takes(mca_coll_cxl_module_t *m, mca_coll_cxl_coll_t coll,
                        ompi_request_t **request)
 {
     if (request == NULL) {
-        if (OPAL_UNLIKELY((m->creq != NULL) || (m->n_held != 0))) {
+        if (OPAL_UNLIKELY(mca_coll_cxl_hold_pending(m))) {
             /* a team being made at a non-blocking call: it ends, and the
              * calls held for it start, before this one */
             mca_coll_cxl_hold_settle(m);

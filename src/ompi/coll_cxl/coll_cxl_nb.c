@@ -337,9 +337,8 @@ int mca_coll_cxl_nb_post(mca_coll_cxl_module_t *m,
     return OMPI_SUCCESS;
 }
 
-/* progress until cond(m) is false */
-static void coll_cxl_nb_until(mca_coll_cxl_module_t *m,
-                              int (*cond)(const mca_coll_cxl_module_t *m))
+void mca_coll_cxl_progress_while(mca_coll_cxl_module_t *m,
+                                 int (*cond)(const mca_coll_cxl_module_t *m))
 {
     unsigned spins = 0;
 
@@ -363,12 +362,12 @@ static int coll_cxl_nb_has_any(const mca_coll_cxl_module_t *m)
 
 void mca_coll_cxl_nb_flush(mca_coll_cxl_module_t *m)
 {
-    coll_cxl_nb_until(m, coll_cxl_nb_has_unposted);
+    mca_coll_cxl_progress_while(m, coll_cxl_nb_has_unposted);
 }
 
 void mca_coll_cxl_nb_drain(mca_coll_cxl_module_t *m)
 {
-    coll_cxl_nb_until(m, coll_cxl_nb_has_any);
+    mca_coll_cxl_progress_while(m, coll_cxl_nb_has_any);
 }
 
 void mca_coll_cxl_nb_fini(void)

@@ -331,6 +331,17 @@ static void cxl_coll_creq_free(cxl_coll_team_creq_t *creq)
     free(creq);
 }
 
+/* The exchange of creq->round failed (starting it, or in its test) */
+static cxl_coll_status_t
+cxl_coll_creq_oob_failed(const cxl_coll_team_creq_t *creq)
+{
+    return cxl_coll_error(CXL_COLL_ERR_OOB, "team creation: the out-of-band "
+                          "allgather of the %s (%zu bytes) failed",
+                          creq->round ? "verdict" : "record",
+                          creq->round ? sizeof(creq->verdict) :
+                                        sizeof(creq->rec));
+}
+
 /* Start exchange number creq->round; 0, or an error that was set */
 static int cxl_coll_creq_exchange(cxl_coll_team_creq_t *creq)
 {
@@ -341,7 +352,6 @@ static int cxl_coll_creq_exchange(cxl_coll_team_creq_t *creq)
                                      (void *)creq->recs;
     size_t len       = creq->round ? sizeof(creq->verdict) :
                                      sizeof(creq->rec);
-    const char *what = creq->round ? "verdict" : "record";
     int rc;
 
     creq->oob_req = NULL;
@@ -355,8 +365,7 @@ static int cxl_coll_creq_exchange(cxl_coll_team_creq_t *creq)
     }
     if (rc != 0) {
         creq->oob_req = NULL;
-        cxl_coll_error(CXL_COLL_ERR_OOB, "team creation: the out-of-band "
-                       "allgather of the %s (%zu bytes) failed", what, len);
+        (void)cxl_coll_creq_oob_failed(creq);
     }
     return rc;
 }
@@ -518,10 +527,7 @@ cxl_coll_status_t cxl_coll_team_create_test(cxl_coll_team_creq_t *creq,
             }
             creq->oob_req = NULL; /* released by the test */
             if (rc < 0) {
-                status = cxl_coll_error(CXL_COLL_ERR_OOB, "team creation: "
-                                        "the out-of-band allgather of the %s"
-                                        " failed", creq->round ? "verdict" :
-                                        "record");
+                status = cxl_coll_creq_oob_failed(creq);
                 break;
             }
         }
