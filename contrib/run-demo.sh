@@ -19,8 +19,10 @@
 #      slot; latency at 8 B / 256 B / 4 KiB / 256 KiB); then MPI with
 #      coll/cxl next to coll/tuned over the same UCX_TLS=cxl and to
 #      ob1+vader, three short alternating runs (perftest/run-coll-bench.sh
-#      measures it properly), and the same for the non-blocking forms
-#      (MPI_Iallreduce... + MPI_Wait against libnbc);
+#      measures it properly), the same for the non-blocking forms
+#      (MPI_Iallreduce... + MPI_Wait against libnbc), and a program that
+#      only starts non-blocking collectives (perftest/run-coll-first.sh:
+#      the first call makes the team without waiting);
 #   6. the dataset-chunk broker: `cxl-broker serve` on the default pool,
 #      a dataset of files added and warmed (progress), four reader
 #      processes reading it at once, two copying out of their own mapping
@@ -49,7 +51,7 @@ esac
 
 "$top/contrib/setup-deps.sh"
 dir=$("$top/contrib/build.sh" release)
-make -C "$dir" -j"$(nproc)" test/helpers/cxlpool_holder test/broker/brk_reader >/dev/null
+make -C "$dir" -j"$(nproc)" test/helpers/cxlpool_holder test/broker/brk_reader test/coll/coll_ucp_test >/dev/null
 cxlpool="$dir/cxlpool"
 holder="$dir/test/helpers/cxlpool_holder"
 module="$dir/.libs/libuct_cxl.so"
@@ -157,7 +159,11 @@ echo "-- the same, non-blocking: MPI_Ibcast, MPI_Iallreduce... + MPI_Wait (coll/
     --colls barrier,bcast,allreduce,allgather,alltoall --nonblocking \
     --budget 0.05 --out "$tmp/icoll" >"$tmp/icoll.log" 2>&1 || { tail -20 "$tmp/icoll.log"; exit 1; }
 grep -E '^\|' "$tmp/icoll/summary.md"
-echo "(alternating repetitions, every size, sw mode: perftest/run-coll-bench.sh; --nonblocking, --overlap US)"
+echo "-- a program that only starts non-blocking collectives: its communicators' teams are made without waiting (first call), then MPI_Iallreduce of 8 B runs in the library; 3 alternating runs, medians [min-max] in us"
+"$top/perftest/run-coll-first.sh" --builddir "$dir" --reps 3 --out "$tmp/first" \
+    >"$tmp/first.log" 2>&1 || { tail -20 "$tmp/first.log"; exit 1; }
+grep -E '^\|' "$tmp/first/results.md"
+echo "(alternating repetitions, every size, sw mode: perftest/run-coll-bench.sh; --nonblocking, --overlap US; perftest/run-coll-first.sh)"
 
 echo
 echo "== 6. the dataset-chunk broker: one copy per pool, read by every process (readers 1-2 copy out of their mapping, 3-4 with ucp_get)"
