@@ -2,14 +2,18 @@
  * coll_first - a program that only starts non-blocking collectives: on
  * each of --dups fresh communicators (MPI_Comm_dup of MPI_COMM_WORLD) it
  * times the first MPI_Iallreduce + MPI_Wait (with coll/cxl this call
- * makes the communicator's team) and then the mean of --calls more.
+ * makes the communicator's team) and then the mean of --calls more; it
+ * also times each MPI_Comm_dup (Open MPI agrees on the new context id with
+ * MPI_Iallreduce calls on MPI_COMM_WORLD, libnbc's under coll/cxl's
+ * coll_cxl_cid_prev).
  * Driven by perftest/run-coll-first.sh, which runs it under coll/cxl and
  * under what Open MPI gives without it.
  *
  * Each figure is the slowest rank's (MPI_MAX over the ranks), per
  * communicator; the program prints the median, min and max over the
  * communicators as one CSV line:
- *   first_med,first_min,first_max,steady_med,steady_min,steady_max (us)
+ *   first_med,first_min,first_max,steady_med,steady_min,steady_max,
+ *   dup_med,dup_min,dup_max (us)
  * Every result is checked; a wrong one exits 1.
  */
 #include <mpi.h>
@@ -54,7 +58,7 @@ static int cf_call(MPI_Comm comm, int rank, int size, long call)
 int main(int argc, char **argv)
 {
     long dups = 20, calls = 200, d, c, bad = 0;
-    double *first, *steady, t, mine;
+    double *first, *steady, *dupt, t, mine;
     int rank, size;
     MPI_Comm comm;
 
@@ -74,12 +78,19 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     first  = calloc((size_t)dups, sizeof(*first));
     steady = calloc((size_t)dups, sizeof(*steady));
-    if ((first == NULL) || (steady == NULL)) {
+    dupt   = calloc((size_t)dups, sizeof(*dupt));
+    if ((first == NULL) || (steady == NULL) || (dupt == NULL)) {
         fprintf(stderr, "coll_first: no memory\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     for (d = 0; d < dups; ++d) {
+        /* the previous communicator's teardown skews the ranks */
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = MPI_Wtime();
         MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+        mine = (MPI_Wtime() - t) * 1e6;
+        MPI_Reduce(&mine, &dupt[d], 1, MPI_DOUBLE, MPI_MAX, 0,
+                   MPI_COMM_WORLD);
         t     = MPI_Wtime();
         bad  += cf_call(comm, rank, size, 0);
         mine  = (MPI_Wtime() - t) * 1e6;
@@ -98,15 +109,18 @@ int main(int argc, char **argv)
     if (rank == 0) {
         qsort(first, (size_t)dups, sizeof(*first), cf_cmp);
         qsort(steady, (size_t)dups, sizeof(*steady), cf_cmp);
+        qsort(dupt, (size_t)dups, sizeof(*dupt), cf_cmp);
         if (bad != 0) {
             fprintf(stderr, "coll_first: %ld wrong results\n", bad);
         }
-        printf("%.2f,%.2f,%.2f,%.3f,%.3f,%.3f\n", first[dups / 2], first[0],
-               first[dups - 1], steady[dups / 2], steady[0],
-               steady[dups - 1]);
+        printf("%.2f,%.2f,%.2f,%.3f,%.3f,%.3f,%.2f,%.2f,%.2f\n",
+               first[dups / 2], first[0], first[dups - 1], steady[dups / 2],
+               steady[0], steady[dups - 1], dupt[dups / 2], dupt[0],
+               dupt[dups - 1]);
     }
     free(first);
     free(steady);
+    free(dupt);
     MPI_Finalize();
     return bad != 0;
 }

@@ -14,12 +14,16 @@
 #   cxl-nbteam0  coll/cxl with coll_cxl_nb_team false (before stop 39):
 #                no blocking collective ever makes a team, so every call
 #                is libnbc's
+#   cxl-cid0     coll/cxl with coll_cxl_cid_prev false (before stop 40):
+#                Open MPI's context-id calls of each MPI_Comm_dup run in
+#                MPI_COMM_WORLD's team, not in libnbc
 #   libnbc       Open MPI's default selection without coll/cxl (libnbc
 #                over pml ucx with UCX_TLS=cxl)
-# All three on pml ucx over the ucx-cxl transport (LD_PRELOAD of
+# All four on pml ucx over the ucx-cxl transport (LD_PRELOAD of
 # libuct_cxl.so, --tune contrib/openmpi-cxl.conf), np 2 bound to cores.
 #
-# Figures (us): per communicator the slowest rank's; per run the median
+# Figures (us), for the first call, the later calls and the MPI_Comm_dup
+# that made the communicator: per communicator the slowest rank's; per run the median
 # over --dups communicators; per configuration the median [min-max] over
 # the runs, and the ratio of cxl's median to each other's.  Nothing is
 # asserted: it measures and reports (results.md, results.csv, raw/).
@@ -90,16 +94,17 @@ BASE=(mpirun --allow-run-as-root -np 2 --bind-to core
       --tune "$REPO_DIR/contrib/openmpi-cxl.conf"
       --mca mca_base_component_path "$COMPDIR:$OMPI_COMP"
       -x "LD_PRELOAD=$MODULE" -x UCX_TLS=cxl -x "UCX_CXL_POOL=$POOL")
-CONFIGS=(cxl cxl-nbteam0 libnbc)
+CONFIGS=(cxl cxl-nbteam0 cxl-cid0 libnbc)
 config_args() {
     case $1 in
         cxl) echo "--mca coll_cxl_priority 90 --mca coll_cxl_nb_team 1" ;;
         cxl-nbteam0) echo "--mca coll_cxl_priority 90 --mca coll_cxl_nb_team 0" ;;
+        cxl-cid0) echo "--mca coll_cxl_priority 90 --mca coll_cxl_cid_prev 0" ;;
         libnbc) echo "--mca coll ^cxl" ;;
     esac
 }
 
-echo "config,rep,first_med,first_min,first_max,steady_med,steady_min,steady_max" >"$OUT/results.csv"
+echo "config,rep,first_med,first_min,first_max,steady_med,steady_min,steady_max,dup_med,dup_min,dup_max" >"$OUT/results.csv"
 msg "np 2, $DUPS communicators x (1 + $CALLS) calls per run, $REPS runs per configuration, alternating"
 for ((rep = 1; rep <= REPS; ++rep)); do
     for cfg in "${CONFIGS[@]}"; do
@@ -107,20 +112,20 @@ for ((rep = 1; rep <= REPS; ++rep)); do
         # shellcheck disable=SC2046
         timeout 600 "${BASE[@]}" $(config_args "$cfg") "$BIN" "$DUPS" "$CALLS" >"$raw" 2>&1
         rc=$?
-        line=$(grep -E '^[0-9.]+(,[0-9.]+){5}$' "$raw" | tail -n1)
+        line=$(grep -E '^[0-9.]+(,[0-9.]+){8}$' "$raw" | tail -n1)
         if [[ $rc -ne 0 || -z $line ]]; then
             msg "$cfg run $rep: rc $rc, no result (see $raw)"
             continue
         fi
         echo "$cfg,$rep,$line" >>"$OUT/results.csv"
-        msg "$cfg run $rep: first ${line%%,*} us, steady $(cut -d, -f4 <<<"$line") us"
+        msg "$cfg run $rep: first ${line%%,*} us, steady $(cut -d, -f4 <<<"$line") us, MPI_Comm_dup $(cut -d, -f7 <<<"$line") us"
     done
 done
 
 /usr/bin/python3 - "$OUT/results.csv" "$OUT/results.md" "$DUPS" "$CALLS" <<'EOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-cfgs = ["cxl", "cxl-nbteam0", "libnbc"]
+cfgs = ["cxl", "cxl-nbteam0", "cxl-cid0", "libnbc"]
 def col(cfg, key):
     return [float(r[key]) for r in rows if r["config"] == cfg]
 def cell(v):
@@ -131,13 +136,13 @@ out = ["# A program that only starts non-blocking collectives",
        "(1 + %s calls) per run; median [min-max] over the runs of each "
        "run's median over its communicators (the slowest rank's), us." % (sys.argv[3], sys.argv[4]),
        "",
-       "| configuration | runs | first call (team made) | later calls | later calls: cxl / this |",
-       "|---|---|---|---|---|"]
+       "| configuration | runs | first call (team made) | later calls | later calls: cxl / this | MPI_Comm_dup |",
+       "|---|---|---|---|---|---|"]
 cxl = col("cxl", "steady_med")
 for c in cfgs:
     s = col(c, "steady_med")
     ratio = "%.2fx" % (statistics.median(cxl) / statistics.median(s)) if cxl and s else "-"
-    out.append("| %s | %d | %s | %s | %s |" % (c, len(s), cell(col(c, "first_med")), cell(s), ratio))
+    out.append("| %s | %d | %s | %s | %s | %s |" % (c, len(s), cell(col(c, "first_med")), cell(s), ratio, cell(col(c, "dup_med"))))
 open(sys.argv[2], "w").write("\n".join(out) + "\n")
 print("\n".join(out))
 EOF

@@ -56,6 +56,25 @@
  *              MPI_Wait (pending calls of a freed communicator complete;
  *              where the call is Open MPI's libnbc, which crashes on it,
  *              MPI_Wait first: see nbteam_comm_free())
+ *   idup       blocking collectives on MPI_COMM_WORLD while an MPI_Comm_idup
+ *              of it is under way: Open MPI agrees on the new context id
+ *              with MPI_Iallreduce calls of one MPI_INT (MPI_MAX, MPI_MIN)
+ *              on the parent, started from its progress engine at moments
+ *              that differ between ranks, which must not pair with the
+ *              program's calls (coll_cxl_cid_prev hands them to the
+ *              previous module).  IDUP_ROUNDS rounds: MPI_Comm_idup, on odd
+ *              rounds the last rank sleeps 2 ms first, then IDUP_CALLS
+ *              blocking MPI_Allreduce / MPI_Bcast (rank 0 sleeps 100 us
+ *              every seventh), MPI_Wait, an MPI_Allreduce on the new
+ *              communicator; counters: the program's calls all in the
+ *              library, no non-blocking call in it, Open MPI's handed on.
+ *              Then the program's own MPI_Iallreduce of that shape: the
+ *              previous module's
+ *   idupnb     (only where MPI_ICOLL_ONLY names it) idup's rounds with
+ *              MPI_Iallreduce / MPI_Ibcast + MPI_Wait instead of the
+ *              blocking calls: right with coll/cxl; Open MPI 4.1.4's libnbc
+ *              alone pairs them with its context-id rounds and gets wrong
+ *              results
  *   free       MPI_Request_free of an active MPI_Iallreduce, then an
  *              MPI_Barrier; later calls right (the freed call's data is not
  *              checked: MPI gives no completion guarantee).  Run last: the
@@ -88,7 +107,9 @@
  *                             coll/cxl takes) in the previous module; with
  *                             a user operation, MPI_LOR or a derived
  *                             datatype in a reduction always in the previous
- *                             module (one fallback each); calls Open MPI ends
+ *                             module (one fallback each), as is an
+ *                             MPI_Iallreduce of one MPI_INT with MPI_MAX or
+ *                             MPI_MIN (coll_cxl_cid_prev); calls Open MPI ends
  *                             before any component (MPI_Ibcast on one rank,
  *                             count 0 of MPI_Ibcast and the reductions) count
  *                             nowhere; other count 0 calls may count either
@@ -134,6 +155,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MC_PROG "mpi_icoll_test"
 #define MC_NAME "mpi-icoll"
@@ -401,6 +423,12 @@ static int icall_path(const icall_t *ic)
     }
     if (zero) {
         return PATH_ANY;
+    }
+    /* coll_cxl_cid_prev: the shape of Open MPI's context-id agreement */
+    if ((ic->kind == K_ALLREDUCE) && (ic->count == 1) &&
+        (ic->rt->dt == MPI_INT) &&
+        ((ic->ro->op == MPI_MAX) || (ic->ro->op == MPI_MIN))) {
+        return PATH_PREV;
     }
     /* coll_cxl_nb_team: without a team the call starts its creation (or
      * waits for it) and is started in the library once it is made */
@@ -1706,6 +1734,130 @@ static void test_nbteam(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* idup: blocking collectives on the parent of an MPI_Comm_idup         */
+
+/* a section run only where MPI_ICOLL_ONLY names it */
+static int only_named(const char *name)
+{
+    const char *only = getenv("MPI_ICOLL_ONLY");
+
+    return (only != NULL) && (only[0] != '\0') && mc_section(name);
+}
+
+#define IDUP_ROUNDS 6
+#define IDUP_CALLS  40
+
+/* the counters over one round: the program's calls (blk blocking and lib
+ * non-blocking ones coll/cxl's) in the library, no other non-blocking call
+ * there; Open MPI's agreement calls, which reach coll/cxl on
+ * MPI_COMM_WORLD, handed on */
+static void idup_counters(const tally_t *t, int round)
+{
+    unsigned long long dc = mc_pvar(CNT_CALLS) - t->c0[CNT_CALLS];
+    unsigned long long dn = mc_pvar(CNT_NB) - t->c0[CNT_NB];
+    unsigned long long df = mc_pvar(CNT_FALLBACKS) - t->c0[CNT_FALLBACKS];
+    unsigned long long blk = (unsigned long long)t->blk;
+    unsigned long long lib = (unsigned long long)t->lib;
+    int ok;
+
+    snprintf(g_check, sizeof(g_check), "idup: counters (round %d)", round);
+    ++g_checks;
+    switch (g_expect) {
+    case EXPECT_OFF:
+        ok = (dc == 0) && (dn == 0) && (df == 0);
+        break;
+    case EXPECT_DECLINED:
+        ok = (dc == 0) && (dn == 0) && (df >= blk + lib);
+        break;
+    case EXPECT_NBOFF:
+        ok = (dc == blk) && (dn == 0);
+        break;
+    default:
+        ok = (dc == blk + lib) && (dn == lib) &&
+             ((df > 0) || !comm_ours(&g_world));
+        break;
+    }
+    if (!ok) {
+        mc_fail("coll/cxl counted %llu library calls (%llu non-blocking), "
+                "%llu fallbacks; expected the program's %llu blocking and "
+                "%llu non-blocking calls in the library, no other "
+                "non-blocking one, and Open MPI's context-id MPI_Iallreduce "
+                "calls handed on (coll_cxl_cid_prev)", dc, dn, df, blk, lib);
+    }
+}
+
+/* nb: the program's calls are MPI_Iallreduce / MPI_Ibcast + MPI_Wait */
+static void idup_round(int round, int nb)
+{
+    ic_comm_t d;
+    MPI_Request req;
+    MPI_Comm dup;
+    icall_t ic;
+    tally_t t;
+    int i, rc;
+
+    tally_begin(&t);
+    snprintf(g_check, sizeof(g_check), "idup: MPI_Comm_idup of "
+             "MPI_COMM_WORLD (round %d)", round);
+    rc = MPI_Comm_idup(MPI_COMM_WORLD, &dup, &req);
+    mc_mpi_ok(rc);
+    if (rc != MPI_SUCCESS) {
+        return;
+    }
+    if ((round & 1) && (g_world.rank == g_world.size - 1)) {
+        usleep(2000); /* the others' agreement steps start in their calls */
+    }
+    for (i = 0; i < IDUP_CALLS; ++i) {
+        if ((i % 4) == 3) {
+            icall_init(&ic, K_BCAST, &g_world, NULL, NULL,
+                       &mtypes[i % N_MTYPES], (size_t)(1 + i),
+                       i % g_world.size, 0, !nb);
+        } else {
+            icall_init(&ic, K_ALLREDUCE, &g_world, &rtypes[i % N_RTYPES],
+                       &rops[0], NULL, (size_t)(1 + i % 5), 0, 0, !nb);
+        }
+        tally_path(&t, !nb, ic.path);
+        icall_post(&ic);
+        icall_complete(&ic, 0);
+        icall_finish(&ic);
+        if ((g_world.rank == 0) && ((i % 7) == 0)) {
+            usleep(100);
+        }
+    }
+    snprintf(g_check, sizeof(g_check), "idup: MPI_Wait for MPI_Comm_idup "
+             "(round %d)", round);
+    rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    mc_mpi_ok(rc);
+    idup_counters(&t, round);
+    if (rc != MPI_SUCCESS) {
+        return;
+    }
+    comm_init(&d, dup, "an MPI_Comm_idup of MPI_COMM_WORLD");
+    icall_init(&ic, K_ALLREDUCE, &d, &rtypes[3], &rops[0], NULL, 3, 0, 0, 1);
+    icall_run(&ic);
+    snprintf(g_check, sizeof(g_check), "idup: MPI_Comm_free (round %d)",
+             round);
+    mc_mpi_ok(MPI_Comm_free(&d.comm));
+}
+
+static void test_idup(int nb)
+{
+    icall_t ic;
+    int round;
+
+    for (round = 0; round < IDUP_ROUNDS; ++round) {
+        idup_round(round, nb);
+    }
+    if (nb) {
+        return;
+    }
+    /* the program's own call of the agreement's shape */
+    icall_init(&ic, K_ALLREDUCE, &g_world, &rtypes[0], &rops[1], NULL, 1, 0,
+               0, 0);
+    icall_run(&ic);
+}
+
+/* ------------------------------------------------------------------ */
 /* free: MPI_Request_free of an active request                         */
 
 static void test_free(ic_comm_t *w)
@@ -1847,6 +1999,12 @@ int main(int argc, char **argv)
     }
     if (mc_section("nbteam")) {
         test_nbteam();
+    }
+    if (mc_section("idup")) {
+        test_idup(0);
+    }
+    if (only_named("idupnb")) {
+        test_idup(1);
     }
     if (mc_section("free")) {
         test_free(&g_world);

@@ -57,6 +57,7 @@ typedef struct {
     int          spin_count;
     bool         nonblocking;     /* take MPI_Ibarrier... too */
     bool         nb_team;         /* a non-blocking call makes the team */
+    bool         cid_prev;        /* context-id shaped calls: previous */
     /* MPI_T performance variables (counters of this process) */
     unsigned long long n_teams;
     unsigned long long n_calls;

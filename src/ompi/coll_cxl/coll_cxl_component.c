@@ -55,6 +55,7 @@ mca_coll_cxl_component_t mca_coll_cxl_component = {
     .spin_count        = 1000,
     .nonblocking       = true,
     .nb_team           = true,
+    .cid_prev          = true,
 };
 
 const char *mca_coll_cxl_coll_name(mca_coll_cxl_coll_t coll)
@@ -191,6 +192,17 @@ static int coll_cxl_register(void)
                  "the team is made at the first blocking collective and "
                  "non-blocking calls before it go to the previous module",
                  MCA_BASE_VAR_TYPE_BOOL, &c->nb_team);
+    coll_cxl_var("cid_prev",
+                 "Whether non-blocking allreduces of one MPI_INT with "
+                 "MPI_MAX or MPI_MIN go to the previous module (libnbc): "
+                 "Open MPI's communicator constructors agree on a context "
+                 "id with such calls on the parent, and MPI_Comm_idup "
+                 "starts them from the progress engine at moments that "
+                 "differ between ranks, so in the team they would pair with "
+                 "the program's own collectives on the parent (the call "
+                 "fails: the ranks' calls differ); false: the team takes "
+                 "them (only for programs that never call MPI_Comm_idup)",
+                 MCA_BASE_VAR_TYPE_BOOL, &c->cid_prev);
 
     coll_cxl_pvar("teams", "Communicators of this process coll/cxl runs on "
                   "now (library teams alive)", MCA_BASE_PVAR_CLASS_LEVEL,

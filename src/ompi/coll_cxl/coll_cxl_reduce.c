@@ -166,6 +166,24 @@ int mca_coll_cxl_allreduce(const void *sbuf, void *rbuf, int count,
                                   (mca_coll_cxl_module_t *)module, NULL);
 }
 
+/*
+ * Open MPI 4.1's communicator constructors agree on a context id through
+ * MPI_Iallreduce calls of one MPI_INT with MPI_MAX or MPI_MIN on the
+ * parent (comm_cid.c), each started from the progress engine when the one
+ * before it ended.  Under MPI_Comm_idup that moment differs between ranks
+ * (inside a blocking collective of the program on one rank, before it on
+ * another), while the team pairs calls by their order on each rank: such
+ * a call would pair with one of the program's.  Nothing in the arguments
+ * tells the two kinds apart, so every call of that shape goes to the
+ * previous module, which pairs its calls apart from the team's.
+ */
+static int coll_cxl_cid_shape(int count, const struct ompi_datatype_t *dtype,
+                              const struct ompi_op_t *op)
+{
+    return (count == 1) && (dtype == MPI_INT) &&
+           ((op == MPI_MAX) || (op == MPI_MIN));
+}
+
 int mca_coll_cxl_iallreduce(const void *sbuf, void *rbuf, int count,
                             struct ompi_datatype_t *dtype,
                             struct ompi_op_t *op,
@@ -175,6 +193,16 @@ int mca_coll_cxl_iallreduce(const void *sbuf, void *rbuf, int count,
 {
     mca_coll_cxl_module_t *m = (mca_coll_cxl_module_t *)module;
 
+    if (OPAL_UNLIKELY(coll_cxl_cid_shape(count, dtype, op)) &&
+        mca_coll_cxl_component.cid_prev) {
+        /* before the gate: never held, never starts a team */
+        mca_coll_cxl_count_fallback(m, COLL_CXL_ALLREDUCE,
+                                    "one MPI_INT with MPI_MAX or MPI_MIN, "
+                                    "the shape of Open MPI's context-id "
+                                    "agreement (coll_cxl_cid_prev)");
+        return m->prev.iallreduce(sbuf, rbuf, count, dtype, op, comm, request,
+                                  m->prev.iallreduce_module);
+    }
     COLL_CXL_NB_GATE(m, request, .coll = COLL_CXL_ALLREDUCE, .sbuf = sbuf,
                      .rbuf = rbuf, .scount = count, .sdtype = dtype, .op = op);
     return coll_cxl_allreduce_any(sbuf, rbuf, count, dtype, op, comm, m,
