@@ -19,6 +19,18 @@
 #   mpi_ompi_compdir
 #       print Open MPI's own component directory (ompi_info): it stays on
 #       mca_base_component_path after the build tree's
+#   mpi_coll_setup PROGRAM PREFIX MAXNP
+#       the setup of the coll/cxl scripts (after mpi_builddir): MODULE,
+#       COMP, CXLPOOL, CONF; SRC (test/mpi/PROGRAM.c) built to BIN
+#       (BUILD/test/mpi/PROGRAM); two pools, POOL and POOL2 (for runs whose
+#       ranks map different pools), named SPEC and SPEC2 (mpi_coherence,
+#       2 emulated hosts per rank for MAXNP ranks: a process's transport and
+#       its collectives library each open the pool); OMPI_COMPDIR; SCR, a
+#       scratch folder, removed at exit with the pools; BASE (mpirun and
+#       its options) and ENVS (the ranks' environment: the transport, the
+#       pool, PREFIX"LARGE" and PREFIX"TIMEOUT" from the caller's
+#       environment or LARGE / 300, sw coherence); exit 99 if anything
+#       needed is missing
 #   mpi_job NAME LIMIT OUT CMD...
 #       run CMD (an mpirun line) for at most LIMIT seconds, its output in
 #       OUT; set RC, SECS, RES (the last "NAME: N checks, N failed" line),
@@ -106,6 +118,55 @@ mpi_ompi_compdir() {
     d=$(ompi_info --path pkglibdir --parsable 2>/dev/null |
         sed -n 's/^path:pkglibdir://p')
     echo "${d:-/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3}"
+}
+
+mpi_coll_cleanup() {
+    mpi_pool_destroy "$CXLPOOL" "$SPEC" "$POOL"
+    mpi_pool_destroy "$CXLPOOL" "$SPEC2" "$POOL2"
+    rm -rf "$SCR"
+}
+
+mpi_coll_setup() {
+    local prog=$1 prefix=$2 maxnp=$3 name tag p large timeout
+    name=$(basename "$0")
+    tag=${name%.sh}
+    MODULE=$BUILD/.libs/libuct_cxl.so
+    COMP=$BUILD/.libs/mca_coll_cxl.so
+    CXLPOOL=$BUILD/cxlpool
+    CONF=$TOP/contrib/openmpi-cxl.conf
+    SRC=$SCRIPT_DIR/$prog.c
+    BIN=$BUILD/test/mpi/$prog
+    POOL=/dev/shm/ucx-cxl-$tag-$$.pool
+    POOL2=/dev/shm/ucx-cxl-$tag-2-$$.pool
+    mpi_coherence "$POOL2" "$((2 * maxnp))"
+    SPEC2=$SPEC
+    mpi_coherence "$POOL" "$((2 * maxnp))"
+    mpi_need "$MODULE" "$COMP" "$CXLPOOL" "$SRC" "$CONF"
+    OMPI_COMPDIR=$(mpi_ompi_compdir)
+
+    SCR=$(mktemp -d "${TMPDIR:-/tmp}/$tag.XXXXXX") || exit 99
+    trap mpi_coll_cleanup EXIT
+    trap 'exit 130' INT TERM
+
+    mpi_build "$SRC" "$BIN"
+    for p in "$POOL" "$POOL2"; do
+        if ! "$CXLPOOL" create "$p" "${CREATE_OPTS[@]}" >"$SCR/create.out" 2>&1; then
+            echo "$name: cxlpool create $p: $(cat "$SCR/create.out")" >&2
+            exit 99
+        fi
+    done
+
+    large=${prefix}LARGE
+    timeout=${prefix}TIMEOUT
+    BASE=(mpirun --allow-run-as-root --oversubscribe --tune "$CONF"
+          --mca mca_base_component_path "$BUILD/.libs:$OMPI_COMPDIR")
+    ENVS=(-x "LD_PRELOAD=$MODULE" -x UCX_TLS=cxl -x "UCX_CXL_POOL=$SPEC"
+          -x "$large=${!large:-65537}" -x "$timeout=${!timeout:-300}")
+    if [ "$COHERENCE" = sw ]; then
+        unset UCX_CXL_HOST_INDEX      # each rank an emulated host of its own
+        ENVS+=(-x UCX_CXL_COHERENCE=sw)
+    fi
+    echo "$name: pool $SPEC (${CREATE_OPTS[*]}), component $COMP"
 }
 
 mpi_job() {

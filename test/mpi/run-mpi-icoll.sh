@@ -79,54 +79,10 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mpi_builddir "$0" "$@"
 
 NPS=${MPI_ICOLL_NPS:-1 2 3 4 5 8}
-LARGE=${MPI_ICOLL_LARGE:-65537}
 LIMIT=${RUN_MPI_TIMEOUT:-600}
-MODULE=$BUILD/.libs/libuct_cxl.so
-COMP=$BUILD/.libs/mca_coll_cxl.so
-CXLPOOL=$BUILD/cxlpool
-CONF=$TOP/contrib/openmpi-cxl.conf
-SRC=$SCRIPT_DIR/mpi_icoll_test.c
-BIN=$BUILD/test/mpi/mpi_icoll_test
-POOL=/dev/shm/ucx-cxl-icolltest-$$.pool
-POOL2=/dev/shm/ucx-cxl-icolltest2-$$.pool   # the declined run's rank 1
 maxnp=3                             # the nb-off runs' np
 for np in $NPS; do [ "$np" -gt "$maxnp" ] && maxnp=$np; done
-# sw: a process's transport and its collectives library each open the
-# pool (two copies of the pool code): two emulated hosts per rank
-mpi_coherence "$POOL2" "$((2 * maxnp))"
-SPEC2=$SPEC
-mpi_coherence "$POOL" "$((2 * maxnp))"
-mpi_need "$MODULE" "$COMP" "$CXLPOOL" "$SRC" "$CONF"
-# Open MPI's own components stay on the search path after the build tree
-OMPI_COMPDIR=$(mpi_ompi_compdir)
-
-SCR=$(mktemp -d "${TMPDIR:-/tmp}/run-mpi-icoll.XXXXXX") || exit 99
-cleanup() {
-    mpi_pool_destroy "$CXLPOOL" "$SPEC" "$POOL"
-    mpi_pool_destroy "$CXLPOOL" "$SPEC2" "$POOL2"
-    rm -rf "$SCR"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-mpi_build "$SRC" "$BIN"
-for p in "$POOL" "$POOL2"; do
-    if ! "$CXLPOOL" create "$p" "${CREATE_OPTS[@]}" >"$SCR/create.out" 2>&1; then
-        echo "run-mpi-icoll.sh: cxlpool create $p: $(cat "$SCR/create.out")" >&2
-        exit 99
-    fi
-done
-
-BASE=(mpirun --allow-run-as-root --oversubscribe --tune "$CONF"
-      --mca mca_base_component_path "$BUILD/.libs:$OMPI_COMPDIR")
-ENVS=(-x "LD_PRELOAD=$MODULE" -x UCX_TLS=cxl -x "UCX_CXL_POOL=$SPEC"
-      -x "MPI_ICOLL_LARGE=$LARGE"
-      -x "MPI_ICOLL_TIMEOUT=${MPI_ICOLL_TIMEOUT:-300}")
-if [ "$COHERENCE" = sw ]; then
-    unset UCX_CXL_HOST_INDEX      # each rank an emulated host of its own
-    ENVS+=(-x UCX_CXL_COHERENCE=sw)
-fi
-echo "run-mpi-icoll.sh: pool $SPEC (${CREATE_OPTS[*]}), component $COMP"
+mpi_coll_setup mpi_icoll_test MPI_ICOLL_ "$maxnp"
 echo "run-mpi-icoll.sh: mpirun line (np N, coll/cxl):"
 echo "  $(printf '%q ' "${BASE[@]}" -np N "${ENVS[@]}" \
       -x MPI_ICOLL_EXPECT=cxl -x MPI_ICOLL_MIN_RANKS=2 "$BIN")"
