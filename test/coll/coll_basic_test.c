@@ -11,7 +11,8 @@
  * partition is then reclaimed).
  *
  * Usage: coll_basic_test [SECTION...]   (default: all)
- *   sections: create teams alias alg kinds pmem same-pool coll b2b ahead
+ *   sections: create create-nb reuse teams alias alg kinds pmem same-pool
+ *   coll b2b ahead
  *   nb bad inplace sw skipwb kill
  * Prints "ok N - ..." lines and "coll-basic: N passed, N failed".
  */
@@ -1308,6 +1309,109 @@ static int pool_state(const char *spec, pool_state_t *ps)
     return 0;
 }
 
+/*
+ * Team partitions reused by the process (coll_pool.c): with a team kept
+ * alive (the pool stays open), REUSE_ROUNDS teams one after another, each
+ * running allreduces of every publication kind (inline, flagged lines,
+ * small slot, data slots in rounds) with data of its own, checked.  While
+ * a later team runs, and after each team's destroy, the pool holds two
+ * partitions per rank (the kept team's, the idle one), never three: the
+ * team took the idle one instead of allocating.  arg: the pool spec, for
+ * rank 0's count.
+ */
+#define REUSE_ROUNDS 4
+
+static int reuse_allreduce(cxl_coll_team_t *team, int rank, int size,
+                           int round)
+{
+    static const size_t counts[] = {3, 50, 700, 200000};
+    int64_t *in, *out, want;
+    size_t k, i;
+    int bad = 0;
+
+    in  = malloc(200000 * sizeof(*in));
+    out = malloc(200000 * sizeof(*out));
+    if ((in == NULL) || (out == NULL)) {
+        free(in);
+        free(out);
+        return 1;
+    }
+    for (k = 0; k < sizeof(counts) / sizeof(counts[0]); ++k) {
+        for (i = 0; i < counts[k]; ++i) {
+            in[i] = (int64_t)(rank + 1) * 1000003 + (int64_t)round * 7919 +
+                    (int64_t)i;
+        }
+        if (cxl_coll_allreduce(team, in, out, counts[k], CXL_COLL_INT64,
+                               CXL_COLL_SUM) != CXL_COLL_OK) {
+            fprintf(stderr, "rank %d round %d count %zu: %s\n", rank, round,
+                    counts[k], cxl_coll_last_error());
+            bad = 1;
+            break;
+        }
+        for (i = 0; i < counts[k]; ++i) {
+            want = (int64_t)size * (size + 1) / 2 * 1000003 +
+                   (int64_t)size * ((int64_t)round * 7919 + (int64_t)i);
+            if (out[i] != want) {
+                fprintf(stderr, "rank %d round %d count %zu: element %zu "
+                        "%lld, expected %lld\n", rank, round, counts[k], i,
+                        (long long)out[i], (long long)want);
+                bad = 1;
+                break;
+            }
+        }
+    }
+    free(in);
+    free(out);
+    return bad;
+}
+
+static int rank_reuse(cxl_th_rank_t *r)
+{
+    const char *spec = r->arg;
+    cxl_coll_team_t *keep, *team;
+    pool_state_t ps;
+    int round;
+
+    if (cxl_th_team(r, NULL, &keep) != CXL_COLL_OK) {
+        FAILF("rank %d: the kept team: %s\n", r->rank, cxl_coll_last_error());
+    }
+    for (round = 0; round < REUSE_ROUNDS; ++round) {
+        if (cxl_th_team(r, NULL, &team) != CXL_COLL_OK) {
+            FAILF("rank %d round %d: team_create: %s\n", r->rank, round,
+                  cxl_coll_last_error());
+        }
+        if (reuse_allreduce(team, r->rank, r->size, round) != 0) {
+            FAILF("rank %d round %d: wrong allreduce\n", r->rank, round);
+        }
+        /* the team runs on the idle partitions: no third one per rank */
+        if ((round > 0) && (r->rank == 0) &&
+            ((pool_state(spec, &ps) != 0) ||
+             (ps.coll_extents != 2u * (unsigned)r->size))) {
+            FAILF("round %d: %u team partitions in the pool while the team "
+                  "runs, expected %d (it took the idle ones)\n", round,
+                  ps.coll_extents, 2 * r->size);
+        }
+        cxl_coll_team_destroy(team);
+        if (cxl_coll_barrier(keep) != CXL_COLL_OK) {
+            FAILF("rank %d round %d: barrier: %s\n", r->rank, round,
+                  cxl_coll_last_error());
+        }
+        if ((r->rank == 0) &&
+            ((pool_state(spec, &ps) != 0) ||
+             (ps.coll_extents != 2u * (unsigned)r->size))) {
+            FAILF("round %d: %u team partitions in the pool, expected %d (a "
+                  "kept team's and an idle one per rank)\n", round,
+                  ps.coll_extents, 2 * r->size);
+        }
+        if (cxl_coll_barrier(keep) != CXL_COLL_OK) {
+            FAILF("rank %d round %d: barrier: %s\n", r->rank, round,
+                  cxl_coll_last_error());
+        }
+    }
+    cxl_coll_team_destroy(keep);
+    return 0;
+}
+
 /* check --repair as the dead rank's host (sw) or any process (hw). */
 static int pool_repair(const char *spec, int host)
 {
@@ -1417,6 +1521,21 @@ int main(int argc, char **argv)
         cxl_th_check((pool_state(g_hw_spec, &ps) == 0) &&
                      (ps.coll_extents == 0), "no team partition left after "
                      "the requests (%u)", ps.coll_extents);
+    }
+    if (want("reuse", argc, argv)) {
+        failed = cxl_th_run(3, g_hw_spec, 0, rank_reuse, g_hw_spec, 60, NULL);
+        cxl_th_check(failed == 0, "%d teams one after another, each on the "
+                     "partitions the one before left idle (3 ranks, a team "
+                     "kept alive): allreduces of every publication kind "
+                     "right, two partitions per rank in the pool",
+                     REUSE_ROUNDS);
+        failed = cxl_th_run(2, g_sw_spec, 1, rank_reuse, g_sw_spec, 60, NULL);
+        cxl_th_check(failed == 0, "the same in sw mode (2 ranks, each an "
+                     "emulated host)");
+        cxl_th_check((pool_state(g_hw_spec, &ps) == 0) &&
+                     (ps.coll_extents == 0), "no team partition left once "
+                     "the process's last team on the pool ended (%u)",
+                     ps.coll_extents);
     }
     if (want("teams", argc, argv)) {
         failed = cxl_th_run(2, g_hw_spec, 0, rank_teams, NULL, 60, NULL);

@@ -107,8 +107,8 @@ typedef struct {
 } cxl_coll_peer_t;
 
 /* What each rank tells the others at creation (coll_team.c). */
-#define CXL_COLL_OOB_VERSION 3 /* partition layout: 2 flagged lines,
-                                  3 call records */
+#define CXL_COLL_OOB_VERSION 4 /* partition layout: 2 flagged lines,
+                                  3 call records; part_use */
 typedef struct {
     uint64_t magic;
     uint32_t version;
@@ -120,6 +120,7 @@ typedef struct {
     uint64_t part_len;
     uint32_t ext_index;
     uint32_t ext_gen;
+    uint64_t part_use;      /* teams the extent served before (coll_pool.c) */
     uint64_t token;
     uint32_t host;
     uint32_t coh;
@@ -155,6 +156,11 @@ struct cxl_coll_team {
     uint64_t            slot_bytes;
     uint64_t            part_off;    /* own partition */
     uint8_t            *part;
+    cxlpool_extent_t    part_ext;
+    uint64_t            part_use;    /* earlier teams of part_ext */
+    int                 part_idle;   /* the destroy's exchange passed: no
+                                        peer reads it again (kept for the
+                                        process's next team) */
     uint64_t            tag;         /* xor'ed into the step that ready
                                         words and flagged lines carry, the
                                         same on all ranks, another in every
@@ -343,6 +349,17 @@ const void *cxl_coll_alias(cxl_coll_team_t *team, const void *p, size_t len);
 cxl_coll_status_t cxl_coll_pool_get(const char *key, int create,
                                     cxlpool_t **pool_p);
 void              cxl_coll_pool_put(cxlpool_t *pool);
+/* A team partition of `length` bytes that an ended team of the process
+ * left idle on this pool: 1 with *ext and *use (the teams it served
+ * before, for the tag); 0: none, allocate one. */
+int               cxl_coll_pool_part_take(cxlpool_t *pool, uint64_t length,
+                                          cxlpool_extent_t *ext,
+                                          uint64_t *use);
+/* An ended team's idle partition: kept for the next (one per pool),
+ * else freed. */
+void              cxl_coll_pool_part_keep(cxlpool_t *pool, uint64_t length,
+                                          const cxlpool_extent_t *ext,
+                                          uint64_t use);
 /* The pool of a team or of cxl_coll_pool_mem_alloc(): `given`, else
  * CXL_COLL_POOL, else the transport's (cxl_pool_pick), counted as above;
  * *path: its key (given, cfg->pool or buf). */

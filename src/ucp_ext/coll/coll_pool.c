@@ -21,6 +21,10 @@ typedef struct cxl_coll_pool_ent {
     pid_t                     pid;      /* the opener: a forked child must
                                            not use its parent's attachment */
     unsigned                  refcount;
+    int                       has_part; /* an ended team's partition: */
+    uint64_t                  part_len; /* its region size */
+    cxlpool_extent_t          part;
+    uint64_t                  part_use; /* teams it served */
     char                      path[];
 } cxl_coll_pool_ent_t;
 
@@ -60,6 +64,7 @@ cxl_coll_status_t cxl_coll_pool_get(const char *key, int create,
     }
     ent->pid      = pid;
     ent->refcount = 1;
+    ent->has_part = 0;
     strcpy(ent->path, key);
     ent->next      = cxl_coll_pools;
     cxl_coll_pools = ent;
@@ -77,6 +82,9 @@ void cxl_coll_pool_put(cxlpool_t *pool)
         if (ent->pool == pool) {
             if (--ent->refcount == 0) {
                 *pp = ent->next;
+                if (ent->has_part) {
+                    (void)cxlpool_free(ent->pool, ent->part.offset);
+                }
                 cxlpool_close(ent->pool);
                 free(ent);
             }
@@ -84,6 +92,69 @@ void cxl_coll_pool_put(cxlpool_t *pool)
         }
     }
     pthread_mutex_unlock(&cxl_coll_pools_lock);
+}
+
+/*
+ * Partitions of ended teams.  A team's partition costs the pool's
+ * allocator: its metadata lock, which every rank of a new team takes at
+ * the same moment, and two scans of the extent table (the name, the free
+ * ranges) under it, ~80 % of a team's creation.  A program that makes and
+ * frees communicators (MPI_Comm_dup / MPI_Comm_free in a loop, a library
+ * that duplicates the caller's communicator per call) pays it each time.
+ * So the process keeps the partition of its last ended team on each pool,
+ * one, for its next team of the same region size.  Only a team whose
+ * destroy exchange passed gives it back: no peer reads it again.  A kept
+ * partition stays the process's extent, named as before, reclaimed with
+ * the attachment if the process dies; the pool gets it back when the
+ * process's last team on it ends (cxl_coll_pool_put).  Its generation
+ * does not change, so the next team mixes the number of teams it served
+ * into its tag instead (coll_team.c, cxl_coll_team_tag).
+ */
+int cxl_coll_pool_part_take(cxlpool_t *pool, uint64_t length,
+                            cxlpool_extent_t *ext, uint64_t *use)
+{
+    cxl_coll_pool_ent_t *ent;
+    int taken = 0;
+
+    pthread_mutex_lock(&cxl_coll_pools_lock);
+    for (ent = cxl_coll_pools; ent != NULL; ent = ent->next) {
+        if (ent->pool == pool) {
+            if (ent->has_part && (ent->part_len == length)) {
+                *ext          = ent->part;
+                *use          = ent->part_use + 1;
+                ent->has_part = 0;
+                taken         = 1;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cxl_coll_pools_lock);
+    return taken;
+}
+
+void cxl_coll_pool_part_keep(cxlpool_t *pool, uint64_t length,
+                             const cxlpool_extent_t *ext, uint64_t use)
+{
+    cxl_coll_pool_ent_t *ent;
+    int kept = 0;
+
+    pthread_mutex_lock(&cxl_coll_pools_lock);
+    for (ent = cxl_coll_pools; ent != NULL; ent = ent->next) {
+        if (ent->pool == pool) {
+            if (!ent->has_part) {
+                ent->part     = *ext;
+                ent->part_len = length;
+                ent->part_use = use;
+                ent->has_part = 1;
+                kept          = 1;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cxl_coll_pools_lock);
+    if (!kept) {
+        (void)cxlpool_free(pool, ext->offset);
+    }
 }
 
 /*

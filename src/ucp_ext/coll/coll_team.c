@@ -115,9 +115,15 @@ static cxl_coll_status_t cxl_coll_team_alloc_part(cxl_coll_team_t *team,
                               (unsigned long long)(team->pool_size -
                                                    team->heap_offset));
     }
-    st = cxlpool_alloc(team->pool, team->region, 4096, name, 0, ext);
-    if (st == CXLPOOL_ERR_EXISTS) {
-        st = cxlpool_alloc(team->pool, team->region, 4096, NULL, 0, ext);
+    if (cxl_coll_pool_part_take(team->pool, team->region, ext,
+                                &team->part_use)) {
+        st = CXLPOOL_OK; /* an ended team's, no peer reads it any more */
+    } else {
+        team->part_use = 0;
+        st = cxlpool_alloc(team->pool, team->region, 4096, name, 0, ext);
+        if (st == CXLPOOL_ERR_EXISTS) {
+            st = cxlpool_alloc(team->pool, team->region, 4096, NULL, 0, ext);
+        }
     }
     if (st != CXLPOOL_OK) {
         /* INVAL: longer than this host's arena (the rest of the request
@@ -129,6 +135,7 @@ static cxl_coll_status_t cxl_coll_team_alloc_part(cxl_coll_team_t *team,
                               (unsigned long long)team->region,
                               cxlpool_last_error());
     }
+    team->part_ext = *ext;
     team->part_off = ext->offset;
     team->part     = team->pool_base + ext->offset;
     /* the initial state, before any peer can read it: a reused extent
@@ -217,14 +224,16 @@ static cxl_coll_status_t cxl_coll_team_validate(cxl_coll_team_t *team,
 
 /*
  * The team's tag: rank 0's partition extent (index and generation: no two
- * live teams share it, and its reuse changes the generation) and its
+ * live teams share it, and the pool's reuse changes the generation; the
+ * process's own reuse, coll_pool.c, counts in part_use) and its
  * attachment, mixed (splitmix64's finaliser), top bit set so that no
  * step's tag is the 0 of a fresh line.
  */
 static uint64_t cxl_coll_team_tag(const cxl_coll_oob_rec_t *recs)
 {
     uint64_t x = ((uint64_t)recs[0].ext_index << 32) ^ recs[0].ext_gen ^
-                 (recs[0].token * 0x9e3779b97f4a7c15ull) ^ recs[0].part_off;
+                 (recs[0].token * 0x9e3779b97f4a7c15ull) ^ recs[0].part_off ^
+                 (recs[0].part_use * 0xd1b54a32d192ed03ull);
 
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ull;
@@ -275,7 +284,10 @@ static cxl_coll_status_t cxl_coll_team_setup(cxl_coll_team_t *team,
 
 static void cxl_coll_team_free(cxl_coll_team_t *team)
 {
-    if (team->part != NULL) {
+    if ((team->part != NULL) && team->part_idle) {
+        cxl_coll_pool_part_keep(team->pool, team->region, &team->part_ext,
+                                team->part_use);
+    } else if (team->part != NULL) {
         cxlpool_free(team->pool, team->part_off);
     }
     if (team->pool != NULL) {
@@ -409,6 +421,7 @@ static void cxl_coll_creq_prepare(cxl_coll_team_creq_t *creq,
         rec->part_len  = ext.length;
         rec->ext_index = ext.index;
         rec->ext_gen   = ext.gen;
+        rec->part_use  = team->part_use;
         rec->token     = cxlpool_token(team->pool);
         rec->host      = cxlpool_host_index(team->pool);
         rec->coh       = team->coh;
@@ -615,6 +628,8 @@ void cxl_coll_team_destroy(cxl_coll_team_t *team)
              * process's end */
             team->part      = NULL;
             team->keep_pool = 1;
+        } else {
+            team->part_idle = 1;
         }
         free(all);
     }
