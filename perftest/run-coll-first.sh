@@ -23,10 +23,11 @@
 # libuct_cxl.so, --tune contrib/openmpi-cxl.conf), np 2 bound to cores.
 #
 # Figures (us), for the first call, the later calls and the MPI_Comm_dup
-# that made the communicator: per communicator the slowest rank's; per run the median
-# over --dups communicators; per configuration the median [min-max] over
-# the runs, and the ratio of cxl's median to each other's.  Nothing is
-# asserted: it measures and reports (results.md, results.csv, raw/).
+# that made the communicator: per communicator the slowest rank's; per run
+# the median over --dups communicators; per configuration the median
+# [min-max] over the runs, and the ratio of cxl's median to each other's.
+# Nothing is asserted: it measures and reports (results.md, results.csv,
+# raw/).
 #
 # Usage: perftest/run-coll-first.sh [--reps N] [--dups N] [--calls N]
 #          [--out DIR] [--builddir DIR] [--help]

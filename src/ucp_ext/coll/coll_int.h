@@ -154,9 +154,8 @@ struct cxl_coll_team {
     cxl_coh_mode_t      coh;
     uint64_t            region;      /* bytes of each partition */
     uint64_t            slot_bytes;
-    uint64_t            part_off;    /* own partition */
+    cxlpool_extent_t    part_ext;    /* own partition */
     uint8_t            *part;
-    cxlpool_extent_t    part_ext;
     uint64_t            part_use;    /* earlier teams of part_ext */
     int                 part_idle;   /* the destroy's exchange passed: no
                                         peer reads it again (kept for the

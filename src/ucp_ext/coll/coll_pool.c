@@ -94,6 +94,19 @@ void cxl_coll_pool_put(cxlpool_t *pool)
     pthread_mutex_unlock(&cxl_coll_pools_lock);
 }
 
+/* the entry of an open handle (cxl_coll_pools_lock held), NULL if none */
+static cxl_coll_pool_ent_t *cxl_coll_pool_ent(const cxlpool_t *pool)
+{
+    cxl_coll_pool_ent_t *ent;
+
+    for (ent = cxl_coll_pools; ent != NULL; ent = ent->next) {
+        if (ent->pool == pool) {
+            break;
+        }
+    }
+    return ent;
+}
+
 /*
  * Partitions of ended teams.  A team's partition costs the pool's
  * allocator: its metadata lock, which every rank of a new team takes at
@@ -117,16 +130,12 @@ int cxl_coll_pool_part_take(cxlpool_t *pool, uint64_t length,
     int taken = 0;
 
     pthread_mutex_lock(&cxl_coll_pools_lock);
-    for (ent = cxl_coll_pools; ent != NULL; ent = ent->next) {
-        if (ent->pool == pool) {
-            if (ent->has_part && (ent->part_len == length)) {
-                *ext          = ent->part;
-                *use          = ent->part_use + 1;
-                ent->has_part = 0;
-                taken         = 1;
-            }
-            break;
-        }
+    ent = cxl_coll_pool_ent(pool);
+    if ((ent != NULL) && ent->has_part && (ent->part_len == length)) {
+        *ext          = ent->part;
+        *use          = ent->part_use + 1;
+        ent->has_part = 0;
+        taken         = 1;
     }
     pthread_mutex_unlock(&cxl_coll_pools_lock);
     return taken;
@@ -139,17 +148,13 @@ void cxl_coll_pool_part_keep(cxlpool_t *pool, uint64_t length,
     int kept = 0;
 
     pthread_mutex_lock(&cxl_coll_pools_lock);
-    for (ent = cxl_coll_pools; ent != NULL; ent = ent->next) {
-        if (ent->pool == pool) {
-            if (!ent->has_part) {
-                ent->part     = *ext;
-                ent->part_len = length;
-                ent->part_use = use;
-                ent->has_part = 1;
-                kept          = 1;
-            }
-            break;
-        }
+    ent = cxl_coll_pool_ent(pool);
+    if ((ent != NULL) && !ent->has_part) {
+        ent->part     = *ext;
+        ent->part_len = length;
+        ent->part_use = use;
+        ent->has_part = 1;
+        kept          = 1;
     }
     pthread_mutex_unlock(&cxl_coll_pools_lock);
     if (!kept) {

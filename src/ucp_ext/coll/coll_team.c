@@ -136,7 +136,6 @@ static cxl_coll_status_t cxl_coll_team_alloc_part(cxl_coll_team_t *team,
                               cxlpool_last_error());
     }
     team->part_ext = *ext;
-    team->part_off = ext->offset;
     team->part     = team->pool_base + ext->offset;
     /* the initial state, before any peer can read it: a reused extent
      * holds a previous owner's bytes */
@@ -288,7 +287,7 @@ static void cxl_coll_team_free(cxl_coll_team_t *team)
         cxl_coll_pool_part_keep(team->pool, team->region, &team->part_ext,
                                 team->part_use);
     } else if (team->part != NULL) {
-        cxlpool_free(team->pool, team->part_off);
+        cxlpool_free(team->pool, team->part_ext.offset);
     }
     if (team->pool != NULL) {
         cxl_coll_mem_cleanup(team);
