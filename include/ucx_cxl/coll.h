@@ -134,10 +134,12 @@ typedef struct {
      * configuration (CXL_COLL_REGION_SIZE). */
     size_t                   region_size;
     /* How blocking calls and cxl_coll_wait() wait.  progress(progress_arg)
-     * runs every progress_interval polls (0: 256) while they wait (NULL:
-     * never), so the caller's own communication keeps moving: Open MPI's
-     * opal_progress(), for a peer that sits in MPI_Wait for this rank
-     * before it joins the collective.  spin: polls before every further
+     * runs every progress_interval polls (0: 256) while they spin, and
+     * before every yield after that (NULL: never), so the caller's own
+     * communication keeps moving: Open MPI's opal_progress(), for a peer
+     * that sits in MPI_Wait for this rank before it joins the collective,
+     * or whose one-sided operations on this rank's memory the transport
+     * executes in this rank's progress.  spin: polls before every further
      * poll yields the CPU (sched_yield); < 0 (cxl_coll_team_params_init):
      * the configuration (CXL_COLL_SPIN). */
     void                   (*progress)(void *arg);

@@ -23,6 +23,8 @@
  *     flagged publications, calls the team's progress function while it
  *     waits (here rank 1 publishes from it), and fails a wait that
  *     outlasts CXL_COLL_TIMEOUT, the team with it;
+ *   - idle: a wait calls the progress function every progress_interval
+ *     polls while it spins, then before every yield;
  *   - a peer that left: rank 1's partition freed and zeroed for another
  *     team fails rank 0's wait within CXL_COLL_PEER_CHECK; a failed
  *     team's destroy keeps its partition while rank 1 may still read it;
@@ -555,6 +557,57 @@ static void team_d(void)
     destroy_team(team);
 }
 
+/* Counts the calls of the team's progress function by cxl_coll_idle(). */
+static void prog_count(void *arg)
+{
+    ++*(unsigned*)arg;
+}
+
+/*
+ * How a wait progresses the caller: every progress_interval polls while it
+ * spins, then before every yield.  A rank waiting in a collective also
+ * serves, through its progress, the one-sided operations its peers make on
+ * its memory (the cxl transport executes those in the owner's progress):
+ * with the interval counted in yields too, an MPI_Fetch_and_op on a rank
+ * that sat in MPI_Barrier took 695 us instead of 5.
+ */
+static void team_idle(void)
+{
+    cxl_coll_team_params_t params;
+    cxl_coll_team_t *team = NULL;
+    cxl_coll_status_t st;
+    cxl_coll_idle_t idle;
+    unsigned calls = 0, i;
+
+    cxl_coll_team_params_init(&params);
+    params.pool_path         = g.path;
+    params.region_size       = LINES_REGION;
+    params.progress          = prog_count;
+    params.progress_arg      = &calls;
+    params.progress_interval = 100;
+    params.spin              = 250;
+    st = cxl_fake_peer_team_params(&g.peer, &params, &team);
+    cxl_th_check(st == CXL_COLL_OK, "idle: team with spin 250 and a progress "
+                 "interval of 100 (%s)", cxl_coll_strerror(st));
+    if (st != CXL_COLL_OK) {
+        return;
+    }
+    g.tag = team->tag;
+    cxl_coll_idle_init(team, &idle);
+    for (i = 0; i < 250; ++i) {
+        cxl_coll_idle(team, &idle);
+    }
+    cxl_th_check(calls == 2, "idle: 250 spinning polls progress every 100th "
+                 "(%u calls, expected 2)", calls);
+    for (i = 0; i < 20; ++i) {
+        cxl_coll_idle(team, &idle);
+    }
+    cxl_th_check(calls == 22, "idle: after the spin, every one of 20 yields "
+                 "is preceded by a progress call (%u calls, expected 22)",
+                 calls);
+    destroy_team(team);
+}
+
 /*
  * A peer that gave up the team and destroyed it: its partition is freed and
  * may be another team's by now, zeroed, so no abort line is left to read.
@@ -791,6 +844,7 @@ int main(void)
     team_b();
     team_c();
     team_d();
+    team_idle();
     team_e();
     team_f();
     team_g();

@@ -25,13 +25,16 @@
  *                (declined: coll/inter's)
  *   progress     a 4 MiB MPI_Isend that completes only if a rank waiting
  *                in MPI_Barrier keeps point-to-point progressing
+ *   rma          MPI_Fetch_and_op on the memory of a rank that waits in
+ *                MPI_Barrier (the transport executes them in its
+ *                progress): right sums, the time per operation printed
  *   op/avx       MPI_Allreduce(SUM) of 262144 MPI_INT8_T values whose sum
  *                wraps: prints "avx-check: wrapped|saturated|other";
  *                MPI_COLL_AVX=require makes anything but "wrapped" a failure
  *
  * MPI_COLL_ONLY=avx,split... runs only the sections named (barrier,
- * reductions, moves, fallbacks, split, dup, progress, avx; and winbuf and
- * allocmem, run only when named: an MPI_Win_allocate buffer as MPI_Bcast's
+ * reductions, moves, fallbacks, split, dup, progress, rma, avx; and winbuf
+ * and allocmem, run only when named: an MPI_Win_allocate buffer as MPI_Bcast's
  * root; MPI_Alloc_mem buffers for bcast, allgather, alltoall and
  * allreduce).
  *
@@ -962,6 +965,65 @@ static void test_progress(void)
     free(buf);
 }
 
+/* rma: one-sided operations on the memory of a rank that waits in a
+ * collective.  The cxl transport executes an atomic on memory outside the
+ * pool in its owner's progress, so the last rank, in MPI_Barrier, must
+ * keep progressing while rank 0 makes them (before coll/cxl progressed at
+ * every yield of a long wait, each took ~700 us at np 2 instead of ~6;
+ * test_coll_lines "idle" checks the rule itself).  The time per operation
+ * is printed, not checked. */
+static void test_rma(void)
+{
+    enum { N = 500 };
+    int target = g_size - 1, rc, i, inorder = 1;
+    long *mem, one = 1, old = -1;
+    MPI_Win win;
+    double t0 = 0, t1 = 0;
+
+    if (g_size < 2) {
+        return;
+    }
+    ++g_call;
+    snprintf(g_check, sizeof(g_check), "rma: %d MPI_Fetch_and_op 0 -> %d "
+             "while rank %d waits in MPI_Barrier", N, target, target);
+    mem = calloc(4, sizeof(long));
+    rc  = MPI_Win_create(mem, 4 * sizeof(long), sizeof(long), MPI_INFO_NULL,
+                         MPI_COMM_WORLD, &win);
+    mc_mpi_ok(rc);
+    if (rc != MPI_SUCCESS) {
+        free(mem);
+        return;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (g_rank == 0) {
+        t0 = MPI_Wtime();
+        MPI_Win_lock(MPI_LOCK_SHARED, target, 0, win);
+        for (i = 0; i < N; ++i) {
+            MPI_Fetch_and_op(&one, &old, MPI_LONG, target, 0, MPI_SUM, win);
+            MPI_Win_flush(target, win);
+            inorder &= (old == i);
+        }
+        MPI_Win_unlock(target, win);
+        t1 = MPI_Wtime();
+        mc_check(inorder, "each fetch returned the count before it");
+    }
+    path_begin();
+    rc = MPI_Barrier(MPI_COMM_WORLD);
+    path_end(PATH_LIB);
+    mc_mpi_ok(rc);
+    if (g_rank == target) {
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, target, 0, win);
+        mc_check(mem[0] == N, "the target's word holds the sum");
+        MPI_Win_unlock(target, win);
+    }
+    if (g_rank == 0) {
+        printf("rma: %d MPI_Fetch_and_op on rank %d in MPI_Barrier: %.1f us "
+               "each (np %d)\n", N, target, (t1 - t0) * 1e6 / N, g_size);
+    }
+    MPI_Win_free(&win);
+    free(mem);
+}
+
 /* ------------------------------------------------------------------ */
 /* op/avx: 8-bit sums of long vectors                                  */
 
@@ -1070,6 +1132,9 @@ int main(int argc, char **argv)
     }
     if (mc_section("progress")) {
         test_progress();
+    }
+    if (mc_section("rma")) {
+        test_rma();
     }
     if (mc_section("avx")) {
         test_avx(avx);

@@ -44,8 +44,12 @@
 #                program must fail (its per-call path check catches a
 #                component that is selected nowhere); and with Open MPI's
 #                progress engine never called while waiting
-#                (coll_cxl_progress_interval 2000000000) the program's
+#                (coll_cxl_progress_interval and coll_cxl_spin_count
+#                2000000000: a spin without progress) the program's
 #                progress check must hang until its watchdog ends it
+#   yield        coll_cxl_progress_interval 2000000000 alone: a wait that
+#                yields progresses before every yield, so the progress and
+#                rma sections pass
 #   mpool/cxl    ompi_info lists mpool/cxl and its parameters with help;
 #                np 3 with contrib/openmpi-cxl.conf (mpool_cxl_priority
 #                60): MPI_Alloc_mem buffers as bcast, allgather, alltoall
@@ -145,6 +149,7 @@ for np in $NPS; do
         fail "np $np cxl" "rc $RC, '${RES:-no result line}', MPI_COMM_WORLD accepted on $acc of $np ranks, intercommunicator declined on $inter" "$out"
     fi
     [ "$np" -eq 2 ] && grep -m1 '^avx-check:' "$out" | sed 's/^/    with coll\/cxl: /'
+    grep -m1 '^rma:' "$out" | sed 's/^/    with coll\/cxl: /'
 
     out=$SCR/off.$np.out
     job "$out" -np "$np" --mca coll ^cxl --mca op ^avx "${ENVS[@]}" \
@@ -155,6 +160,7 @@ for np in $NPS; do
     else
         fail "np $np off" "rc $RC, '${RES:-no result line}', digest '$DIGEST' (coll/cxl: '$cxl_digest')" "$out"
     fi
+    grep -m1 '^rma:' "$out" | sed 's/^/    without: /'
 done
 
 # --- MPI_THREAD_MULTIPLE: teams at the first collective -------------------
@@ -226,12 +232,24 @@ fi
 # --- control: without Open MPI's progress while waiting, the progress
 # --- section must hang (and its watchdog end it) ----------------------------
 out=$SCR/control-progress.out
-job "$out" -np 2 --mca coll_cxl_progress_interval 2000000000 "${ENVS[@]}" \
+job "$out" -np 2 --mca coll_cxl_progress_interval 2000000000 \
+    --mca coll_cxl_spin_count 2000000000 "${ENVS[@]}" \
     -x MPI_COLL_EXPECT=cxl -x MPI_COLL_ONLY=progress -x MPI_COLL_TIMEOUT=15 "$BIN"
 if [ "$RC" -ne 0 ] && grep -q 'timeout in check: progress' "$out"; then
-    ok "control: coll_cxl_progress_interval 2000000000 (no progress while waiting) hangs the progress check (watchdog, rc $RC)"
+    ok "control: coll_cxl_progress_interval and spin_count 2000000000 (spins, no progress while waiting) hang the progress check (watchdog, rc $RC)"
 else
     fail "control (progress)" "rc $RC, '${RES:-no result line}': the progress check did not catch it" "$out"
+fi
+
+# --- a wait that yields progresses at every yield, whatever the interval
+# --- (before: every progress_interval yields, and this hung) ----------------
+out=$SCR/yield-progress.out
+job "$out" -np 2 --mca coll_cxl_progress_interval 2000000000 "${ENVS[@]}" \
+    -x MPI_COLL_EXPECT=cxl -x MPI_COLL_ONLY=progress,rma -x MPI_COLL_TIMEOUT=60 "$BIN"
+if passed; then
+    ok "yield: coll_cxl_progress_interval 2000000000 with the default spin: the progress and rma sections pass, progress at every yield (${SECS} s; $(sed -n 's/^rma: //p' "$out"))"
+else
+    fail "yield (progress)" "rc $RC, '${RES:-no result line}'" "$out"
 fi
 
 # --- window memory in the pool is read in place (hw: on the emulator the

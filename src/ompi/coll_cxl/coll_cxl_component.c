@@ -166,9 +166,12 @@ static int coll_cxl_register(void)
     coll_cxl_var("progress_interval",
                  "While waiting for a collective: polls of the library between "
                  "two calls of Open MPI's progress engine (which keeps "
-                 "outstanding point-to-point requests moving); at least 1. "
-                 "A call costs about as much as a short collective, so a "
-                 "wait that ends within the interval makes none",
+                 "outstanding point-to-point requests and the one-sided "
+                 "operations this rank serves moving) while it spins "
+                 "(coll_cxl_spin_count); at least 1. A call costs about as "
+                 "much as a short collective, so a wait that ends within the "
+                 "interval makes none. After the spin, every yield of the "
+                 "CPU is preceded by a call",
                  MCA_BASE_VAR_TYPE_INT, &c->progress_interval);
     coll_cxl_var("spin_count",
                  "While waiting for a collective: polls before every further "

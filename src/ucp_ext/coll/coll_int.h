@@ -547,7 +547,8 @@ static inline cxl_coll_status_t cxl_coll_wait_check(cxl_coll_req_t *req)
 }
 
 /* A blocking wait between two polls: spin, then yield; the caller's
- * progress function every team->progress_interval polls. */
+ * progress function every team->progress_interval polls while it spins,
+ * then before every yield. */
 typedef struct {
     unsigned spins;
     unsigned until_progress;

@@ -1,6 +1,8 @@
 /*
  * Waiting: a bounded spin that backs off to sched_yield(), so a rank never
- * starves the one it waits for when there are more ranks than cores; and,
+ * starves the one it waits for when there are more ranks than cores (the
+ * caller's progress function every progress_interval polls of the spin,
+ * then at every yield); and,
  * every CXL_COLL_PEER_CHECK of waiting, the liveness of the peers
  * (pool attachments) and their abort lines, so a dead peer turns into
  * CXL_COLL_ERR_PEER_DEAD in bounded time instead of a hang.
@@ -25,14 +27,24 @@ uint64_t cxl_coll_now_ns(void)
 
 void cxl_coll_idle(const cxl_coll_team_t *team, cxl_coll_idle_t *idle)
 {
-    if ((team->progress != NULL) && (--idle->until_progress == 0)) {
-        team->progress(team->progress_arg);
-        idle->until_progress = team->progress_interval;
-    }
     if (idle->spins < team->cfg.spin) {
         ++idle->spins;
+        if ((team->progress != NULL) && (--idle->until_progress == 0)) {
+            team->progress(team->progress_arg);
+            idle->until_progress = team->progress_interval;
+        }
         _mm_pause();
         return;
+    }
+    /*
+     * Backing off: the wait is long, and whatever waits for this rank's
+     * progress meanwhile (one-sided operations its memory serves, which
+     * the transport executes in the owner's progress; a rendezvous send to
+     * it) would otherwise wait progress_interval yields, hundreds of
+     * microseconds each time.  A progress call costs less than the yield.
+     */
+    if (team->progress != NULL) {
+        team->progress(team->progress_arg);
     }
     sched_yield();
 }
