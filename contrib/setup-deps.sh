@@ -58,6 +58,9 @@ DEB_PACKAGES=(
     dpkg-dev xz-utils jq util-linux iproute2
     libibverbs-dev librdmacm-dev
     valgrind openmpi-bin libopenmpi-dev
+    # an unchanged MPI application that checks its own results, through
+    # coll/cxl (test/mpi/run-mpi-hpcc.sh)
+    hpcc
     gnuplot-nox
     # strace: the byte counts of run-mpi-single-host.sh and the pods test
     # (without it those checks are "not run"); python3 (/usr/bin/python3):
