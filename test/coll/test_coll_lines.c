@@ -268,6 +268,31 @@ static cxl_coll_team_t *make_team(void)
     return (st == CXL_COLL_OK) ? team : NULL;
 }
 
+/* A team whose waits call progress(arg) every interval polls (spin < 0:
+ * the configuration's spin); NULL, and a failed check, if it fails. */
+static cxl_coll_team_t *make_team_progress(void (*progress)(void *arg),
+                                           void *arg, unsigned interval,
+                                           int spin, const char *what)
+{
+    cxl_coll_team_params_t params;
+    cxl_coll_team_t *team = NULL;
+    cxl_coll_status_t st;
+
+    cxl_coll_team_params_init(&params);
+    params.pool_path         = g.path;
+    params.region_size       = LINES_REGION;
+    params.progress          = progress;
+    params.progress_arg      = arg;
+    params.progress_interval = interval;
+    params.spin              = spin;
+    st = cxl_fake_peer_team_params(&g.peer, &params, &team);
+    cxl_th_check(st == CXL_COLL_OK, "%s: team with a progress function every "
+                 "%u polls, spin %d (%s)", what, interval, spin,
+                 cxl_coll_strerror(st));
+    g.tag = (st == CXL_COLL_OK) ? team->tag : 0;
+    return (st == CXL_COLL_OK) ? team : NULL;
+}
+
 static void destroy_team(cxl_coll_team_t *team)
 {
     peer_done(UINT64_MAX >> 1); /* whatever rank 0 may wait for */
@@ -483,26 +508,16 @@ static void team_d(void)
 {
     uint8_t *part = (uint8_t*)cxlpool_base(g.pool) + g.peer.own_off;
     uint32_t in[2] = {1, 2}, out[2] = {0, 0}, peer_in[2] = {10, 20};
-    cxl_coll_team_params_t params;
-    cxl_coll_team_t *team = NULL;
+    cxl_coll_team_t *team;
     uint8_t buf[CXL_COLL_LL_MAX];
     cxl_coll_status_t st;
     cxl_coll_sig_t *sig;
     uint64_t t0;
 
-    cxl_coll_team_params_init(&params);
-    params.pool_path         = g.path;
-    params.region_size       = LINES_REGION;
-    params.progress          = prog_publish;
-    params.progress_arg      = &g_prog;
-    params.progress_interval = 4;
-    st = cxl_fake_peer_team_params(&g.peer, &params, &team);
-    cxl_th_check(st == CXL_COLL_OK, "short: team with a progress function "
-                 "(%s)", cxl_coll_strerror(st));
-    if (st != CXL_COLL_OK) {
+    team = make_team_progress(prog_publish, &g_prog, 4, -1, "short");
+    if (team == NULL) {
         return;
     }
-    g.tag = team->tag;
     /* steps 1-2: rank 1's bcast, inline and in flagged lines */
     prog_expect(1, 8, 11);
     st = cxl_coll_bcast(team, buf, 8, CXL_COLL_UINT8, 1);
@@ -573,26 +588,14 @@ static void prog_count(void *arg)
  */
 static void team_idle(void)
 {
-    cxl_coll_team_params_t params;
-    cxl_coll_team_t *team = NULL;
-    cxl_coll_status_t st;
+    cxl_coll_team_t *team;
     cxl_coll_idle_t idle;
     unsigned calls = 0, i;
 
-    cxl_coll_team_params_init(&params);
-    params.pool_path         = g.path;
-    params.region_size       = LINES_REGION;
-    params.progress          = prog_count;
-    params.progress_arg      = &calls;
-    params.progress_interval = 100;
-    params.spin              = 250;
-    st = cxl_fake_peer_team_params(&g.peer, &params, &team);
-    cxl_th_check(st == CXL_COLL_OK, "idle: team with spin 250 and a progress "
-                 "interval of 100 (%s)", cxl_coll_strerror(st));
-    if (st != CXL_COLL_OK) {
+    team = make_team_progress(prog_count, &calls, 100, 250, "idle");
+    if (team == NULL) {
         return;
     }
-    g.tag = team->tag;
     cxl_coll_idle_init(team, &idle);
     for (i = 0; i < 250; ++i) {
         cxl_coll_idle(team, &idle);
