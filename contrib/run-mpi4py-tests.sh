@@ -86,6 +86,9 @@ PASS=0 FAIL=0
 for np in $NPS; do
     for mode in cxl off; do
         out=$SCR/$mode.$np.out
+        # one folder of output per rank: the ranks' lines interleave on
+        # mpirun's own output, so the verdicts are read per rank
+        ranks=$SCR/$mode.$np.d
         if [ "$mode" = cxl ]; then
             extra=(--mca coll_cxl_verbose 1)
         else
@@ -95,13 +98,19 @@ for np in $NPS; do
         (cd "$TESTDIR" && timeout --kill-after=15 "$LIMIT" \
             mpirun --allow-run-as-root --oversubscribe --tune "$TOP/contrib/openmpi-cxl.conf" \
             --mca mca_base_component_path "$BUILD/.libs:$COMPDIR" "${extra[@]}" \
+            --output-filename "$ranks" \
             "${ENVS[@]}" -np "$np" "$PY" runtests.py --no-builddir -q "${EXCL[@]}") \
             >"$out" 2>&1
         rc=$?
         secs=$(( $(date +%s) - t0 ))
-        oks=$(grep -cE '^OK( |$)' "$out")
-        acc=$(grep -cE "coll:cxl: comm MPI_COMM_WORLD \(cid 0, rank [0-9]+ of $np\): accepted" "$out")
-        verdict=$(grep -E '^(OK|FAILED)' "$out" | sort | uniq -c | tr -s ' \n' ' ')
+        oks=0
+        for f in "$ranks"/1/rank.*/stderr; do
+            [ -f "$f" ] && grep -qE '^OK( |$)' "$f" && oks=$((oks + 1))
+        done
+        acc=$(cat "$ranks"/1/rank.*/std* 2>/dev/null |
+              grep -cE "coll:cxl: comm MPI_COMM_WORLD \(cid 0, rank [0-9]+ of $np\): accepted")
+        verdict=$(cat "$ranks"/1/rank.*/stderr 2>/dev/null | grep -E '^(OK|FAILED)' |
+                  sort | uniq -c | tr -s ' \n' ' ')
         if [ "$rc" -eq 0 ] && [ "$oks" -eq "$np" ] &&
            { [ "$mode" = off ] || [ "$acc" -eq "$np" ]; }; then
             PASS=$((PASS + 1))
@@ -109,7 +118,8 @@ for np in $NPS; do
         else
             FAIL=$((FAIL + 1))
             echo "FAIL np $np $mode: rc $rc, ${verdict:-no verdict}, MPI_COMM_WORLD accepted on $acc ranks (${secs} s)"
-            grep -vE 'amo_send.c' "$out" | grep -E '^(ERROR|FAIL):|Error|signal' | head -n 10 | sed 's/^/    /'
+            cat "$out" "$ranks"/1/rank.*/std* 2>/dev/null | grep -vE 'amo_send.c' |
+                grep -E '^(ERROR|FAIL):|Error|signal' | head -n 10 | sed 's/^/    /'
         fi
     done
 done
