@@ -19,18 +19,21 @@
 #   mpi_ompi_compdir
 #       print Open MPI's own component directory (ompi_info): it stays on
 #       mca_base_component_path after the build tree's
-#   mpi_coll_setup PROGRAM PREFIX MAXNP
+#   mpi_coll_env MAXNP
 #       the setup of the coll/cxl scripts (after mpi_builddir): MODULE,
-#       COMP, CXLPOOL, CONF; SRC (test/mpi/PROGRAM.c) built to BIN
-#       (BUILD/test/mpi/PROGRAM); two pools, POOL and POOL2 (for runs whose
-#       ranks map different pools), named SPEC and SPEC2 (mpi_coherence,
-#       2 emulated hosts per rank for MAXNP ranks: a process's transport and
+#       COMP, CXLPOOL, CONF; the pool POOL, named SPEC (mpi_coherence, 2
+#       emulated hosts per rank for MAXNP ranks: a process's transport and
 #       its collectives library each open the pool); OMPI_COMPDIR; SCR, a
 #       scratch folder, removed at exit with the pools; BASE (mpirun and
 #       its options) and ENVS (the ranks' environment: the transport, the
-#       pool, PREFIX"LARGE" and PREFIX"TIMEOUT" from the caller's
-#       environment or LARGE / 300, sw coherence); exit 99 if anything
-#       needed is missing
+#       pool, sw coherence); exit 99 if anything needed is missing
+#   mpi_pool_create POOL
+#       cxlpool create POOL with CREATE_OPTS, else exit 99
+#   mpi_coll_setup PROGRAM PREFIX MAXNP
+#       mpi_coll_env MAXNP, and SRC (test/mpi/PROGRAM.c) built to BIN
+#       (BUILD/test/mpi/PROGRAM); a second pool POOL2, named SPEC2 (for
+#       runs whose ranks map different pools); ENVS gains PREFIX"LARGE"
+#       and PREFIX"TIMEOUT" from the caller's environment or 65537 / 300
 #   mpi_job NAME LIMIT OUT CMD...
 #       run CMD (an mpirun line) for at most LIMIT seconds, its output in
 #       OUT; set RC, SECS, RES (the last "NAME: N checks, N failed" line),
@@ -122,51 +125,68 @@ mpi_ompi_compdir() {
 
 mpi_coll_cleanup() {
     mpi_pool_destroy "$CXLPOOL" "$SPEC" "$POOL"
-    mpi_pool_destroy "$CXLPOOL" "$SPEC2" "$POOL2"
+    if [ -n "${POOL2:-}" ]; then
+        mpi_pool_destroy "$CXLPOOL" "$SPEC2" "$POOL2"
+    fi
     rm -rf "$SCR"
 }
 
-mpi_coll_setup() {
-    local prog=$1 prefix=$2 maxnp=$3 name tag p large timeout
+mpi_coll_env() {
+    local maxnp=$1 name tag
     name=$(basename "$0")
     tag=${name%.sh}
     MODULE=$BUILD/.libs/libuct_cxl.so
     COMP=$BUILD/.libs/mca_coll_cxl.so
     CXLPOOL=$BUILD/cxlpool
     CONF=$TOP/contrib/openmpi-cxl.conf
-    SRC=$SCRIPT_DIR/$prog.c
-    BIN=$BUILD/test/mpi/$prog
     POOL=/dev/shm/ucx-cxl-$tag-$$.pool
-    POOL2=/dev/shm/ucx-cxl-$tag-2-$$.pool
-    mpi_coherence "$POOL2" "$((2 * maxnp))"
-    SPEC2=$SPEC
     mpi_coherence "$POOL" "$((2 * maxnp))"
-    mpi_need "$MODULE" "$COMP" "$CXLPOOL" "$SRC" "$CONF"
+    mpi_need "$MODULE" "$COMP" "$CXLPOOL" "$CONF"
     OMPI_COMPDIR=$(mpi_ompi_compdir)
 
+    POOL2=                            # mpi_coll_setup's, if any
     SCR=$(mktemp -d "${TMPDIR:-/tmp}/$tag.XXXXXX") || exit 99
     trap mpi_coll_cleanup EXIT
     trap 'exit 130' INT TERM
+    mpi_pool_create "$POOL"
 
-    mpi_build "$SRC" "$BIN"
-    for p in "$POOL" "$POOL2"; do
-        if ! "$CXLPOOL" create "$p" "${CREATE_OPTS[@]}" >"$SCR/create.out" 2>&1; then
-            echo "$name: cxlpool create $p: $(cat "$SCR/create.out")" >&2
-            exit 99
-        fi
-    done
-
-    large=${prefix}LARGE
-    timeout=${prefix}TIMEOUT
     BASE=(mpirun --allow-run-as-root --oversubscribe --tune "$CONF"
           --mca mca_base_component_path "$BUILD/.libs:$OMPI_COMPDIR")
-    ENVS=(-x "LD_PRELOAD=$MODULE" -x UCX_TLS=cxl -x "UCX_CXL_POOL=$SPEC"
-          -x "$large=${!large:-65537}" -x "$timeout=${!timeout:-300}")
+    ENVS=(-x "LD_PRELOAD=$MODULE" -x UCX_TLS=cxl -x "UCX_CXL_POOL=$SPEC")
     if [ "$COHERENCE" = sw ]; then
         unset UCX_CXL_HOST_INDEX      # each rank an emulated host of its own
         ENVS+=(-x UCX_CXL_COHERENCE=sw)
     fi
     echo "$name: pool $SPEC (${CREATE_OPTS[*]}), component $COMP"
+}
+
+# mpi_pool_create POOL: cxlpool create with CREATE_OPTS, else exit 99
+mpi_pool_create() {
+    if ! "$CXLPOOL" create "$1" "${CREATE_OPTS[@]}" >"$SCR/create.out" 2>&1; then
+        echo "$(basename "$0"): cxlpool create $1: $(cat "$SCR/create.out")" >&2
+        exit 99
+    fi
+}
+
+mpi_coll_setup() {
+    local prog=$1 prefix=$2 maxnp=$3 name tag spec large timeout
+    name=$(basename "$0")
+    tag=${name%.sh}
+    SRC=$SCRIPT_DIR/$prog.c
+    BIN=$BUILD/test/mpi/$prog
+    mpi_need "$SRC"
+    mpi_coll_env "$maxnp"
+    mpi_build "$SRC" "$BIN"
+    POOL2=/dev/shm/ucx-cxl-$tag-2-$$.pool
+    spec=$SPEC
+    mpi_coherence "$POOL2" "$((2 * maxnp))"
+    SPEC2=$SPEC
+    SPEC=$spec
+    mpi_pool_create "$POOL2"
+
+    large=${prefix}LARGE
+    timeout=${prefix}TIMEOUT
+    ENVS+=(-x "$large=${!large:-65537}" -x "$timeout=${!timeout:-300}")
 }
 
 mpi_job() {

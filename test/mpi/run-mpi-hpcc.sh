@@ -41,32 +41,10 @@ NPS=${MPI_HPCC_NPS:-2 4}
 LIMIT=${RUN_MPI_TIMEOUT:-600}
 HPCC=$(command -v hpcc) || {
     echo "run-mpi-hpcc.sh: hpcc not found (apt-get install hpcc)" >&2; exit 99; }
-MODULE=$BUILD/.libs/libuct_cxl.so
-COMP=$BUILD/.libs/mca_coll_cxl.so
-CXLPOOL=$BUILD/cxlpool
-CONF=$TOP/contrib/openmpi-cxl.conf
-mpi_need "$MODULE" "$COMP" "$CXLPOOL" "$CONF"
-POOL=/dev/shm/ucx-cxl-run-mpi-hpcc-$$.pool
 maxnp=1
 for np in $NPS; do [ "$np" -gt "$maxnp" ] && maxnp=$np; done
-mpi_coherence "$POOL" "$maxnp"
-OMPI_COMPDIR=$(mpi_ompi_compdir)
-
-SCR=$(mktemp -d "${TMPDIR:-/tmp}/run-mpi-hpcc.XXXXXX") || exit 99
-trap 'mpi_pool_destroy "$CXLPOOL" "$SPEC" "$POOL"; rm -rf "$SCR"' EXIT
-trap 'exit 130' INT TERM
-if ! "$CXLPOOL" create "$POOL" "${CREATE_OPTS[@]}" >"$SCR/create.out" 2>&1; then
-    echo "run-mpi-hpcc.sh: cxlpool create $POOL: $(cat "$SCR/create.out")" >&2
-    exit 99
-fi
-BASE=(mpirun --allow-run-as-root --oversubscribe --tune "$CONF"
-      --mca mca_base_component_path "$BUILD/.libs:$OMPI_COMPDIR")
-ENVS=(-x "LD_PRELOAD=$MODULE" -x UCX_TLS=cxl -x "UCX_CXL_POOL=$SPEC")
-if [ "$COHERENCE" = sw ]; then
-    unset UCX_CXL_HOST_INDEX      # each rank an emulated host of its own
-    ENVS+=(-x UCX_CXL_COHERENCE=sw)
-fi
-echo "run-mpi-hpcc.sh: $HPCC, pool $SPEC (${CREATE_OPTS[*]}), component $COMP"
+mpi_coll_env "$maxnp"
+echo "run-mpi-hpcc.sh: $HPCC"
 
 PASS=0 FAIL=0
 ok()   { PASS=$((PASS + 1)); echo "ok $1"; }
