@@ -133,7 +133,9 @@ for np in $NPS; do
         hpccinf "$np" "$dir"
         log=$dir/mpirun.out
         if [ "$mode" = cxl ]; then
-            extra=(--mca coll_cxl_verbose 20)
+            # each rank's output in a file of its own: on mpirun's output
+            # the ranks' lines interleave, even inside a line
+            extra=(--mca coll_cxl_verbose 20 --output-filename "$dir/ranks")
         else
             extra=(--mca coll ^cxl)
         fi
@@ -143,15 +145,15 @@ for np in $NPS; do
         verify "$dir"
         tf=$(summary HPL_Tflops "$dir/hpccoutf.txt" 2>/dev/null)
         if [ "$mode" = cxl ]; then
-            acc=$(grep -cE "coll:cxl: comm MPI_COMM_WORLD \(cid 0, rank [0-9]+ of $np\): accepted" "$log")
-            # calls the library ran, per process (the verbose line names
-            # the process: [host:pid])
-            least=$(grep -E 'coll:cxl: MPI_[A-Za-z]+ on .*: library,' "$log" |
-                    sed -n 's/^\[\([^]]*\)\].*/\1/p' | sort | uniq -c |
-                    awk -v n="$np" '{ c[NR] = $1 } END {
-                        if (NR < n) { print 0; exit }
-                        m = c[1]; for (i = 2; i <= NR; ++i) if (c[i] < m) m = c[i]
-                        print m }')
+            acc=0 least=
+            for f in "$dir"/ranks/1/rank.*/stderr; do
+                [ -f "$f" ] || continue
+                grep -qE "coll:cxl: comm MPI_COMM_WORLD \(cid 0, rank [0-9]+ of $np\): accepted" "$f" &&
+                    acc=$((acc + 1))
+                # the collectives this rank ran in the library
+                n=$(grep -cE 'coll:cxl: MPI_[A-Za-z]+ on .*: library,' "$f")
+                [ -z "$least" ] || [ "$n" -lt "$least" ] && least=$n
+            done
             [ "$acc" -eq "$np" ] || WHY="${WHY:+$WHY, }MPI_COMM_WORLD accepted on $acc of $np ranks"
             [ "${least:-0}" -ge 100 ] || WHY="${WHY:+$WHY, }fewest library calls of a rank: ${least:-0}"
             what="MPI_COMM_WORLD accepted on every rank, at least $least collectives per rank in the library"
