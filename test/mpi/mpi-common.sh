@@ -35,9 +35,11 @@
 #       runs whose ranks map different pools); ENVS gains PREFIX"LARGE"
 #       and PREFIX"TIMEOUT" from the caller's environment or 65537 / 300
 #   mpi_job NAME LIMIT OUT CMD...
-#       run CMD (an mpirun line) for at most LIMIT seconds, its output in
-#       OUT; set RC, SECS, RES (the last "NAME: N checks, N failed" line),
+#       run CMD (an mpirun line) for at most LIMIT seconds; OUT gets each
+#       rank's output, rank after rank (mpirun's own in OUT.mpirun); set RC, SECS, RES (the last "NAME: N checks, N failed" line),
 #       DIGEST (the last "digest:" line) and CNT (the last "counters:")
+#   mpi_job_output OUT
+#       OUT and mpirun's own lines of that run, for a failure report
 #   mpi_passed NAME
 #       after mpi_job: rc 0 and "NAME: N checks, 0 failed" with N > 0
 #
@@ -190,16 +192,48 @@ mpi_coll_setup() {
 }
 
 mpi_job() {
-    local name=$1 limit=$2 out=$3 t0 t1
+    local name=$1 limit=$2 out=$3 t0 t1 cmd a r
     shift 3
+    cmd=("$@")
+    # Each rank's output in a file of its own, and OUT their concatenation
+    # in rank order: on mpirun's own output the ranks' lines interleave,
+    # even within a line, and a check that counts lines per rank miscounts.
+    # mpirun's output stays in OUT.mpirun (its own messages: a rank's
+    # signal, a failed launch); a caller that names --output-filename
+    # itself gets mpirun's output in OUT.
+    for a in "$@"; do
+        [ "$a" = --output-filename ] && cmd=()
+    done
+    if [ ${#cmd[@]} -gt 0 ] && [ "$(basename "$1")" = mpirun ]; then
+        rm -rf "$out.d"
+        cmd=("$1" --output-filename "$out.d" "${@:2}")
+    else
+        cmd=("$@")
+    fi
     t0=$(date +%s.%N)
-    timeout --kill-after=15 "$limit" "$@" >"$out" 2>&1
+    timeout --kill-after=15 "$limit" "${cmd[@]}" >"$out.mpirun" 2>&1
     RC=$?
     t1=$(date +%s.%N)
+    : >"$out"
+    r=0
+    while [ -d "$out.d/1/rank.$r" ]; do
+        cat "$out.d/1/rank.$r"/std* >>"$out" 2>/dev/null
+        r=$((r + 1))
+    done
+    [ -s "$out" ] || cp "$out.mpirun" "$out"
     SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
     RES=$(grep -E "^$name: [0-9]+ checks, [0-9]+ failed" "$out" | tail -n 1)
     DIGEST=$(sed -n 's/^digest: //p' "$out" | tail -n 1)
     CNT=$(sed -n 's/^counters: //p' "$out" | tail -n 1)
+}
+
+# mpi_job_output OUT: what a failure report shows, the ranks' output and
+# mpirun's own lines about them (a rank's signal, an abort)
+mpi_job_output() {
+    cat "$1"
+    [ -f "$1.mpirun" ] &&
+        grep -E '^(mpirun|Primary job|--------)|exited on signal|aborted' "$1.mpirun"
+    return 0
 }
 
 mpi_passed() {

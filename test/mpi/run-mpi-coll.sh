@@ -92,7 +92,7 @@ PASS=0 FAIL=0
 ok()   { PASS=$((PASS + 1)); echo "ok $1"; }
 # a failed run's telling lines; a process killed by a signal (UCX's
 # "Caught signal" and its backtrace, mpirun's "exited on signal") too
-fail() { FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; sed 's/^/    /' "$3" | grep -E 'FAIL|rror|coll:cxl|mpi-coll:|timeout|[Ss]ignal|Illegal|backtrace|^ *[0-9]+ +0x' | head -40; }
+fail() { FAIL=$((FAIL + 1)); echo "FAIL $1: $2"; mpi_job_output "$3" | sed 's/^/    /' | grep -E 'FAIL|rror|coll:cxl|mpi-coll:|timeout|[Ss]ignal|Illegal|backtrace|^ *[0-9]+ +0x' | head -40; }
 
 # --- ompi_info: the component and every parameter with its help -------------
 # info_check FRAMEWORK API MIN: ompi_info lists FRAMEWORK/cxl of API version

@@ -95,7 +95,7 @@ ok()   { PASS=$((PASS + 1)); echo "ok $1"; }
 # the first 5 of them)
 fail() {
     FAIL=$((FAIL + 1)); echo "FAIL $1: $2"
-    sed 's/^/    /' "$3" |
+    mpi_job_output "$3" | sed 's/^/    /' |
         grep -E 'FAIL|rror|coll:cxl|mpi-icoll:|counters:|timeout|[Ss]ignal|Illegal|backtrace|^ *[0-9]+ +0x|mca_coll_cxl\.so' |
         awk '/coll:cxl:/ && ++n > 5 { next } { print }' | head -40
 }
