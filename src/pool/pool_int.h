@@ -127,9 +127,23 @@ uint32_t         cxlpool_slot_part(cxlpool_t *pool, uint32_t slot);
 uint32_t         cxlpool_record_part(cxlpool_t *pool, uint32_t index);
 
 /* metadata lock (the own partition's line) */
+typedef struct {
+    uint64_t start_time;
+    uint64_t acquire_ns;
+    uint64_t token;
+} cxlpool_lock_look_t;
+
+/* What one wait for the lock has seen of its holders (zeroed per wait) */
+typedef struct {
+    cxlpool_lock_look_t reused;     /* a look under a reused pid */
+    cxlpool_lock_look_t seen;       /* the acquisition seen since ... */
+    uint64_t            seen_since; /* ... this time (0: none yet) */
+} cxlpool_lock_wait_t;
+
 void cxlpool_lock(cxlpool_t *pool);
 void cxlpool_unlock(cxlpool_t *pool);
-int  cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token);
+int  cxlpool_lock_holder_dead(cxlpool_t *pool, cxlpool_lock_wait_t *wait,
+                              uint64_t token);
 
 /* Mark an extent free (caller holds the lock); the emulator drops its bytes. */
 void cxlpool_extent_release_locked(cxlpool_t *pool, cxlpool_extent_rec_t *rec);

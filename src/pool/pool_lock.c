@@ -48,12 +48,6 @@ static uint64_t cxlpool_lock_timeout_ns(void)
  * Fields and token may belong to different acquisitions (the line changed
  * hands between the loads), so one look proves nothing about its holder.
  */
-typedef struct {
-    uint64_t start_time;
-    uint64_t acquire_ns;
-    uint64_t token;
-} cxlpool_lock_look_t;
-
 static void cxlpool_lock_look(cxlpool_t *pool, cxlpool_lock_look_t *look)
 {
     cxl_coh_invalidate(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));
@@ -62,10 +56,16 @@ static void cxlpool_lock_look(cxlpool_t *pool, cxlpool_lock_look_t *look)
     look->token      = __atomic_load_n(&pool->lock->token, __ATOMIC_ACQUIRE);
 }
 
-int cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token)
+/*
+ * What a waiter remembers lives in its wait, never longer: a token is the
+ * same for all acquisitions of one process, so a memory of "token T seen
+ * since t" kept across waits judged a live holder dead at the first look
+ * once t was a lock timeout old (threads of one process, processes of one
+ * partition in other pid namespaces: two holders, metadata corrupted).
+ */
+int cxlpool_lock_holder_dead(cxlpool_t *pool, cxlpool_lock_wait_t *wait,
+                             uint64_t token)
 {
-    static __thread uint64_t seen_token, seen_since;
-    static __thread cxlpool_lock_look_t reused;
     uint32_t host_tag = (uint32_t)(pool->host_id ^ (pool->host_id >> 32)) | 1;
     int pid           = (int)(token >> 32);
     cxlpool_lock_look_t look;
@@ -79,7 +79,7 @@ int cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token)
         /* start_time is cleared before release, so a value here is current */
         cxlpool_lock_look(pool, &look);
         if (look.start_time == start) {
-            reused.token = 0;
+            wait->reused.token = 0;
             return 0; /* that process holds it */
         }
         if ((look.token == token) && (look.start_time != 0) &&
@@ -92,10 +92,10 @@ int cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token)
              * So the same fields under the same token on two looks (a spin
              * interval apart) are a dead holder's.
              */
-            if (!memcmp(&look, &reused, sizeof(look))) {
+            if (!memcmp(&look, &wait->reused, sizeof(look))) {
                 return 1;
             }
-            reused = look;
+            wait->reused = look;
             return 0;
         }
         /* no start time yet (a holder between its CAS and the fill), or
@@ -103,15 +103,28 @@ int cxlpool_lock_holder_dead(cxlpool_t *pool, uint64_t token)
          * waited on forever */
     }
 
-    /* other hosts' holders, and this process's own token (another thread
-     * of it holds the lock; also what a peer may have written there) */
-    now = cxlpool_monotonic_ns();
-    if (seen_token != token) {
-        seen_token = token;
-        seen_since = now;
+    cxlpool_lock_look(pool, &look);
+    if ((token == pool->lock_token) && (look.token == token) &&
+        (look.start_time == cxlpool_proc_start_time(getpid()))) {
+        /* another thread of this process: alive as long as we are */
+        wait->seen_since = 0;
         return 0;
     }
-    return (now - seen_since) > cxlpool_lock_timeout_ns();
+
+    /*
+     * Other hosts' holders, a process of this partition in another pid
+     * namespace (its token may even equal ours): dead when one acquisition
+     * (token and acquire_ns) stays for longer than the lock timeout.
+     * Holders that come and go are alive, however long the wait.
+     */
+    now = cxlpool_monotonic_ns();
+    if ((wait->seen_since == 0) || (look.token != wait->seen.token) ||
+        (look.acquire_ns != wait->seen.acquire_ns)) {
+        wait->seen       = look;
+        wait->seen_since = now;
+        return 0;
+    }
+    return (now - wait->seen_since) > cxlpool_lock_timeout_ns();
 }
 
 static void cxlpool_lock_fill(cxlpool_t *pool)
@@ -126,8 +139,9 @@ static void cxlpool_lock_fill(cxlpool_t *pool)
 
 void cxlpool_lock(cxlpool_t *pool)
 {
-    struct timespec pause = {0, 50000};
-    unsigned spins        = 0;
+    struct timespec pause    = {0, 50000};
+    cxlpool_lock_wait_t wait = {0};
+    unsigned spins           = 0;
     uint64_t cur;
 
     for (;;) {
@@ -139,7 +153,7 @@ void cxlpool_lock(cxlpool_t *pool)
         }
 
         if ((++spins % 64) == 0) {
-            if (cxlpool_lock_holder_dead(pool, cur) &&
+            if (cxlpool_lock_holder_dead(pool, &wait, cur) &&
                 __atomic_compare_exchange_n(&pool->lock->token, &cur,
                                             pool->lock_token, 0,
                                             __ATOMIC_ACQUIRE,

@@ -13,6 +13,7 @@ extern "C" {
 #include <atomic>
 #include <chrono>
 #include <signal.h>
+#include <string>
 #include <thread>
 #include <unistd.h>
 
@@ -85,6 +86,7 @@ TEST_F(pool_lock_judge, a_line_changing_hands_is_no_dead_holder)
 {
     std::atomic<bool> stop(false);
     uint64_t tok[2] = {token_of(m_child[0]), token_of(m_child[1])};
+    cxlpool_lock_wait_t wait = {};
     long judged = 0, dead = 0;
 
     std::thread holders([&]() {
@@ -104,7 +106,7 @@ TEST_F(pool_lock_judge, a_line_changing_hands_is_no_dead_holder)
             continue;
         }
         ++judged;
-        dead += cxlpool_lock_holder_dead(m_pool, cur);
+        dead += cxlpool_lock_holder_dead(m_pool, &wait, cur);
     }
     stop = true;
     holders.join();
@@ -117,10 +119,11 @@ TEST_F(pool_lock_judge, a_line_changing_hands_is_no_dead_holder)
 TEST_F(pool_lock_judge, reused_pid_is_dead_on_the_second_same_look)
 {
     uint64_t tok = token_of(m_child[0]);
+    cxlpool_lock_wait_t wait = {};
 
     take(tok, 1234567, m_start[0] + 1);
-    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, tok)) << "first look";
-    EXPECT_EQ(1, cxlpool_lock_holder_dead(m_pool, tok)) << "second look";
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, &wait, tok)) << "first look";
+    EXPECT_EQ(1, cxlpool_lock_holder_dead(m_pool, &wait, tok)) << "second look";
 
     /* and a waiter breaks the lock, then holds it itself */
     cxlpool_lock(m_pool);
@@ -133,14 +136,104 @@ TEST_F(pool_lock_judge, reused_pid_is_dead_on_the_second_same_look)
 TEST_F(pool_lock_judge, a_new_acquisition_between_looks_is_not_dead)
 {
     uint64_t tok = token_of(m_child[1]);
+    cxlpool_lock_wait_t wait = {};
 
     take(tok, 1000, m_start[0]);
-    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, tok));
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, &wait, tok));
     release();
     take(tok, 2000, m_start[0]);
-    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, tok));
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, &wait, tok));
     /* its own start time: alive on any look */
     take(tok, 3000, m_start[1]);
-    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, tok));
-    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, tok));
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, &wait, tok));
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, &wait, tok));
+}
+
+/*
+ * Threads of one process share its token.  A waiter that remembered "this
+ * token seen since t" from an earlier wait judged the other thread dead at
+ * its first look once t was a lock timeout old, broke the lock and ran
+ * beside it (MPICH's threads/comm tests in sw mode, where the waits are
+ * spread over more than the 10 s timeout: "partition ... was freed or
+ * reused" at team creation).  Two threads take turns for a second with a
+ * 20 ms timeout: never two inside, no lock broken.
+ */
+TEST_F(pool_lock_judge, threads_of_one_process_never_break_its_lock)
+{
+    std::atomic<int> inside(0), overlaps(0);
+    std::atomic<bool> stop(false);
+    const char *old = getenv("CXLPOOL_LOCK_TIMEOUT_MS");
+    std::string saved = old ? old : "";
+    long turns[2] = {0, 0};
+
+    setenv("CXLPOOL_LOCK_TIMEOUT_MS", "20", 1);
+    auto worker = [&](int id) {
+        while (!stop.load(std::memory_order_relaxed)) {
+            cxlpool_lock(m_pool);
+            if (inside.fetch_add(1) != 0) {
+                overlaps++;
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+            inside.fetch_sub(1);
+            cxlpool_unlock(m_pool);
+            ++turns[id];
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    };
+    std::thread a(worker, 0), b(worker, 1);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    stop = true;
+    a.join();
+    b.join();
+    if (old != NULL) {
+        setenv("CXLPOOL_LOCK_TIMEOUT_MS", saved.c_str(), 1);
+    } else {
+        unsetenv("CXLPOOL_LOCK_TIMEOUT_MS");
+    }
+
+    EXPECT_GT(turns[0], 0);
+    EXPECT_GT(turns[1], 0);
+    EXPECT_EQ(0, overlaps.load()) << "two threads inside the lock";
+    EXPECT_EQ(0u, m_pool->lock_broken) << "a live thread's lock broken";
+}
+
+/*
+ * The judgement of one wait: this process's own token with its start time
+ * is a live thread, however long; the same token with another start time
+ * (a process of this partition in another pid namespace) is dead once one
+ * acquisition stays past the timeout, and alive while acquisitions change.
+ */
+TEST_F(pool_lock_judge, own_token_judged_by_start_time_and_acquisition)
+{
+    uint64_t own = cxlpool_proc_start_time(getpid());
+    const char *old = getenv("CXLPOOL_LOCK_TIMEOUT_MS");
+    std::string saved = old ? old : "";
+    cxlpool_lock_wait_t wait = {};
+    uint64_t tok = m_pool->lock_token;
+
+    setenv("CXLPOOL_LOCK_TIMEOUT_MS", "5", 1);
+    take(tok, 1000, own);
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, &wait, tok));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, &wait, tok)) << "own thread";
+
+    wait = {};
+    take(tok, 2000, own + 1);
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, &wait, tok)) << "first look";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    take(tok, 3000, own + 1); /* a new acquisition: the clock restarts */
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, &wait, tok));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(1, cxlpool_lock_holder_dead(m_pool, &wait, tok))
+        << "one acquisition past the timeout";
+
+    /* a fresh wait remembers nothing of the last one */
+    wait = {};
+    EXPECT_EQ(0, cxlpool_lock_holder_dead(m_pool, &wait, tok));
+    release();
+    if (old != NULL) {
+        setenv("CXLPOOL_LOCK_TIMEOUT_MS", saved.c_str(), 1);
+    } else {
+        unsetenv("CXLPOOL_LOCK_TIMEOUT_MS");
+    }
 }
