@@ -37,50 +37,27 @@
 set -uo pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in
-    ""|-h|--help)
-        awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
-        [ -n "${1:-}" ]; exit $? ;;
-esac
+SUITE=run-mpi4py-tests
+. "$TOP/contrib/outside-suite.sh"
+suite_help "$0" "${1:-}"
 TESTDIR=$(cd "$1" 2>/dev/null && pwd) || {
-    echo "run-mpi4py-tests: no folder '$1'" >&2; exit 2; }
+    echo "$SUITE: no folder '$1'" >&2; exit 2; }
 [ -f "$TESTDIR/runtests.py" ] || {
-    echo "run-mpi4py-tests: $TESTDIR has no runtests.py (mpi4py's test/ folder?)" >&2; exit 2; }
-BUILD=$(cd "${2:-$TOP/build-release}" 2>/dev/null && pwd) || {
-    echo "run-mpi4py-tests: no build folder '${2:-$TOP/build-release}'" >&2; exit 2; }
+    echo "$SUITE: $TESTDIR has no runtests.py (mpi4py's test/ folder?)" >&2; exit 2; }
+suite_build "${2:-}"
 PY=/usr/bin/python3
 if ! "$PY" -c 'import mpi4py' 2>/dev/null; then
-    echo "run-mpi4py-tests: installing python3-mpi4py"
+    echo "$SUITE: installing python3-mpi4py"
     DEBIAN_FRONTEND=noninteractive apt-get install -y python3-mpi4py >/dev/null ||
-        { echo "run-mpi4py-tests: apt-get install python3-mpi4py failed" >&2; exit 2; }
+        { echo "$SUITE: apt-get install python3-mpi4py failed" >&2; exit 2; }
 fi
-MODULE=$BUILD/.libs/libuct_cxl.so
-CXLPOOL=$BUILD/cxlpool
-for f in "$MODULE" "$BUILD/.libs/mca_coll_cxl.so" "$CXLPOOL"; do
-    [ -e "$f" ] || { echo "run-mpi4py-tests: $f not found (build first)" >&2; exit 2; }
-done
-COMPDIR=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
-COMPDIR=${COMPDIR:-/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3}
 NPS=${MPI4PY_NPS:-2 3 4 5}
 LIMIT=${MPI4PY_TIMEOUT:-1200}
 EXCL=()
 for m in ${MPI4PY_EXCLUDE-test_spawn test_dynproc test_win}; do EXCL+=(-e "$m"); done
-
-POOL=/dev/shm/ucx-cxl-mpi4py-$$.pool
-SCR=$(mktemp -d "${TMPDIR:-/tmp}/run-mpi4py.XXXXXX") || exit 2
-trap '"$CXLPOOL" destroy "$SPEC" >/dev/null 2>&1 || rm -f "$POOL"; rm -rf "$SCR"' EXIT
-trap 'exit 130' INT TERM
-ENVS=(-x "LD_PRELOAD=$MODULE" -x UCX_TLS=cxl -x PYTHONDONTWRITEBYTECODE=1)
-case "${CXL_TEST_COHERENCE:-hw}" in
-    hw) SPEC=$POOL; OPTS=(--size 1G) ;;
-    sw) SPEC=emulate-nc:$POOL; OPTS=(--size 1G --coherence sw --hosts 16)
-        unset UCX_CXL_HOST_INDEX
-        ENVS+=(-x UCX_CXL_COHERENCE=sw) ;;
-    *)  echo "run-mpi4py-tests: CXL_TEST_COHERENCE must be hw or sw" >&2; exit 2 ;;
-esac
-ENVS+=(-x "UCX_CXL_POOL=$SPEC")
-"$CXLPOOL" create "$POOL" "${OPTS[@]}" >"$SCR/create.out" 2>&1 || {
-    echo "run-mpi4py-tests: cxlpool create: $(cat "$SCR/create.out")" >&2; exit 2; }
+# 8 ranks at most
+suite_pool mpi4py 16 ""
+ENVS+=(-x PYTHONDONTWRITEBYTECODE=1)
 
 PASS=0 FAIL=0
 for np in $NPS; do
@@ -89,16 +66,10 @@ for np in $NPS; do
         # one folder of output per rank: the ranks' lines interleave on
         # mpirun's own output, so the verdicts are read per rank
         ranks=$SCR/$mode.$np.d
-        if [ "$mode" = cxl ]; then
-            extra=(--mca coll_cxl_verbose 1)
-        else
-            extra=(--mca coll ^cxl)
-        fi
+        suite_mca "$mode"
         t0=$(date +%s)
         (cd "$TESTDIR" && timeout --kill-after=15 "$LIMIT" \
-            mpirun --allow-run-as-root --oversubscribe --tune "$TOP/contrib/openmpi-cxl.conf" \
-            --mca mca_base_component_path "$BUILD/.libs:$COMPDIR" "${extra[@]}" \
-            --output-filename "$ranks" \
+            mpirun "${MCA[@]}" --output-filename "$ranks" \
             "${ENVS[@]}" -np "$np" "$PY" runtests.py --no-builddir -q "${EXCL[@]}") \
             >"$out" 2>&1
         rc=$?
@@ -123,5 +94,5 @@ for np in $NPS; do
         fi
     done
 done
-echo "run-mpi4py-tests: $PASS passed, $FAIL failed"
+echo "$SUITE: $PASS passed, $FAIL failed"
 [ $FAIL -eq 0 ]

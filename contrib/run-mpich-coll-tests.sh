@@ -56,45 +56,20 @@
 set -uo pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-case "${1:-}" in
-    ""|-h|--help)
-        awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
-        [ -n "${1:-}" ]; exit $? ;;
-esac
+SUITE=run-mpich-coll-tests
+. "$TOP/contrib/outside-suite.sh"
+suite_help "$0" "${1:-}"
 T=$(cd "$1/test/mpi" 2>/dev/null && pwd) || {
-    echo "run-mpich-coll-tests: no folder '$1/test/mpi'" >&2; exit 2; }
+    echo "$SUITE: no folder '$1/test/mpi'" >&2; exit 2; }
 [ -f "$T/coll/testlist.in" ] && [ -f "$T/util/mtest.c" ] || {
-    echo "run-mpich-coll-tests: $T has no coll/testlist.in or util/mtest.c (an MPICH checkout?)" >&2; exit 2; }
-BUILD=$(cd "${2:-$TOP/build-release}" 2>/dev/null && pwd) || {
-    echo "run-mpich-coll-tests: no build folder '${2:-$TOP/build-release}'" >&2; exit 2; }
-MODULE=$BUILD/.libs/libuct_cxl.so
-CXLPOOL=$BUILD/cxlpool
-for f in "$MODULE" "$BUILD/.libs/mca_coll_cxl.so" "$CXLPOOL"; do
-    [ -e "$f" ] || { echo "run-mpich-coll-tests: $f not found (build first)" >&2; exit 2; }
-done
-command -v mpicc >/dev/null || { echo "run-mpich-coll-tests: no mpicc (libopenmpi-dev)" >&2; exit 2; }
-COMPDIR=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
-COMPDIR=${COMPDIR:-/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3}
+    echo "$SUITE: $T has no coll/testlist.in or util/mtest.c (an MPICH checkout?)" >&2; exit 2; }
+suite_build "${2:-}"
+command -v mpicc >/dev/null || { echo "$SUITE: no mpicc (libopenmpi-dev)" >&2; exit 2; }
 ONLY=${MPICH_TESTS_ONLY:-.}
 EXCLUDE=" ${MPICH_TESTS_EXCLUDE-idup_deadlock idup_nb idup_comm_gen} "
 LIMIT=${MPICH_TESTS_TIMEOUT:-300}
-
-POOL=/dev/shm/ucx-cxl-mpich-$$.pool
-SCR=$(mktemp -d "${TMPDIR:-/tmp}/run-mpich.XXXXXX") || exit 2
-SPEC=$POOL
-trap '"$CXLPOOL" destroy "$SPEC" >/dev/null 2>&1 || rm -f "$POOL"; [ -n "${MPICH_TESTS_KEEP:-}" ] || rm -rf "$SCR"' EXIT
-trap 'exit 130' INT TERM
-ENVS=(-x "LD_PRELOAD=$MODULE" -x UCX_TLS=cxl)
-case "${CXL_TEST_COHERENCE:-hw}" in
-    hw) OPTS=(--size 1G) ;;
-    # 2 emulated hosts per rank (its transport and coll/cxl each open the
-    # pool), 16 ranks at most
-    sw) SPEC=emulate-nc:$POOL; OPTS=(--size 1G --coherence sw --hosts 32)
-        unset UCX_CXL_HOST_INDEX
-        ENVS+=(-x UCX_CXL_COHERENCE=sw) ;;
-    *)  echo "run-mpich-coll-tests: CXL_TEST_COHERENCE must be hw or sw" >&2; exit 2 ;;
-esac
-ENVS+=(-x "UCX_CXL_POOL=$SPEC")
+# 16 ranks at most
+suite_pool mpich 32 "${MPICH_TESTS_KEEP:-}"
 
 # --- build -----------------------------------------------------------------
 BIN=$SCR/bin
@@ -115,10 +90,10 @@ cat >"$SCR/inc/mpitestconf.h" <<'EOF'
 #define THREAD_PACKAGE_NAME THREAD_PACKAGE_POSIX
 EOF
 CC=(mpicc -O1 -w -I"$SCR/inc" -I"$T/include")
-echo "run-mpich-coll-tests: building the tests from $T"
+echo "$SUITE: building the tests from $T"
 for u in mtest mtest_common dtypes mtest_single mtest_thread; do
     "${CC[@]}" -c "$T/util/$u.c" -o "$BIN/$u.o" 2>"$SCR/build.$u" || {
-        echo "run-mpich-coll-tests: $u.c does not compile:" >&2
+        echo "$SUITE: $u.c does not compile:" >&2
         head -n 5 "$SCR/build.$u" >&2; exit 2; }
 done
 for t in nonblocking2 nonblocking3; do
@@ -153,28 +128,19 @@ while read -r name _; do
     [ -f "$T/coll/${name#nb}.c" ] || continue
     build coll "$name" "$T/coll/${name#nb}.c" -DUSE_MTEST_NBC && nbuilt=$((nbuilt + 1))
 done <"$T/coll/testlist.in"
-echo "run-mpich-coll-tests: $nbuilt programs built"
+echo "$SUITE: $nbuilt programs built"
 
 # --- run -------------------------------------------------------------------
-"$CXLPOOL" create "$POOL" "${OPTS[@]}" >"$SCR/create.out" 2>&1 || {
-    echo "run-mpich-coll-tests: cxlpool create: $(cat "$SCR/create.out")" >&2; exit 2; }
-
 # run MODE DIR NAME NP ARGS...: rc of mpirun; output in $out, per rank in
 # $ranks
 run() {
-    local mode=$1 dir=$2 name=$3 np=$4 extra tag
+    local mode=$1 dir=$2 name=$3 np=$4 tag
     shift 4
     tag=${dir//\//-}.$name.$np
     out=$SCR/$mode.$tag.out
     ranks=$SCR/$mode.$tag.d
-    if [ "$mode" = cxl ]; then
-        extra=(--mca coll_cxl_verbose 1)
-    else
-        extra=(--mca coll ^cxl)
-    fi
-    timeout --kill-after=15 "$LIMIT" \
-        mpirun --allow-run-as-root --oversubscribe --tune "$TOP/contrib/openmpi-cxl.conf" \
-        --mca mca_base_component_path "$BUILD/.libs:$COMPDIR" "${extra[@]}" \
+    suite_mca "$mode"
+    timeout --kill-after=15 "$LIMIT" mpirun "${MCA[@]}" \
         --output-filename "$ranks" "${ENVS[@]}" -np "$np" "$BIN/$dir/$name" "$@" \
         >"$out" 2>&1 </dev/null
 }
@@ -235,5 +201,5 @@ for d in "${DIRS[@]}"; do
         echo "$cxl_lines"
     done <"$list"
 done
-echo "run-mpich-coll-tests: $PASS passed, $FAIL failed, $THEIRS fail without coll/cxl too"
+echo "$SUITE: $PASS passed, $FAIL failed, $THEIRS fail without coll/cxl too"
 [ $FAIL -eq 0 ]
