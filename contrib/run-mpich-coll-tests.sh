@@ -153,6 +153,9 @@ first_lines() {
     [ -e "${f[0]}" ] || f=("$out")  # mpirun's own failure: no rank files
     cat "${f[@]}" 2>/dev/null | grep -v 'coll:cxl:' |
         grep -vE '^\s*$' | head -n 4 | sed 's/^/    /'
+    # a crash: the first backtrace whole (UCX's handler prints it)
+    cat "${f[@]}" 2>/dev/null | sed -n '/==== backtrace/,/=====$/p' |
+        head -n 24 | sed 's/^/    /'
 }
 
 PASS=0 FAIL=0 THEIRS=0
