@@ -155,8 +155,10 @@ TEST_F(pool_lock_judge, a_new_acquisition_between_looks_is_not_dead)
  * its first look once t was a lock timeout old, broke the lock and ran
  * beside it (MPICH's threads/comm tests in sw mode, where the waits are
  * spread over more than the 10 s timeout: "partition ... was freed or
- * reused" at team creation).  Two threads take turns for a second with a
- * 20 ms timeout: never two inside, no lock broken.
+ * reused" at team creation).  Two threads take turns for 2 s with a
+ * 500 ms timeout (a holder preempted for that long between its CAS and
+ * writing its start time would be judged dead: not this test's subject):
+ * never two inside, no lock broken.
  */
 TEST_F(pool_lock_judge, threads_of_one_process_never_break_its_lock)
 {
@@ -166,7 +168,7 @@ TEST_F(pool_lock_judge, threads_of_one_process_never_break_its_lock)
     std::string saved = old ? old : "";
     long turns[2] = {0, 0};
 
-    setenv("CXLPOOL_LOCK_TIMEOUT_MS", "20", 1);
+    setenv("CXLPOOL_LOCK_TIMEOUT_MS", "500", 1);
     auto worker = [&](int id) {
         while (!stop.load(std::memory_order_relaxed)) {
             cxlpool_lock(m_pool);
@@ -181,7 +183,7 @@ TEST_F(pool_lock_judge, threads_of_one_process_never_break_its_lock)
         }
     };
     std::thread a(worker, 0), b(worker, 1);
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::this_thread::sleep_for(std::chrono::seconds(2));
     stop = true;
     a.join();
     b.join();
