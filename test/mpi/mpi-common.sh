@@ -192,9 +192,8 @@ mpi_coll_setup() {
 }
 
 mpi_job() {
-    local name=$1 limit=$2 out=$3 t0 t1 cmd a r
+    local name=$1 limit=$2 out=$3 t0 t1 cmd a r own=0
     shift 3
-    cmd=("$@")
     # Each rank's output in a file of its own, and OUT their concatenation
     # in rank order: on mpirun's own output the ranks' lines interleave,
     # even within a line, and a check that counts lines per rank miscounts.
@@ -202,9 +201,9 @@ mpi_job() {
     # signal, a failed launch); a caller that names --output-filename
     # itself gets mpirun's output in OUT.
     for a in "$@"; do
-        [ "$a" = --output-filename ] && cmd=()
+        [ "$a" = --output-filename ] && own=1
     done
-    if [ ${#cmd[@]} -gt 0 ] && [ "$(basename "$1")" = mpirun ]; then
+    if [ "$own" -eq 0 ] && [ "$(basename "$1")" = mpirun ]; then
         rm -rf "$out.d"
         cmd=("$1" --output-filename "$out.d" "${@:2}")
     else
