@@ -239,3 +239,24 @@ TEST_F(pool_lock_judge, own_token_judged_by_start_time_and_acquisition)
         unsetenv("CXLPOOL_LOCK_TIMEOUT_MS");
     }
 }
+
+/*
+ * A holder's line carries its process's start time (read once at open)
+ * and a fresh acquire_ns while it holds the lock, nothing after release:
+ * the judges above read exactly these fields.
+ */
+TEST_F(pool_lock_judge, holder_fills_its_line_and_clears_it)
+{
+    ASSERT_NE(0u, m_pool->lock_start_time);
+    EXPECT_EQ(cxlpool_proc_start_time(getpid()), m_pool->lock_start_time);
+
+    cxlpool_lock(m_pool);
+    EXPECT_EQ(m_pool->lock_token, m_pool->lock->token);
+    EXPECT_EQ(m_pool->lock_start_time, m_pool->lock->start_time);
+    EXPECT_NE(0u, m_pool->lock->acquire_ns);
+    cxlpool_unlock(m_pool);
+
+    EXPECT_EQ(0u, m_pool->lock->token);
+    EXPECT_EQ(0u, m_pool->lock->start_time);
+    EXPECT_EQ(0u, m_pool->lock->acquire_ns);
+}
