@@ -15,6 +15,12 @@
 # check-ucx-gtest-sw).  `make check` itself runs the UCP tests and the MPI
 # program in both modes (test/sw/run-ucp-sw.sh, test/sw/run-mpi-sw.sh).
 #
+# Then MPICH's collective tests against coll/cxl (make check-mpich: the
+# test suite of Debian's mpich 4.0.2 source package, fetched once into
+# /var/cache/ucx-cxl; coll, threads/coll and threads/comm in hw mode,
+# each failed run again without coll/cxl so Open MPI's own failures are
+# told apart; about 15 minutes).
+#
 # The release pass ends with make check-devdax (test/vm/README.md): the
 # project on real device DAX in QEMU guests, Debian's kernel, a CXL Type-3
 # device and two guests sharing one NVDIMM file (about 1.5 minutes under
@@ -27,6 +33,7 @@
 #
 # Options: --no-sanitizers   skip the ASan/UBSan pass
 #          --no-ucx-gtest    skip UCX's UCT suites (hw and sw)
+#          --no-mpich        skip MPICH's collective tests (make check-mpich)
 #          --no-vm           skip the QEMU guests (make check-devdax)
 #          --no-fuzz         skip the fuzz pass
 #          --help            this text
@@ -35,12 +42,14 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 variants=(release sanitizers)
 ucx_gtest=1
+mpich=1
 fuzz=1
 vm=1
 for arg in "$@"; do
     case "$arg" in
         --no-sanitizers) variants=(release) ;;
         --no-ucx-gtest) ucx_gtest=0 ;;
+        --no-mpich) mpich=0 ;;
         --no-fuzz) fuzz=0 ;;
         --no-vm) vm=0 ;;
         -h|--help) # the header comment, whatever its length
@@ -79,13 +88,14 @@ count_log() {
     failed=$((failed + f))
 }
 
-# run_ucx_gtest DIR NAME TITLE: make check-NAME in DIR, counted like a test.
-run_ucx_gtest() {
+# run_check DIR NAME TITLE SHOW: make check-NAME in DIR, counted like a
+# test; the log's lines that match the regex SHOW are shown
+run_check() {
     local dir=$1 name=$2 rc
     echo "=== $3 ==="
     make -C "$dir" "check-$name" >"$dir/$name.log" 2>&1
     rc=$?
-    grep -E "^($name:|\[  FAILED  \] cxl/)" "$dir/$name.log" | sort -u
+    grep -E "$4" "$dir/$name.log" | sort -u
     echo ":test-result: $([ $rc -eq 0 ] && echo PASS || echo FAIL)" >"$dir/$name.trs"
     count_log "$dir/$name.log"
     [ $rc -eq 0 ] || tail -30 "$dir/$name.log"
@@ -136,10 +146,17 @@ for variant in "${variants[@]}"; do
         [ "$failed" -gt 0 ] || failed=1
     fi
     if [ "$variant" = release ] && [ "$ucx_gtest" = 1 ]; then
-        run_ucx_gtest "$dir" ucx-gtest \
-            "UCX 1.13.1 UCT suite against cxl (test/ucx-gtest/SKIPS.md)"
-        run_ucx_gtest "$dir" ucx-gtest-sw \
-            "the same in sw mode on the non-coherent pool emulator"
+        run_check "$dir" ucx-gtest \
+            "UCX 1.13.1 UCT suite against cxl (test/ucx-gtest/SKIPS.md)" \
+            '^(ucx-gtest:|\[  FAILED  \] cxl/)'
+        run_check "$dir" ucx-gtest-sw \
+            "the same in sw mode on the non-coherent pool emulator" \
+            '^(ucx-gtest-sw:|\[  FAILED  \] cxl/)'
+    fi
+    if [ "$variant" = release ] && [ "$mpich" = 1 ]; then
+        run_check "$dir" mpich \
+            "MPICH 4.0.2's collective tests with coll/cxl (contrib/run-mpich-coll-tests.sh)" \
+            '^(run-mpich-coll-tests:|FAIL |not built )'
     fi
     if [ "$variant" = release ] && [ "$vm" = 1 ]; then
         run_devdax "$dir"

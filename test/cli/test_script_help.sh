@@ -16,6 +16,7 @@ for s in contrib/run-tests.sh contrib/run-demo.sh contrib/build.sh \
          test/mpi/run-mpi-coll.sh test/mpi/run-mpi-icoll.sh \
          test/mpi/test_mpi_build.sh test/mpi/test_mpi_job.sh \
          contrib/run-mpi4py-tests.sh contrib/run-mpich-coll-tests.sh \
+         contrib/get-mpich-tests.sh \
          test/coll/run-coll-ucp.sh \
          test/broker/run-broker-fill.sh test/broker/run-broker-version.sh \
          test/broker/run-broker-policy.sh test/broker/run-broker-kill.sh \
