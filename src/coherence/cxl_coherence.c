@@ -34,6 +34,60 @@ static cxl_coh_emu_slot_t cxl_coh_emu_tab[CXL_COH_EMU_SLOTS];
 static unsigned           cxl_coh_emu_count; /* slots in use */
 static pthread_mutex_t    cxl_coh_emu_mutex = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * A line's emulated write-back and reload change three copies (view, mem,
+ * clean) word by word.  Two threads of this process doing that to one line
+ * at once could leave memory with one's older word and clean with the
+ * other's newer one (the view then looks clean: a write-back lost), or see
+ * the other's reload half done and write back words it never stored.  So
+ * one thread at a time synchronises a line: a lock per stripe of 64 KiB
+ * blocks, taken once per block a call touches (16 per MiB: large copies
+ * barely pay it).  Stores into the view need
+ * no lock (the CAS in the reload keeps them).  Across processes of one
+ * emulated host this is not excluded (doc/design/sw-coherence.md).
+ */
+#define CXL_COH_EMU_STRIPES     64
+#define CXL_COH_EMU_STRIPE_SHIFT 16
+
+static pthread_mutex_t cxl_coh_emu_stripe[CXL_COH_EMU_STRIPES];
+static pthread_once_t  cxl_coh_emu_stripe_once = PTHREAD_ONCE_INIT;
+
+static void cxl_coh_emu_stripe_prefork(void)
+{
+    int i;
+
+    /* a child must not inherit a stripe held by a thread it lacks */
+    for (i = 0; i < CXL_COH_EMU_STRIPES; ++i) {
+        pthread_mutex_lock(&cxl_coh_emu_stripe[i]);
+    }
+}
+
+static void cxl_coh_emu_stripe_postfork(void)
+{
+    int i;
+
+    for (i = CXL_COH_EMU_STRIPES; i-- > 0;) {
+        pthread_mutex_unlock(&cxl_coh_emu_stripe[i]);
+    }
+}
+
+static void cxl_coh_emu_stripe_init(void)
+{
+    int i;
+
+    for (i = 0; i < CXL_COH_EMU_STRIPES; ++i) {
+        pthread_mutex_init(&cxl_coh_emu_stripe[i], NULL);
+    }
+    pthread_atfork(cxl_coh_emu_stripe_prefork, cxl_coh_emu_stripe_postfork,
+                   cxl_coh_emu_stripe_postfork);
+}
+
+static inline pthread_mutex_t *cxl_coh_emu_stripe_of(uintptr_t p)
+{
+    return &cxl_coh_emu_stripe[(p >> CXL_COH_EMU_STRIPE_SHIFT) %
+                               CXL_COH_EMU_STRIPES];
+}
+
 /* Operation counts (cxl_coh_count_*): off unless a test turns them on. */
 static int              cxl_coh_counting;
 static cxl_coh_counts_t cxl_coh_counts;
@@ -320,10 +374,20 @@ static void cxl_coh_emu_reload_line(uint64_t *v, const uint64_t *m, uint64_t *c)
 static void cxl_coh_emu_sync(int writeback, uintptr_t p, uintptr_t stop,
                              uintptr_t view, uintptr_t mem, uintptr_t clean)
 {
+    pthread_mutex_t *held = NULL, *stripe;
     uint64_t *v, *m, *c;
     uintptr_t off;
 
+    pthread_once(&cxl_coh_emu_stripe_once, cxl_coh_emu_stripe_init);
     for (; p < stop; p += CXL_CACHE_LINE) {
+        stripe = cxl_coh_emu_stripe_of(p);
+        if (stripe != held) {
+            if (held != NULL) {
+                pthread_mutex_unlock(held);
+            }
+            pthread_mutex_lock(stripe);
+            held = stripe;
+        }
         off = p - view;
         v   = (uint64_t*)p;
         m   = (uint64_t*)(mem + off);
@@ -334,6 +398,9 @@ static void cxl_coh_emu_sync(int writeback, uintptr_t p, uintptr_t stop,
         if (!writeback) {
             cxl_coh_emu_reload_line(v, m, c);
         }
+    }
+    if (held != NULL) {
+        pthread_mutex_unlock(held);
     }
 }
 

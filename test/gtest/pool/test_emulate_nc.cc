@@ -749,3 +749,82 @@ TEST(coherence_emu, store_line_is_whole)
     EXPECT_EQ(0ul, torn.load()) << "of " << seen.load() << " reads";
     std::cout << seen.load() << " reads, none torn" << std::endl;
 }
+
+/*
+ * Threads of one host synchronise the same line at once.  Another host
+ * (this test, writing memory directly) owns the line and writes it whole
+ * with k, k+1, ...; two threads of the view's host only invalidate and
+ * read it, never store.  So this host must never write the line back:
+ * before writing k+1 the owner finds k in every word.  Before the
+ * stripe locks, one thread's reload between its view and clean stores
+ * looked like a local store to the other thread, which wrote the half
+ * reloaded line back over the owner's newer words.
+ *
+ * Then the two threads share a line they both store into (a word each)
+ * and write back, while a third keeps invalidating it: each writer's
+ * word must be in memory once its write-back returns.  Two write-backs
+ * of one line at once could leave memory with one's old value and the
+ * clean copy with its new one (the view then looked clean and later
+ * reloaded the old value).
+ */
+TEST(coherence_emu, threads_of_one_host_sync_one_line)
+{
+    const size_t len = CXL_CACHE_LINE;
+    alignas(64) static uint64_t view[8], mem[8], clean[8];
+    const uint64_t rounds = 200000;
+    std::atomic<bool> done{false};
+    std::atomic<unsigned long> clobbered{0}, lost{0}, reads{0};
+
+    memset(view, 0, len);
+    memset(mem, 0, len);
+    memset(clean, 0, len);
+    ASSERT_EQ(0, cxl_coh_emu_register(view, mem, clean, len));
+
+    auto reader = [&] {
+        while (!done.load(std::memory_order_acquire)) {
+            cxl_coh_invalidate(CXL_COH_SW, view, len);
+            (void)__atomic_load_n(&view[3], __ATOMIC_RELAXED);
+            reads++;
+        }
+    };
+    std::thread r1(reader), r2(reader);
+    for (uint64_t k = 1; k <= rounds; ++k) {
+        for (unsigned i = 0; i < 8; ++i) {
+            if (__atomic_load_n(&mem[i], __ATOMIC_RELAXED) != k - 1) {
+                clobbered++;
+            }
+        }
+        for (unsigned i = 8; i-- > 0;) {
+            __atomic_store_n(&mem[i], k, __ATOMIC_RELEASE);
+        }
+    }
+    done.store(true, std::memory_order_release);
+    r1.join();
+    r2.join();
+    EXPECT_EQ(0ul, clobbered.load())
+            << "words of another host's line overwritten by this host, in "
+            << reads.load() << " invalidations";
+
+    memset(mem, 0, len);
+    cxl_coh_invalidate(CXL_COH_SW, view, len);
+    done.store(false, std::memory_order_release);
+    std::thread r3(reader);
+    auto writer = [&](unsigned word) {
+        for (uint64_t k = 1; k <= rounds; ++k) {
+            __atomic_store_n(&view[word], k, __ATOMIC_RELAXED);
+            cxl_coh_writeback(CXL_COH_SW, &view[word], sizeof(uint64_t));
+            if (__atomic_load_n(&mem[word], __ATOMIC_ACQUIRE) < k) {
+                lost++;
+            }
+        }
+    };
+    std::thread w1(writer, 0), w2(writer, 1);
+    w1.join();
+    w2.join();
+    done.store(true, std::memory_order_release);
+    r3.join();
+    cxl_coh_emu_unregister(view);
+    EXPECT_EQ(0ul, lost.load()) << "write-backs that left memory behind";
+    EXPECT_EQ(rounds, mem[0]);
+    EXPECT_EQ(rounds, mem[1]);
+}
