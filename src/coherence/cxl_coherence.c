@@ -42,9 +42,9 @@ static pthread_mutex_t    cxl_coh_emu_mutex = PTHREAD_MUTEX_INITIALIZER;
  * the other's reload half done and write back words it never stored.  So
  * one thread at a time synchronises a line: a lock per stripe of 64 KiB
  * blocks, taken once per block a call touches (16 per MiB: large copies
- * barely pay it).  Stores into the view need
- * no lock (the CAS in the reload keeps them).  Across processes of one
- * emulated host this is not excluded (doc/design/sw-coherence.md).
+ * barely pay it).  Stores into the view need no lock (the CAS in the
+ * reload keeps them).  Across processes of one emulated host this is not
+ * excluded (doc/design/sw-coherence.md).
  */
 #define CXL_COH_EMU_STRIPES     64
 #define CXL_COH_EMU_STRIPE_SHIFT 16

@@ -200,7 +200,7 @@ cxlpool_status_t cxlpool_attach_claim(cxlpool_t *pool, uint32_t lease_ms)
     rec->gen        += 1;
     rec->host_id     = pool->host_id;
     rec->pid         = getpid();
-    rec->start_time  = cxlpool_proc_start_time(getpid());
+    rec->start_time  = pool->start_time;
     rec->attach_ns   = cxlpool_now_ns();
     rec->lease_ms    = lease_ms ? lease_ms : CXLPOOL_DEFAULT_LEASE_MS;
     memset(rec->hostname, 0, sizeof(rec->hostname));

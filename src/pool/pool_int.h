@@ -63,9 +63,9 @@ struct cxlpool {
                                            CXLPOOL_HOST_INDEX_NONE */
     struct cxlpool_emu    *emu;         /* emulate-nc state, else NULL */
     uint64_t               lock_token;  /* this process's metadata lock token */
-    uint64_t               lock_start_time; /* this process's start time,
-                                               read once at open: the lock
-                                               line's fill is then stores */
+    uint64_t               start_time;  /* this process's, read once at
+                                           open: the attachment record and
+                                           every lock fill store it */
     uint64_t               token;       /* attachment token, 0 if none */
     uint32_t               slot;
     uint32_t               lock_broken; /* dead holders' locks broken */

@@ -105,7 +105,7 @@ int cxlpool_lock_holder_dead(cxlpool_t *pool, cxlpool_lock_wait_t *wait,
 
     cxlpool_lock_look(pool, &look);
     if ((token == pool->lock_token) && (look.token == token) &&
-        (look.start_time == pool->lock_start_time)) {
+        (look.start_time == pool->start_time)) {
         /* another thread of this process: alive as long as we are */
         wait->seen_since = 0;
         return 0;
@@ -136,7 +136,7 @@ static void cxlpool_lock_fill(cxlpool_t *pool)
 {
     pool->lock->acquire_ns = cxlpool_now_ns();
     /* after acquire_ns: a judge that sees start_time sees this acquire_ns */
-    __atomic_store_n(&pool->lock->start_time, pool->lock_start_time,
+    __atomic_store_n(&pool->lock->start_time, pool->start_time,
                      __ATOMIC_RELEASE);
     pool->lock->host_id    = pool->host_id;
     cxl_coh_publish(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));

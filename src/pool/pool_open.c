@@ -438,7 +438,7 @@ cxlpool_status_t cxlpool_open(const cxlpool_params_t *params,
     pool->host_id    = cxlpool_host_id();
     pool->lock_token = ((uint64_t)getpid() << 32) |
                        (uint32_t)(pool->host_id ^ (pool->host_id >> 32)) | 1;
-    pool->lock_start_time = cxlpool_proc_start_time(getpid());
+    pool->start_time = cxlpool_proc_start_time(getpid());
 
     if ((params->numa_node >= 0) && !pool->rdonly) {
         status = cxlpool_numa_bind(pool->path, pool->base, pool->size,

@@ -247,12 +247,12 @@ TEST_F(pool_lock_judge, own_token_judged_by_start_time_and_acquisition)
  */
 TEST_F(pool_lock_judge, holder_fills_its_line_and_clears_it)
 {
-    ASSERT_NE(0u, m_pool->lock_start_time);
-    EXPECT_EQ(cxlpool_proc_start_time(getpid()), m_pool->lock_start_time);
+    ASSERT_NE(0u, m_pool->start_time);
+    EXPECT_EQ(cxlpool_proc_start_time(getpid()), m_pool->start_time);
 
     cxlpool_lock(m_pool);
     EXPECT_EQ(m_pool->lock_token, m_pool->lock->token);
-    EXPECT_EQ(m_pool->lock_start_time, m_pool->lock->start_time);
+    EXPECT_EQ(m_pool->start_time, m_pool->lock->start_time);
     EXPECT_NE(0u, m_pool->lock->acquire_ns);
     cxlpool_unlock(m_pool);
 
