@@ -19,7 +19,7 @@
 # test suite of Debian's mpich 4.0.2 source package, fetched once into
 # /var/cache/ucx-cxl; coll, threads/coll and threads/comm in hw mode,
 # each failed run again without coll/cxl so Open MPI's own failures are
-# told apart; about 15 minutes).
+# told apart; about 9 minutes).
 #
 # The release pass ends with make check-devdax (test/vm/README.md): the
 # project on real device DAX in QEMU guests, Debian's kernel, a CXL Type-3
