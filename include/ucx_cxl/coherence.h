@@ -146,11 +146,24 @@ void cxl_coh_count_stop(void);
  * synchronised them (to tell lines it stored into).  In sw mode, write-back
  * of a registered range copies its cache lines view -> memory; invalidate
  * writes back lines the host stored into, then reloads them memory ->
- * view (clean and invalidate, like CLFLUSHOPT).  Returns 0, or -1 for
- * unaligned or overlapping ranges or when the table is full.
+ * view (clean and invalidate, like CLFLUSHOPT).  Two syncs of one line
+ * never interleave: locks, when not NULL, is a table from
+ * cxl_coh_emu_locks_init() that every process mapping this view maps too
+ * (the processes of one emulated host); NULL serialises only this
+ * process's threads.  Returns 0, or -1 for unaligned or overlapping ranges
+ * or when the table is full.
  */
-int  cxl_coh_emu_register(void *view, const void *mem, void *clean, size_t len);
+int  cxl_coh_emu_register(void *view, const void *mem, void *clean, size_t len,
+                          void *locks);
 void cxl_coh_emu_unregister(void *view);
+
+/*
+ * The stripe locks of a view of len bytes: their size in bytes, and their
+ * initialisation in shared memory, once, before any process registers the
+ * view with them (robust, process-shared mutexes).  Returns 0 or -1.
+ */
+size_t cxl_coh_emu_locks_size(size_t len);
+int    cxl_coh_emu_locks_init(void *locks, size_t len);
 
 /*
  * Publish a record: write back its body, fence, so that a following flag

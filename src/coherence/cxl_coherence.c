@@ -8,6 +8,7 @@
  */
 #include <ucx_cxl/coherence.h>
 
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <pthread.h>
@@ -22,12 +23,19 @@
  */
 #define CXL_COH_EMU_SLOTS 16
 
+/* One registered view, as the write-back and invalidate paths use it. */
 typedef struct {
-    unsigned  seq;   /* odd while the slot is being changed */
     uintptr_t view;  /* 0: free */
     uintptr_t mem;
     uintptr_t clean; /* the view's lines as last synchronised with mem */
+    uintptr_t locks; /* the view's shared stripe locks, or 0: this
+                        process's own (cxl_coh_emu_stripe) */
     size_t    len;
+} cxl_coh_emu_reg_t;
+
+typedef struct {
+    unsigned          seq; /* odd while the slot is being changed */
+    cxl_coh_emu_reg_t reg;
 } cxl_coh_emu_slot_t;
 
 static cxl_coh_emu_slot_t cxl_coh_emu_tab[CXL_COH_EMU_SLOTS];
@@ -43,8 +51,11 @@ static pthread_mutex_t    cxl_coh_emu_mutex = PTHREAD_MUTEX_INITIALIZER;
  * one thread at a time synchronises a line: a lock per stripe of 64 KiB
  * blocks, taken once per block a call touches (16 per MiB: large copies
  * barely pay it).  Stores into the view need no lock (the CAS in the
- * reload keeps them).  Across processes of one emulated host this is not
- * excluded (doc/design/sw-coherence.md).
+ * reload keeps them).  Processes of one emulated host share a view, so a
+ * view registered with a lock table (cxl_coh_emu_locks_init(), kept in
+ * the view's file) takes its stripe's lock there, a robust process-shared
+ * mutex; other views take one of this process's own (plain buffers of
+ * tests, which no other process maps).
  */
 #define CXL_COH_EMU_STRIPES     64
 #define CXL_COH_EMU_STRIPE_SHIFT 16
@@ -82,10 +93,58 @@ static void cxl_coh_emu_stripe_init(void)
                    cxl_coh_emu_stripe_postfork);
 }
 
-static inline pthread_mutex_t *cxl_coh_emu_stripe_of(uintptr_t p)
+static inline pthread_mutex_t *
+cxl_coh_emu_stripe_of(const cxl_coh_emu_reg_t *reg, uintptr_t p)
 {
+    if (reg->locks != 0) {
+        return (pthread_mutex_t*)reg->locks +
+               ((p - reg->view) >> CXL_COH_EMU_STRIPE_SHIFT);
+    }
     return &cxl_coh_emu_stripe[(p >> CXL_COH_EMU_STRIPE_SHIFT) %
                                CXL_COH_EMU_STRIPES];
+}
+
+static void cxl_coh_emu_stripe_lock(pthread_mutex_t *m)
+{
+    /*
+     * A process of this host died holding it, in the middle of a sync.
+     * The view (the host's cache) outlives it, and a word it had not yet
+     * copied still differs from its clean copy, so the next sync of the
+     * line writes it back: take the lock over.
+     */
+    if (pthread_mutex_lock(m) == EOWNERDEAD) {
+        pthread_mutex_consistent(m);
+    }
+}
+
+size_t cxl_coh_emu_locks_size(size_t len)
+{
+    size_t stripe = (size_t)1 << CXL_COH_EMU_STRIPE_SHIFT;
+
+    return ((len + stripe - 1) / stripe) * sizeof(pthread_mutex_t);
+}
+
+int cxl_coh_emu_locks_init(void *locks, size_t len)
+{
+    size_t i, n = cxl_coh_emu_locks_size(len) / sizeof(pthread_mutex_t);
+    pthread_mutexattr_t attr;
+    int rc;
+
+    if ((locks == NULL) || ((uintptr_t)locks % _Alignof(pthread_mutex_t))) {
+        return -1;
+    }
+    if (pthread_mutexattr_init(&attr) != 0) {
+        return -1;
+    }
+    rc = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    if (rc == 0) {
+        rc = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    }
+    for (i = 0; (rc == 0) && (i < n); ++i) {
+        rc = pthread_mutex_init((pthread_mutex_t*)locks + i, &attr);
+    }
+    pthread_mutexattr_destroy(&attr);
+    return (rc == 0) ? 0 : -1;
 }
 
 /* Operation counts (cxl_coh_count_*): off unless a test turns them on. */
@@ -237,8 +296,7 @@ static inline int cxl_coh_emu_active(void)
 }
 
 static void cxl_coh_emu_read_slot(const cxl_coh_emu_slot_t *slot,
-                                  uintptr_t *view, uintptr_t *mem,
-                                  uintptr_t *clean, size_t *len)
+                                  cxl_coh_emu_reg_t *reg)
 {
     unsigned seq;
 
@@ -247,10 +305,11 @@ static void cxl_coh_emu_read_slot(const cxl_coh_emu_slot_t *slot,
         if (seq & 1) {
             continue;
         }
-        *view = __atomic_load_n(&slot->view, __ATOMIC_RELAXED);
-        *mem   = __atomic_load_n(&slot->mem, __ATOMIC_RELAXED);
-        *clean = __atomic_load_n(&slot->clean, __ATOMIC_RELAXED);
-        *len   = __atomic_load_n(&slot->len, __ATOMIC_RELAXED);
+        reg->view  = __atomic_load_n(&slot->reg.view, __ATOMIC_RELAXED);
+        reg->mem   = __atomic_load_n(&slot->reg.mem, __ATOMIC_RELAXED);
+        reg->clean = __atomic_load_n(&slot->reg.clean, __ATOMIC_RELAXED);
+        reg->locks = __atomic_load_n(&slot->reg.locks, __ATOMIC_RELAXED);
+        reg->len   = __atomic_load_n(&slot->reg.len, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(&slot->seq, __ATOMIC_RELAXED) == seq) {
             return;
@@ -258,47 +317,44 @@ static void cxl_coh_emu_read_slot(const cxl_coh_emu_slot_t *slot,
     }
 }
 
-static void cxl_coh_emu_write_slot(cxl_coh_emu_slot_t *slot, uintptr_t view,
-                                   uintptr_t mem, uintptr_t clean, size_t len)
+static void cxl_coh_emu_write_slot(cxl_coh_emu_slot_t *slot,
+                                   const cxl_coh_emu_reg_t *reg)
 {
     unsigned seq = __atomic_load_n(&slot->seq, __ATOMIC_RELAXED);
 
     __atomic_store_n(&slot->seq, seq + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n(&slot->view, view, __ATOMIC_RELAXED);
-    __atomic_store_n(&slot->mem, mem, __ATOMIC_RELAXED);
-    __atomic_store_n(&slot->clean, clean, __ATOMIC_RELAXED);
-    __atomic_store_n(&slot->len, len, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->reg.view, reg->view, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->reg.mem, reg->mem, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->reg.clean, reg->clean, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->reg.locks, reg->locks, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->reg.len, reg->len, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
 /*
- * The registration covering p: returns 1 and fills view/mem/len.  Else 0,
- * and *next is the start of the nearest registered view above p (or
+ * The registration covering p: returns 1 and fills *reg.  Else 0, and
+ * *next is the start of the nearest registered view above p (or
  * UINTPTR_MAX), so the caller can flush the gap for real in one go.
  */
-static int cxl_coh_emu_find(uintptr_t p, uintptr_t *view, uintptr_t *mem,
-                            uintptr_t *clean, size_t *len, uintptr_t *next)
+static int cxl_coh_emu_find(uintptr_t p, cxl_coh_emu_reg_t *reg,
+                            uintptr_t *next)
 {
-    uintptr_t v, m, c;
-    size_t l;
+    cxl_coh_emu_reg_t r;
     int i;
 
     *next = UINTPTR_MAX;
     for (i = 0; i < CXL_COH_EMU_SLOTS; ++i) {
-        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &v, &m, &c, &l);
-        if (v == 0) {
+        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &r);
+        if (r.view == 0) {
             continue;
         }
-        if ((p >= v) && (p - v < l)) {
-            *view  = v;
-            *mem   = m;
-            *clean = c;
-            *len   = l;
+        if ((p >= r.view) && (p - r.view < r.len)) {
+            *reg = r;
             return 1;
         }
-        if ((v > p) && (v < *next)) {
-            *next = v;
+        if ((r.view > p) && (r.view < *next)) {
+            *next = r.view;
         }
     }
     return 0;
@@ -372,26 +428,28 @@ static void cxl_coh_emu_reload_line(uint64_t *v, const uint64_t *m, uint64_t *c)
  * line, but sees other hosts' data only by invalidating.
  */
 static void cxl_coh_emu_sync(int writeback, uintptr_t p, uintptr_t stop,
-                             uintptr_t view, uintptr_t mem, uintptr_t clean)
+                             const cxl_coh_emu_reg_t *reg)
 {
     pthread_mutex_t *held = NULL, *stripe;
     uint64_t *v, *m, *c;
     uintptr_t off;
 
-    pthread_once(&cxl_coh_emu_stripe_once, cxl_coh_emu_stripe_init);
+    if (reg->locks == 0) {
+        pthread_once(&cxl_coh_emu_stripe_once, cxl_coh_emu_stripe_init);
+    }
     for (; p < stop; p += CXL_CACHE_LINE) {
-        stripe = cxl_coh_emu_stripe_of(p);
+        stripe = cxl_coh_emu_stripe_of(reg, p);
         if (stripe != held) {
             if (held != NULL) {
                 pthread_mutex_unlock(held);
             }
-            pthread_mutex_lock(stripe);
+            cxl_coh_emu_stripe_lock(stripe);
             held = stripe;
         }
-        off = p - view;
+        off = p - reg->view;
         v   = (uint64_t*)p;
-        m   = (uint64_t*)(mem + off);
-        c   = (uint64_t*)(clean + off);
+        m   = (uint64_t*)(reg->mem + off);
+        c   = (uint64_t*)(reg->clean + off);
         if (writeback || cxl_coh_emu_dirty(v, c)) {
             cxl_coh_emu_wb_line(v, m, c);
         }
@@ -413,15 +471,15 @@ static void cxl_coh_emu_lines(int writeback, cxl_coh_insn_t insn,
 {
     uintptr_t p   = (uintptr_t)addr & ~(uintptr_t)(CXL_CACHE_LINE - 1);
     uintptr_t end = (uintptr_t)addr + len;
-    uintptr_t view, mem, clean, next, stop;
-    size_t vlen;
+    uintptr_t next, stop;
+    cxl_coh_emu_reg_t reg;
 
     while (p < end) {
-        if (cxl_coh_emu_find(p, &view, &mem, &clean, &vlen, &next)) {
-            stop = (end - view < vlen) ? end : view + vlen;
+        if (cxl_coh_emu_find(p, &reg, &next)) {
+            stop = (end - reg.view < reg.len) ? end : reg.view + reg.len;
             stop = (stop + CXL_CACHE_LINE - 1) &
                    ~(uintptr_t)(CXL_CACHE_LINE - 1);
-            cxl_coh_emu_sync(writeback, p, stop, view, mem, clean);
+            cxl_coh_emu_sync(writeback, p, stop, &reg);
         } else {
             stop = (next < end) ? next : end;
             cxl_coh_lines(insn, (const void*)p, stop - p);
@@ -432,34 +490,37 @@ static void cxl_coh_emu_lines(int writeback, cxl_coh_insn_t insn,
     }
 }
 
-int cxl_coh_emu_register(void *view, const void *mem, void *clean, size_t len)
+int cxl_coh_emu_register(void *view, const void *mem, void *clean, size_t len,
+                         void *locks)
 {
-    uintptr_t v = (uintptr_t)view, m = (uintptr_t)mem, c = (uintptr_t)clean;
-    uintptr_t ov, om, oc;
+    cxl_coh_emu_reg_t reg = {(uintptr_t)view, (uintptr_t)mem,
+                             (uintptr_t)clean, (uintptr_t)locks, len};
     cxl_coh_emu_slot_t *free_slot = NULL;
-    size_t olen;
+    cxl_coh_emu_reg_t old;
     int i;
 
     /* whole lines only, so a covering line never leaves its view */
-    if ((v == 0) || (c == 0) || (len == 0) ||
-        ((v | m | c | len) & (CXL_CACHE_LINE - 1))) {
+    if ((reg.view == 0) || (reg.clean == 0) || (len == 0) ||
+        ((reg.view | reg.mem | reg.clean | len) & (CXL_CACHE_LINE - 1)) ||
+        (reg.locks % _Alignof(pthread_mutex_t))) {
         return -1;
     }
 
     pthread_mutex_lock(&cxl_coh_emu_mutex);
     for (i = 0; i < CXL_COH_EMU_SLOTS; ++i) {
-        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &ov, &om, &oc, &olen);
-        if (ov == 0) {
+        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &old);
+        if (old.view == 0) {
             if (free_slot == NULL) {
                 free_slot = &cxl_coh_emu_tab[i];
             }
-        } else if ((v < ov + olen) && (ov < v + len)) {
+        } else if ((reg.view < old.view + old.len) &&
+                   (old.view < reg.view + len)) {
             free_slot = NULL; /* overlapping views would be ambiguous */
             break;
         }
     }
     if (free_slot != NULL) {
-        cxl_coh_emu_write_slot(free_slot, v, m, c, len);
+        cxl_coh_emu_write_slot(free_slot, &reg);
         __atomic_add_fetch(&cxl_coh_emu_count, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&cxl_coh_emu_mutex);
@@ -472,15 +533,15 @@ int cxl_coh_emu_register(void *view, const void *mem, void *clean, size_t len)
  */
 void cxl_coh_emu_unregister(void *view)
 {
-    uintptr_t ov, om, oc;
-    size_t olen;
+    static const cxl_coh_emu_reg_t none;
+    cxl_coh_emu_reg_t old;
     int i;
 
     pthread_mutex_lock(&cxl_coh_emu_mutex);
     for (i = 0; i < CXL_COH_EMU_SLOTS; ++i) {
-        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &ov, &om, &oc, &olen);
-        if ((ov != 0) && (ov == (uintptr_t)view)) {
-            cxl_coh_emu_write_slot(&cxl_coh_emu_tab[i], 0, 0, 0, 0);
+        cxl_coh_emu_read_slot(&cxl_coh_emu_tab[i], &old);
+        if ((old.view != 0) && (old.view == (uintptr_t)view)) {
+            cxl_coh_emu_write_slot(&cxl_coh_emu_tab[i], &none);
             __atomic_sub_fetch(&cxl_coh_emu_count, 1, __ATOMIC_RELEASE);
             break;
         }
@@ -635,8 +696,8 @@ void cxl_coh_invalidate_lines(cxl_coh_mode_t mode, const void *const *lines,
 
 void cxl_coh_store_line(cxl_coh_mode_t mode, void *dst, const void *src)
 {
-    uintptr_t view, mem, clean, next;
-    size_t vlen;
+    cxl_coh_emu_reg_t reg;
+    uintptr_t next;
 
     if (mode == CXL_COH_HW) {
         memcpy(dst, src, CXL_CACHE_LINE);
@@ -647,12 +708,12 @@ void cxl_coh_store_line(cxl_coh_mode_t mode, void *dst, const void *src)
         cxl_coh_counts.writeback_lines++;
     }
     if (cxl_coh_emu_active() &&
-        cxl_coh_emu_find((uintptr_t)dst, &view, &mem, &clean, &vlen, &next)) {
+        cxl_coh_emu_find((uintptr_t)dst, &reg, &next)) {
         /* the view (this host's cache) gets the line, then memory whole
          * (cxl_coh_emu_wb_line: word 0 last) */
         memcpy(dst, src, CXL_CACHE_LINE);
         cxl_coh_emu_sync(1, (uintptr_t)dst, (uintptr_t)dst + CXL_CACHE_LINE,
-                         view, mem, clean);
+                         &reg);
         asm volatile("mfence" ::: "memory");
         return;
     }

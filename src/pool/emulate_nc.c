@@ -7,11 +7,14 @@
  * and cxl_coh_invalidate() (memory -> view) move data.
  *
  * Files per emulated host k:
- *   PATH.host<k>       the view; every live process of host k holds an
- *                      flock on it: LOCK_SH when the index was given,
- *                      LOCK_EX when it was chosen automatically (then the
- *                      process is a host of its own).  A view nobody holds
- *                      is stale: the next opener fills it again.
+ *   PATH.host<k>       the view, its clean copy, then its stripe locks
+ *                      (cxl_coh_emu_locks_init(): the host's processes
+ *                      serialise their syncs of a line there).  Every live
+ *                      process of host k holds an flock on it: LOCK_SH
+ *                      when the index was given, LOCK_EX when it was chosen
+ *                      automatically (then the process is a host of its
+ *                      own).  A view nobody holds is stale: the next opener
+ *                      fills it again.
  *   PATH.host<k>.lock  init lock, held LOCK_EX only while a process joins
  *                      or leaves host k, so racing openers see one fill and
  *                      the last closer can remove both files.
@@ -35,9 +38,11 @@
 struct cxlpool_emu {
     uint8_t  *mem;       /* the pool file, mapped a second time */
     uint8_t  *view;      /* this host's view; pool->base */
-    uint8_t  *clean;     /* the view as last synchronised (second half of
+    uint8_t  *clean;     /* the view as last synchronised (second part of
                             the view file) */
+    void     *locks;     /* the stripe locks (third part) */
     uint64_t  len;
+    uint64_t  locks_len; /* bytes mapped at locks, whole pages */
     int       view_fd;   /* carries the liveness flock */
     int       registered;
     char      view_path[sizeof(((cxlpool_t*)0)->path) + 16];
@@ -64,6 +69,20 @@ static int cxlpool_emu_paths(struct cxlpool_emu *emu, const char *path,
 
     return ((n1 < 0) || (n1 >= (int)sizeof(emu->view_path)) ||
             (n2 < 0) || (n2 >= (int)sizeof(emu->lock_path))) ? -1 : 0;
+}
+
+/* The stripe locks' bytes, in whole pages (they are mapped on their own). */
+static uint64_t cxlpool_emu_locks_len(uint64_t len)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+
+    return (cxl_coh_emu_locks_size(len) + page - 1) / page * page;
+}
+
+/* view, clean copy, stripe locks */
+static uint64_t cxlpool_emu_file_size(const struct cxlpool_emu *emu)
+{
+    return 2 * emu->len + emu->locks_len;
 }
 
 /*
@@ -225,18 +244,20 @@ static cxlpool_status_t cxlpool_emu_join(cxlpool_t *pool,
     if (fresh) {
         /* drop whatever a dead host left, then size it like the pool */
         if ((ftruncate(fd, 0) < 0) ||
-            (ftruncate(fd, 2 * (off_t)emu->len) < 0)) {
+            (ftruncate(fd, (off_t)cxlpool_emu_file_size(emu)) < 0)) {
             status = cxlpool_error_errno(errno, emu->view_path, "ftruncate");
             goto out_close;
         }
     } else if (fstat(fd, &st) < 0) {
         status = cxlpool_error_errno(errno, emu->view_path, "fstat");
         goto out_close;
-    } else if ((uint64_t)st.st_size != 2 * emu->len) {
+    } else if ((uint64_t)st.st_size != cxlpool_emu_file_size(emu)) {
         status = cxlpool_error(CXLPOOL_ERR_CORRUPT,
-                               "%s: emulate-nc view has %lld bytes, not twice "
-                               "the pool's %llu; stop the processes of host %u",
+                               "%s: emulate-nc view has %lld bytes, not the "
+                               "%llu a pool of %llu needs (view, clean copy, "
+                               "locks); stop the processes of host %u",
                                emu->view_path, (long long)st.st_size,
+                               (unsigned long long)cxlpool_emu_file_size(emu),
                                (unsigned long long)emu->len, k);
         goto out_close;
     }
@@ -254,7 +275,22 @@ static cxlpool_status_t cxlpool_emu_join(cxlpool_t *pool,
         goto out_unmap;
     }
 
-    if (cxl_coh_emu_register(emu->view, emu->mem, emu->clean, emu->len) != 0) {
+    emu->locks = mmap(NULL, emu->locks_len, PROT_READ | PROT_WRITE,
+                      MAP_SHARED, fd, (off_t)(2 * emu->len));
+    if (emu->locks == MAP_FAILED) {
+        emu->locks = NULL;
+        status     = cxlpool_error_errno(errno, emu->view_path, "mmap");
+        goto out_unmap;
+    }
+    /* nobody else maps a fresh view yet: the init lock is held */
+    if (fresh && (cxl_coh_emu_locks_init(emu->locks, emu->len) != 0)) {
+        status = cxlpool_error(CXLPOOL_ERR_IO, "%s: cannot initialise the "
+                               "emulate-nc stripe locks", emu->view_path);
+        goto out_unmap;
+    }
+
+    if (cxl_coh_emu_register(emu->view, emu->mem, emu->clean, emu->len,
+                            emu->locks) != 0) {
         status = cxlpool_error(CXLPOOL_ERR_NO_SLOT,
                                "%s: too many emulate-nc pools open in this "
                                "process", pool->path);
@@ -283,6 +319,10 @@ out_unregister:
     cxl_coh_emu_unregister(emu->view);
     emu->registered = 0;
 out_unmap:
+    if (emu->locks != NULL) {
+        munmap(emu->locks, emu->locks_len);
+        emu->locks = NULL;
+    }
     if (emu->clean != NULL) {
         munmap(emu->clean, emu->len);
         emu->clean = NULL;
@@ -346,8 +386,9 @@ cxlpool_status_t cxlpool_emu_open(cxlpool_t *pool,
         return cxlpool_error(CXLPOOL_ERR_NO_SPACE, "%s: out of memory",
                              pool->path);
     }
-    emu->view_fd = -1;
-    emu->len     = pool->size;
+    emu->view_fd   = -1;
+    emu->len       = pool->size;
+    emu->locks_len = cxlpool_emu_locks_len(emu->len);
     pool->emu    = emu;
     pool->coh    = CXL_COH_SW; /* the emulated pool has no coherence */
 
@@ -443,6 +484,9 @@ void cxlpool_emu_close(cxlpool_t *pool)
 
     if (emu->registered) {
         cxl_coh_emu_unregister(emu->view);
+    }
+    if (emu->locks != NULL) {
+        munmap(emu->locks, emu->locks_len);
     }
     if (emu->clean != NULL) {
         munmap(emu->clean, emu->len);

@@ -1,5 +1,5 @@
 /*
- * coll_check [--mode all|hw|sw|neg] [--np LIST] [--part LIST] [--quick]
+ * coll_check [--mode all|hw|sw|neg|shared] [--np LIST] [--part LIST] [--quick]
  *            [--watchdog S] [-v] - the process-level checker of libcxl_coll,
  * written against <ucx_cxl/coll.h> only.
  *
@@ -31,7 +31,9 @@
  * Modes: hw on a normal pool; sw on the strict non-coherent emulator
  * (emulate-nc, every rank an emulated host of its own); neg, the negative
  * control: sw with CXL_COLL_TEST_SKIP_WB=y, where some checks must
- * fail (it passes when they do).  all (default): hw, sw, neg.
+ * fail (it passes when they do); shared: sw with two ranks per emulated
+ * host, as on a pod of multi-core hosts (np 4 and 8 only: hosts 0 0 1
+ * 1 ...).  all (default): hw, sw, neg, shared.
  *
  * Ends with "coll-check: N passed, N failed" (one per case, plus one per
  * configuration for the ranks' exit); exit 1 on any failure.
@@ -102,7 +104,8 @@ static int          ck_neg;                /* in the negative control */
 
 static const char *ck_mode_name(const ck_config_t *cfg)
 {
-    return cfg->skip_wb ? "neg" : cfg->sw ? "sw" : "hw";
+    return cfg->skip_wb ? "neg" : (cfg->sw > 1) ? "shared" :
+           cfg->sw ? "sw" : "hw";
 }
 
 static void ck_report(const char *fmt, ...)
@@ -1444,7 +1447,7 @@ static int ck_in_list(const char *list, const char *item)
 
 static void ck_usage(void)
 {
-    printf("usage: coll_check [--mode all|hw|sw|neg] [--np LIST] "
+    printf("usage: coll_check [--mode all|hw|sw|neg|shared] [--np LIST] "
            "[--part main,large,rounds,b2b,nb,mix,bad,pools] [--quick] "
            "[--watchdog S]\n");
 }
@@ -1487,12 +1490,12 @@ int main(int argc, char **argv)
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
 
-    for (m = 0; m < 3; m++) {
-        static const char *const modes[] = {"hw", "sw", "neg"};
+    for (m = 0; m < 4; m++) {
+        static const char *const modes[] = {"hw", "sw", "neg", "shared"};
         if (strcmp(mode, "all") && strcmp(mode, modes[m])) {
             continue;
         }
-        sw = (m > 0);
+        sw = (m == 3) ? 2 : (m > 0); /* ranks per emulated host */
         if (cxl_th_pool_create(modes[m], sw, CK_POOL_SIZE, path[0],
                                sizeof(path[0]), spec[0], sizeof(spec[0])) ||
             cxl_th_pool_create("b", 0, 64ull << 20, path[1], sizeof(path[1]),
@@ -1527,7 +1530,8 @@ int main(int argc, char **argv)
         for (i = 0; i < (int)(sizeof(nps) / sizeof(nps[0])); i++) {
             np = nps[i];
             snprintf(nbuf, sizeof(nbuf), "%d", np);
-            if (!ck_in_list(np_list, nbuf)) {
+            if (!ck_in_list(np_list, nbuf) ||
+                ((sw > 1) && (np != 4) && (np != 8))) {
                 continue;
             }
             cfg.np = np;

@@ -221,7 +221,7 @@ int cxl_th_run(int size, const char *pool, int sw, cxl_th_fn_t fn, void *arg,
         pid = fork();
         if (pid == 0) {
             if (sw) {
-                snprintf(host, sizeof(host), "%d", i);
+                snprintf(host, sizeof(host), "%d", i / sw);
                 setenv("UCX_CXL_HOST_INDEX", host, 1);
             }
             cxl_th_gen = 0;

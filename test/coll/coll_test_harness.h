@@ -45,8 +45,9 @@ cxl_coll_status_t cxl_th_team(cxl_th_rank_t *r, const char *pool_override,
                               cxl_coll_team_t **team);
 
 /*
- * Run fn in size forked ranks on pool (sw != 0: emulate-nc spec and
- * UCX_CXL_HOST_INDEX=rank, so each rank is an emulated host of its own).
+ * Run fn in size forked ranks on pool (sw > 0: emulate-nc spec and
+ * UCX_CXL_HOST_INDEX=rank/sw, so sw ranks share each emulated host: 1,
+ * each rank is a host of its own).
  * status[i] receives the wait status of rank i (may be NULL).  Returns the
  * number of ranks that did not exit with 0; on a watchdog expiry (seconds)
  * every rank is killed and counted as failed.

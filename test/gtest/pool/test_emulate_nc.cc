@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -597,11 +598,12 @@ TEST(coherence_emu, registry)
     memset(view, 0, len);
     memset(mem, 0, len);
     memset(clean, 0, len);
-    EXPECT_EQ(-1, cxl_coh_emu_register(view + 8, mem, clean, len - 64));
-    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, clean, 100));
-    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, NULL, len));
-    ASSERT_EQ(0, cxl_coh_emu_register(view, mem, clean, len));
-    EXPECT_EQ(-1, cxl_coh_emu_register(view + 64, other, clean, 64)); /* overlap */
+    EXPECT_EQ(-1, cxl_coh_emu_register(view + 8, mem, clean, len - 64, NULL));
+    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, clean, 100, NULL));
+    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, NULL, len, NULL));
+    ASSERT_EQ(0, cxl_coh_emu_register(view, mem, clean, len, NULL));
+    EXPECT_EQ(-1, cxl_coh_emu_register(view + 64, other, clean, 64,
+                                       NULL)); /* overlap */
 
     view[70] = 1;
     view[130] = 2;
@@ -716,8 +718,8 @@ TEST(coherence_emu, store_line_is_whole)
     memset(mem, 0, len);
     memset(wclean, 0, len);
     memset(rclean, 0, len);
-    ASSERT_EQ(0, cxl_coh_emu_register(wview, mem, wclean, len));
-    ASSERT_EQ(0, cxl_coh_emu_register(rview, mem, rclean, len));
+    ASSERT_EQ(0, cxl_coh_emu_register(wview, mem, wclean, len, NULL));
+    ASSERT_EQ(0, cxl_coh_emu_register(rview, mem, rclean, len, NULL));
 
     std::atomic<bool> done{false};
     std::atomic<unsigned long> torn{0}, seen{0};
@@ -778,7 +780,7 @@ TEST(coherence_emu, threads_of_one_host_sync_one_line)
     memset(view, 0, len);
     memset(mem, 0, len);
     memset(clean, 0, len);
-    ASSERT_EQ(0, cxl_coh_emu_register(view, mem, clean, len));
+    ASSERT_EQ(0, cxl_coh_emu_register(view, mem, clean, len, NULL));
 
     auto reader = [&] {
         while (!done.load(std::memory_order_acquire)) {
@@ -827,4 +829,144 @@ TEST(coherence_emu, threads_of_one_host_sync_one_line)
     EXPECT_EQ(0ul, lost.load()) << "write-backs that left memory behind";
     EXPECT_EQ(rounds, mem[0]);
     EXPECT_EQ(rounds, mem[1]);
+}
+
+/*
+ * The same across processes: two processes of one emulated host (one
+ * shared view) each store their own word of one line and write it back,
+ * while a thread in each invalidates the line.  Memory, read past every
+ * view, must hold each word once its write-back returns.  Before the
+ * stripe locks lived in the view file, each process serialised only its
+ * own threads, and the two processes' write-backs of the line could
+ * interleave as two threads' did.
+ */
+TEST_F(emulate_nc, processes_of_one_host_sync_one_line)
+{
+    const uint64_t rounds = 200000;
+    const int nproc       = 2;
+    cxlpool_t *h;
+    pid_t pid[nproc];
+
+    /* the parent keeps host 1 live, so both children join one view */
+    ASSERT_EQ(CXLPOOL_OK, open_host(1, &h)) << cxlpool_last_error();
+    int fd = ::open(path(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    size_t maplen = m_heap + CXL_CACHE_LINE;
+    void *map     = mmap(NULL, maplen, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    ASSERT_NE(MAP_FAILED, map);
+    const uint64_t *mem = (const uint64_t*)((const uint8_t*)map + m_heap);
+
+    for (int w = 0; w < nproc; ++w) {
+        pid[w] = cxltest::fork_child([&, w]() {
+            std::atomic<bool> done{false};
+            unsigned long lost = 0;
+            cxlpool_t *ch;
+
+            if (open_host(1, &ch) != CXLPOOL_OK) {
+                return 1;
+            }
+            volatile uint64_t *line = word(ch, 0);
+            std::thread reader([&] {
+                while (!done.load(std::memory_order_acquire)) {
+                    cxl_coh_invalidate(CXL_COH_SW, (const void*)line,
+                                       CXL_CACHE_LINE);
+                }
+            });
+            for (uint64_t k = 1; k <= rounds; ++k) {
+                __atomic_store_n(&line[w], k, __ATOMIC_RELAXED);
+                cxl_coh_writeback(CXL_COH_SW, (const void*)&line[w],
+                                  sizeof(uint64_t));
+                if (__atomic_load_n(&mem[w], __ATOMIC_ACQUIRE) < k) {
+                    lost++;
+                }
+            }
+            done.store(true, std::memory_order_release);
+            reader.join();
+            cxlpool_close(ch);
+            if (lost != 0) {
+                fprintf(stderr, "process %d: %lu write-backs left memory "
+                        "behind\n", w, lost);
+                return 2;
+            }
+            return 0;
+        });
+        ASSERT_GT(pid[w], 0);
+    }
+    for (int w = 0; w < nproc; ++w) {
+        EXPECT_EQ(0, cxltest::wait_child(pid[w])) << "process " << w;
+    }
+    cxl_coh_invalidate(CXL_COH_SW, (const void*)word(h, 0), CXL_CACHE_LINE);
+    for (int w = 0; w < nproc; ++w) {
+        EXPECT_EQ(rounds, __atomic_load_n(&mem[w], __ATOMIC_ACQUIRE));
+        EXPECT_EQ(rounds, *word(h, w));
+    }
+    munmap(map, maplen);
+    cxlpool_close(h);
+}
+
+/*
+ * A process of a shared emulated host killed while it syncs a line may die
+ * holding that line's stripe lock.  The lock is robust: the host's other
+ * processes take it over instead of waiting for ever, and the view, which
+ * outlives the process like a host's cache, still holds its stores.
+ */
+TEST_F(emulate_nc, process_killed_mid_sync_holds_no_lock)
+{
+    const int kills = 20;
+    cxlpool_t *h;
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(4, &h)) << cxlpool_last_error();
+    for (int i = 0; i < kills; ++i) {
+        chan ch_;
+        char c;
+
+        ASSERT_TRUE(ch_.open());
+        pid_t pid = cxltest::fork_child([&]() {
+            cxlpool_t *ch;
+
+            if (open_host(4, &ch) != CXLPOOL_OK) {
+                return 1;
+            }
+            volatile uint64_t *line = word(ch, 0);
+            if (write(ch_.to_parent[1], "r", 1) != 1) {
+                return 2;
+            }
+            for (uint64_t k = 1;; ++k) {
+                line[1] = k;
+                cxl_coh_writeback(CXL_COH_SW, (const void*)line,
+                                  CXL_CACHE_LINE);
+            }
+        });
+        ASSERT_GT(pid, 0);
+        ch_.parent_side();
+        ASSERT_EQ(1, read(ch_.to_parent[0], &c, 1));
+        usleep(200 + 97 * i);
+        ASSERT_EQ(0, kill(pid, SIGKILL));
+        EXPECT_EQ(128 + SIGKILL, cxltest::wait_child(pid));
+    }
+
+    /* in another process, so that a lock left held fails the test (by
+     * SIGALRM) instead of hanging it */
+    pid_t pid = cxltest::fork_child([&]() {
+        cxlpool_t *ch;
+
+        alarm(10);
+        if (open_host(4, &ch) != CXLPOOL_OK) {
+            return 1;
+        }
+        volatile uint64_t *line = word(ch, 0);
+        uint64_t last = line[1];
+        line[0] = 0x600d;
+        cxl_coh_writeback(CXL_COH_SW, (const void*)line, CXL_CACHE_LINE);
+        cxl_coh_invalidate(CXL_COH_SW, (const void*)line, CXL_CACHE_LINE);
+        cxlpool_close(ch);
+        return ((last != 0) && (mem_word(0) == 0x600d) &&
+                (mem_word(1) == last)) ? 0 : 3;
+    });
+    ASSERT_GT(pid, 0);
+    EXPECT_EQ(0, cxltest::wait_child(pid))
+            << "128 + SIGALRM (" << 128 + SIGALRM << "): a stripe lock was "
+            << "left held by a killed process";
+    cxlpool_close(h);
 }
