@@ -25,6 +25,9 @@
 #   np N off     the same program with --mca coll ^cxl --mca op ^avx (see
 #                op/avx): every result right and the same digest of all
 #                results as with coll/cxl
+#   pairs        sw only: np 4 cxl with two ranks per emulated host
+#                (UCX_CXL_HOST_INDEX = rank / 2 for the transport and the
+#                library alike), every result right
 #   thread       np 3 under MPI_THREAD_MULTIPLE: MPI_Comm_dup and _split
 #                communicators get teams (at their first collective; they
 #                hung at creation), results right
@@ -69,7 +72,8 @@
 #   CXL_TEST_COHERENCE=hw             sw: on the strict non-coherent pool
 #                                     emulator, each rank an emulated host
 #                                     (as run-mpi.sh; 2 host partitions per
-#                                     rank: the transport's, the library's)
+#                                     rank: the transport's, the library's),
+#                                     plus np 4 with two ranks per host
 #
 # Ends with "mpi-coll: N passed, N failed"; exit 0 only when nothing failed,
 # 99 when something needed is missing or the build fails.
@@ -162,6 +166,27 @@ for np in $NPS; do
     fi
     grep -m1 '^rma:' "$out" | sed 's/^/    without: /'
 done
+
+# --- sw: two ranks per emulated host, as on a pod of multi-core hosts -------
+# Each rank's transport and library name the host rank / 2 (an explicit
+# index is shared): ranks 0 and 1 share one view (one cache), 2 and 3
+# another, and the pool is non-coherent only between the pairs.
+if [ "$COHERENCE" = sw ]; then
+    np=4
+    wrap=$SCR/host-pairs.sh
+    printf '%s\n' '#!/bin/sh' \
+        'UCX_CXL_HOST_INDEX=$((OMPI_COMM_WORLD_RANK / 2)) exec "$@"' >"$wrap"
+    chmod +x "$wrap"
+    out=$SCR/pairs.$np.out
+    job "$out" -np "$np" --mca coll_cxl_verbose 1 "${ENVS[@]}" \
+        -x MPI_COLL_EXPECT=cxl -x MPI_COLL_AVX=require "$wrap" "$BIN"
+    acc=$(grep -cE "coll:cxl: comm MPI_COMM_WORLD \(cid 0, rank [0-9]+ of $np\): accepted" "$out")
+    if passed && [ "$acc" -eq "$np" ]; then
+        ok "np $np cxl, two ranks per emulated host (hosts 0 0 1 1): ${RES#mpi-coll: } (${SECS} s)"
+    else
+        fail "np $np cxl, two ranks per emulated host" "rc $RC, '${RES:-no result line}', MPI_COMM_WORLD accepted on $acc of $np ranks" "$out"
+    fi
+fi
 
 # --- MPI_THREAD_MULTIPLE: teams at the first collective -------------------
 # Open MPI enables a new communicator's modules inside its progress engine;
