@@ -16,6 +16,7 @@
 #   project  BUILDDIR's cxlpool, libcxlpool.so, libuct_cxl.so,
 #            test/ucp/ucp_cxl_test, test/helpers/cxlpool_holder,
 #            cxl-broker, test/broker/brk_reader, libcxl_coll.so,
+#            libcxl_coll_ucp.so, test/coll/coll_ucp_test,
 #            test/vm/vm_atomics, test/vm/vm_coll_pool (built with
 #            `make check` or by run-devdax-vm.sh) under /opt/ucx-cxl
 #   libs     every shared library these need, found with ldd
@@ -85,12 +86,13 @@ realbin() {   # the ELF behind a libtool wrapper
 }
 PROJ_BINS=("$(realbin "$B/cxlpool")" "$(realbin "$B/cxl-broker")")
 for t in test/ucp/ucp_cxl_test test/helpers/cxlpool_holder test/vm/vm_atomics \
-         test/broker/brk_reader test/vm/vm_coll_pool; do
+         test/broker/brk_reader test/vm/vm_coll_pool test/coll/coll_ucp_test; do
     [ -x "$B/$t" ] || die "$B/$t is missing (make -C $B $t)"
     PROJ_BINS+=("$(realbin "$B/$t")")
 done
 PROJ_LIBS=("$B/.libs/libcxlpool.so.0" "$B/.libs/libuct_cxl.so"
-           "$B/.libs/libcxl_broker.so.0" "$B/.libs/libcxl_coll.so.0")
+           "$B/.libs/libcxl_broker.so.0" "$B/.libs/libcxl_coll.so.0"
+           "$B/.libs/libcxl_coll_ucp.so.0")
 SYS_BINS=(/usr/bin/ndctl /usr/bin/daxctl /usr/bin/cxl /usr/bin/ucx_perftest
           /usr/bin/ucx_info)
 for f in /bin/busybox "${SYS_BINS[@]}" "${PROJ_BINS[@]}" "${PROJ_LIBS[@]}"; do

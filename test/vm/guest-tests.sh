@@ -21,7 +21,8 @@
 #         them: test/vm/vm_atomics)
 #   b     the second guest: the clients over UCX_TLS=cxl,tcp (perftest) and
 #         UCX_TLS=cxl (ucp_cxl_test), a holder with a heartbeat, killed -9
-#         when a says so
+#         when a says so; then a collectives team of four ranks, two in
+#         each guest (coll_ucp_test), every collective checked
 # a and b talk over the socket network (busybox nc, ports 5001 on a and
 # 5002 on b) at the points where one must wait for the other.
 #
@@ -509,6 +510,73 @@ broker_local() {
     fi
 }
 
+# ------------------------------------------- collectives across guests ---
+# A team of four ranks, 0 and 1 in a, 2 and 3 in b: coll_ucp_test
+# bootstraps over UCP (rendezvous at rank 0 on a's address, endpoints over
+# UCX_TLS=cxl alone) and checks every collective; the team's lines and
+# slots are in the pool on the shared device, so the data crosses the
+# kernels through it.
+COLL_PORT=13340
+
+# coll_rank R: start rank R in the background (its output in /tmp/coll.R)
+coll_rank() {
+    ucx env UCX_TLS=cxl coll_ucp_test --rank "$1" --size 4 \
+        --rendezvous "$A_IP:$COLL_PORT" --timeout 60 >/tmp/coll.$1 2>&1 &
+}
+
+# coll_count R PID: wait for rank R and add its "coll-ucp rank R: N
+# passed, N failed" line
+coll_count() {
+    wait "$2"
+    rc=$?
+    line=$(grep -E "^coll-ucp rank $1: [0-9]+ passed, [0-9]+ failed\$" /tmp/coll.$1)
+    p=$(echo "$line" | sed -nE 's/.*: ([0-9]+) passed.*/\1/p')
+    f=$(echo "$line" | sed -nE 's/.* ([0-9]+) failed$/\1/p')
+    if [ "$rc" = 0 ] && [ -n "$p" ] && [ "$p" -gt 0 ] && [ "$f" = 0 ]; then
+        ok "collectives across the guests, rank $1 of 4 (ranks 0, 1 in a, 2, 3 in b): $p checks passed"
+    else
+        show /tmp/coll.$1 | grep -E 'FAIL|rror|coll-ucp' | head -n 20
+        fail "collectives across the guests, rank $1 of 4" "exit $rc, '${line:-no result line}'"
+    fi
+}
+
+coll_across_a() {
+    coll_rank 0
+    c0=$!
+    i=0
+    while [ $i -lt 60 ] && ! netstat -ltn 2>/dev/null | grep -q ":$COLL_PORT "; do
+        sleep 0.5
+        i=$((i + 1))
+    done
+    coll_rank 1
+    c1=$!
+    timeout 150 nc -l -p 5001 >/tmp/recv.5001 2>/dev/null &
+    lis=$!
+    send $B_IP 5002 coll || fail "tell b to start its ranks" "b does not listen"
+    coll_count 0 $c0
+    coll_count 1 $c1
+    wait $lis
+    grep -q '^colldone' /tmp/recv.5001 || fail "b reports its ranks' end" "no message"
+    no_leftovers "after the collectives across the guests"
+}
+
+coll_across_b() {
+    n0=$(net_bytes)
+    coll_rank 2
+    c2=$!
+    coll_rank 3
+    c3=$!
+    coll_count 2 $c2
+    coll_count 3 $c3
+    n1=$(net_bytes)
+    # the all-to-all alone moves 2.4 MB per rank
+    if [ $((n1 - n0)) -lt 1048576 ]; then
+        ok "the collectives' data went through the device: eth0 moved $((n1 - n0)) bytes"
+    else
+        fail "the collectives' data went through the device" "eth0 moved $((n1 - n0)) bytes (>= 1 MiB)"
+    fi
+}
+
 # ------------------------------------------------------------ the roles ---
 role_solo() {
     setup_cxl || return
@@ -608,6 +676,7 @@ role_a() {
         fail "a reclaims b's dead holder" "failed"
     fi
     no_leftovers "after the cross-guest repair"
+    coll_across_a
     broker_local
     check_clean "at the end"
     destroy_pool
@@ -687,6 +756,15 @@ role_b() {
     timeout 120 nc -l -p 5002 >/tmp/recv.5002 2>/dev/null &
     lis=$!
     send $A_IP 5001 killed || fail "tell a about the kill" "a does not listen"
+    wait $lis
+    if grep -q '^coll' /tmp/recv.5002; then
+        coll_across_b
+    else
+        fail "a starts the collectives across the guests" "no message"
+    fi
+    timeout 120 nc -l -p 5002 >/tmp/recv.5002 2>/dev/null &
+    lis=$!
+    send $A_IP 5001 colldone || fail "tell a the ranks ended" "a does not listen"
     wait $lis
     grep -q '^done' /tmp/recv.5002 || fail "a reports the end" "no message"
 }

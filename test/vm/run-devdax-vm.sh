@@ -40,7 +40,10 @@
 #          across the guests means anything.  b's
 #          holder (lease 3 s, heartbeat) is seen alive by a after two leases,
 #          killed -9 in b, seen dead by a through its lease and its 3
-#          extents reclaimed by `cxlpool check --repair` in a.  Both solo
+#          extents reclaimed by `cxlpool check --repair` in a.  Then a
+#          collectives team of four ranks, two in each guest
+#          (test/coll/coll_ucp_test: bootstrap over UCP, every collective
+#          checked), runs through the device.  Both solo
 #          and a end with `cxlpool destroy` (2 MiB and 1 GiB alignment).
 #
 # Why NVDIMM for the two guests: QEMU 7.2 emulates the CXL fixed memory
@@ -100,7 +103,7 @@ done
 [ -x "$B/cxlpool" ] && [ -f "$B/.libs/libuct_cxl.so" ] || {
     echo "$NAME: no build in $B (contrib/build.sh release)" >&2; exit 99; }
 make -C "$B" test/ucp/ucp_cxl_test test/helpers/cxlpool_holder test/vm/vm_atomics \
-    test/vm/vm_coll_pool >/dev/null 2>&1 || {
+    test/vm/vm_coll_pool test/coll/coll_ucp_test >/dev/null 2>&1 || {
     echo "$NAME: cannot build the test programs in $B" >&2; exit 99; }
 
 SCR=$(mktemp -d /var/tmp/ucx-cxl-vm.XXXXXX) || exit 99
