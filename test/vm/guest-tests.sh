@@ -515,12 +515,15 @@ broker_local() {
 # bootstraps over UCP (rendezvous at rank 0 on a's address, endpoints over
 # UCX_TLS=cxl alone) and checks every collective; the team's lines and
 # slots are in the pool on the shared device, so the data crosses the
-# kernels through it.
+# kernels through it.  Twice: on the hw pool, and on a pool created
+# --coherence sw --hosts 2 with each guest a host of its own (COLL_ENV).
 COLL_PORT=13340
+COLL_ENV=
+COLL_WHAT=hw
 
 # coll_rank R: start rank R in the background (its output in /tmp/coll.R)
 coll_rank() {
-    ucx env UCX_TLS=cxl coll_ucp_test --rank "$1" --size 4 \
+    ucx env UCX_TLS=cxl $COLL_ENV coll_ucp_test --rank "$1" --size 4 \
         --rendezvous "$A_IP:$COLL_PORT" --timeout 60 >/tmp/coll.$1 2>&1 &
 }
 
@@ -533,13 +536,14 @@ coll_count() {
     p=$(echo "$line" | sed -nE 's/.*: ([0-9]+) passed.*/\1/p')
     f=$(echo "$line" | sed -nE 's/.* ([0-9]+) failed$/\1/p')
     if [ "$rc" = 0 ] && [ -n "$p" ] && [ "$p" -gt 0 ] && [ "$f" = 0 ]; then
-        ok "collectives across the guests, rank $1 of 4 (ranks 0, 1 in a, 2, 3 in b): $p checks passed"
+        ok "collectives across the guests ($COLL_WHAT), rank $1 of 4 (ranks 0, 1 in a, 2, 3 in b): $p checks passed"
     else
         show /tmp/coll.$1 | grep -E 'FAIL|rror|coll-ucp' | head -n 20
-        fail "collectives across the guests, rank $1 of 4" "exit $rc, '${line:-no result line}'"
+        fail "collectives across the guests ($COLL_WHAT), rank $1 of 4" "exit $rc, '${line:-no result line}'"
     fi
 }
 
+# coll_across_a STEP: ranks 0 and 1, b told to start 2 and 3 by STEP
 coll_across_a() {
     coll_rank 0
     c0=$!
@@ -552,12 +556,26 @@ coll_across_a() {
     c1=$!
     timeout 150 nc -l -p 5001 >/tmp/recv.5001 2>/dev/null &
     lis=$!
-    send $B_IP 5002 coll || fail "tell b to start its ranks" "b does not listen"
+    send $B_IP 5002 "$1" || fail "tell b to start its ranks" "b does not listen"
     coll_count 0 $c0
     coll_count 1 $c1
     wait $lis
     grep -q '^colldone' /tmp/recv.5001 || fail "b reports its ranks' end" "no message"
-    no_leftovers "after the collectives across the guests"
+    no_leftovers "after the collectives across the guests ($COLL_WHAT)"
+}
+
+# the same team on a software-coherent pool: guest a is host 0, b host 1
+coll_sw_across_a() {
+    if cxlpool create "$DEV" --force --coherence sw --hosts 2 >/tmp/create.out 2>&1; then
+        ok "cxlpool create $DEV --coherence sw --hosts 2 ($(oneline /tmp/create.out))"
+    else
+        fail "cxlpool create $DEV --coherence sw --hosts 2" "$(oneline /tmp/create.out)"
+        return
+    fi
+    COLL_ENV="UCX_CXL_COHERENCE=sw UCX_CXL_HOST_INDEX=0"
+    COLL_WHAT="sw, a host 0, b host 1"
+    coll_across_a collsw
+    destroy_pool
 }
 
 coll_across_b() {
@@ -571,9 +589,9 @@ coll_across_b() {
     n1=$(net_bytes)
     # the all-to-all alone moves 2.4 MB per rank
     if [ $((n1 - n0)) -lt 1048576 ]; then
-        ok "the collectives' data went through the device: eth0 moved $((n1 - n0)) bytes"
+        ok "the collectives' data ($COLL_WHAT) went through the device: eth0 moved $((n1 - n0)) bytes"
     else
-        fail "the collectives' data went through the device" "eth0 moved $((n1 - n0)) bytes (>= 1 MiB)"
+        fail "the collectives' data ($COLL_WHAT) went through the device" "eth0 moved $((n1 - n0)) bytes (>= 1 MiB)"
     fi
 }
 
@@ -676,10 +694,11 @@ role_a() {
         fail "a reclaims b's dead holder" "failed"
     fi
     no_leftovers "after the cross-guest repair"
-    coll_across_a
+    coll_across_a coll
     broker_local
     check_clean "at the end"
     destroy_pool
+    coll_sw_across_a
     send $B_IP 5002 done || fail "tell b we are done" "b does not listen"
 }
 
@@ -753,20 +772,22 @@ role_b() {
     grep -q '^kill' /tmp/recv.5002 || fail "a asks for the kill" "no message"
     kill -9 $hp
     wait $hp 2>/dev/null
-    timeout 120 nc -l -p 5002 >/tmp/recv.5002 2>/dev/null &
-    lis=$!
     send $A_IP 5001 killed || fail "tell a about the kill" "a does not listen"
-    wait $lis
-    if grep -q '^coll' /tmp/recv.5002; then
+    # then a names each step (its send retries until this one listens)
+    while :; do
+        timeout 150 nc -l -p 5002 >/tmp/recv.5002 2>/dev/null
+        step=$(head -n 1 /tmp/recv.5002)
+        case "$step" in
+            coll)   COLL_ENV= COLL_WHAT=hw ;;
+            collsw) COLL_ENV="UCX_CXL_COHERENCE=sw UCX_CXL_HOST_INDEX=1"
+                    COLL_WHAT="sw, a host 0, b host 1" ;;
+            done)   break ;;
+            *)      fail "a names the next step" "got '$step'"
+                    break ;;
+        esac
         coll_across_b
-    else
-        fail "a starts the collectives across the guests" "no message"
-    fi
-    timeout 120 nc -l -p 5002 >/tmp/recv.5002 2>/dev/null &
-    lis=$!
-    send $A_IP 5001 colldone || fail "tell a the ranks ended" "a does not listen"
-    wait $lis
-    grep -q '^done' /tmp/recv.5002 || fail "a reports the end" "no message"
+        send $A_IP 5001 colldone || fail "tell a the ranks ended" "a does not listen"
+    done
 }
 
 case "$R" in

@@ -43,7 +43,8 @@
 #          extents reclaimed by `cxlpool check --repair` in a.  Then a
 #          collectives team of four ranks, two in each guest
 #          (test/coll/coll_ucp_test: bootstrap over UCP, every collective
-#          checked), runs through the device.  Both solo
+#          checked), runs through the device, on the pool and again on one
+#          created --coherence sw --hosts 2 (a host 0, b host 1).  Both solo
 #          and a end with `cxlpool destroy` (2 MiB and 1 GiB alignment).
 #
 # Why NVDIMM for the two guests: QEMU 7.2 emulates the CXL fixed memory
