@@ -4,7 +4,8 @@
 #   VARIANT: release (default; -Wall -Wextra -Werror), sanitizers
 #   (the same plus AddressSanitizer and UndefinedBehaviorSanitizer) or
 #   fuzz (clang-14, coverage + ASan + UBSan; builds only the libFuzzer
-#   harnesses of test/fuzz and what they link).
+#   harnesses of test/fuzz and what they link) or tsan (ThreadSanitizer;
+#   builds only the threaded tests of make check-tsan and what they link).
 # Runs autogen.sh when configure is missing or older than its inputs.
 # Prints the build directory on stdout.
 set -euo pipefail
@@ -16,8 +17,9 @@ case "$variant" in
     release)    extra=() ;;
     sanitizers) extra=(--enable-sanitizers) ;;
     fuzz)       extra=(--enable-fuzzing CC=clang-14 CXX=clang++-14); target=fuzz-programs ;;
+    tsan)       extra=(--enable-tsan); target=tsan-programs ;;
     -h|--help)  awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 0 ;;
-    *)          echo "build.sh: unknown variant '$variant' (release, sanitizers or fuzz)" >&2; exit 2 ;;
+    *)          echo "build.sh: unknown variant '$variant' (release, sanitizers, fuzz or tsan)" >&2; exit 2 ;;
 esac
 
 cd "$top"

@@ -27,6 +27,10 @@
 # software emulation once the guest image is cached; it says SKIP with the
 # reason where the machine cannot run it).
 #
+# Then the ThreadSanitizer pass: contrib/build.sh tsan builds the threaded
+# tests (the pool's, test_coll_threads) with -fsanitize=thread and make
+# check-tsan runs them (test/tsan/README.md; about 3 minutes).
+#
 # Last, the fuzz pass: contrib/build.sh fuzz (clang-14, ASan, UBSan,
 # coverage) and make check-fuzz, every libFuzzer harness of test/fuzz for
 # 10 s from its committed corpus (test/fuzz/run-fuzz.sh).
@@ -35,6 +39,7 @@
 #          --no-ucx-gtest    skip UCX's UCT suites (hw and sw)
 #          --no-mpich        skip MPICH's collective tests (make check-mpich)
 #          --no-vm           skip the QEMU guests (make check-devdax)
+#          --no-tsan         skip the ThreadSanitizer pass
 #          --no-fuzz         skip the fuzz pass
 #          --help            this text
 set -uo pipefail
@@ -44,6 +49,7 @@ variants=(release sanitizers)
 ucx_gtest=1
 mpich=1
 fuzz=1
+tsan=1
 vm=1
 for arg in "$@"; do
     case "$arg" in
@@ -51,6 +57,7 @@ for arg in "$@"; do
         --no-ucx-gtest) ucx_gtest=0 ;;
         --no-mpich) mpich=0 ;;
         --no-fuzz) fuzz=0 ;;
+        --no-tsan) tsan=0 ;;
         --no-vm) vm=0 ;;
         -h|--help) # the header comment, whatever its length
             awk 'NR < 3 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
@@ -162,6 +169,17 @@ for variant in "${variants[@]}"; do
         run_devdax "$dir"
     fi
 done
+
+if [ "$tsan" = 1 ]; then
+    echo "=== ThreadSanitizer build: the threaded tests (test/tsan) ==="
+    if ! dir=$("$top/contrib/build.sh" tsan); then
+        echo "run-tests.sh: tsan build failed" >&2
+        failed=$((failed + 1))
+    else
+        run_check "$dir" tsan "ThreadSanitizer over the threaded tests (make check-tsan)" \
+            '^(ok |FAIL |tsan:| +[0-9]+ (SUMMARY|\[  FAILED))'
+    fi
+fi
 
 if [ "$fuzz" = 1 ]; then
     echo "=== fuzz build: libFuzzer harnesses (test/fuzz) ==="

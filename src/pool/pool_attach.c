@@ -124,7 +124,11 @@ int cxlpool_attach_alive(cxlpool_t *pool, uint32_t slot)
         return cxlpool_proc_start_time(rec->pid) == rec->start_time;
     }
 
-    hb  = rec->heartbeat_ns ? rec->heartbeat_ns : rec->attach_ns;
+    /* the owner's heartbeat thread stores it at any time: one load */
+    hb = __atomic_load_n(&rec->heartbeat_ns, __ATOMIC_RELAXED);
+    if (hb == 0) {
+        hb = rec->attach_ns;
+    }
     now = cxlpool_now_ns();
     return (now < hb) || ((now - hb) <= (uint64_t)rec->lease_ms * 1000000ull);
 }
@@ -159,7 +163,7 @@ void cxlpool_attach_fill_info(cxlpool_t *pool, uint32_t slot,
     info->pid          = rec->pid;
     info->start_time   = rec->start_time;
     info->attach_ns    = rec->attach_ns;
-    info->heartbeat_ns = rec->heartbeat_ns;
+    info->heartbeat_ns = __atomic_load_n(&rec->heartbeat_ns, __ATOMIC_RELAXED);
     info->lease_ms     = rec->lease_ms;
     info->same_host    = (rec->host_id == pool->host_id);
     info->alive        = cxlpool_attach_alive(pool, slot);
@@ -342,7 +346,8 @@ void cxlpool_heartbeat(cxlpool_t *pool)
         return;
     }
     rec = cxlpool_att(pool, pool->slot);
-    rec->heartbeat_ns = cxlpool_now_ns();
+    /* read by this process's other threads as it changes: an atomic store */
+    __atomic_store_n(&rec->heartbeat_ns, cxlpool_now_ns(), __ATOMIC_RELAXED);
     cxl_coh_publish(pool->coh, (const void*)&rec->heartbeat_ns,
                     sizeof(rec->heartbeat_ns));
 }

@@ -134,11 +134,14 @@ int cxlpool_lock_holder_dead(cxlpool_t *pool, cxlpool_lock_wait_t *wait,
  */
 static void cxlpool_lock_fill(cxlpool_t *pool)
 {
-    pool->lock->acquire_ns = cxlpool_now_ns();
+    /* judges read the fields while they change: atomic stores (plain
+     * ones on x86, but a data race for the compiler without them) */
+    __atomic_store_n(&pool->lock->acquire_ns, cxlpool_now_ns(),
+                     __ATOMIC_RELAXED);
     /* after acquire_ns: a judge that sees start_time sees this acquire_ns */
     __atomic_store_n(&pool->lock->start_time, pool->start_time,
                      __ATOMIC_RELEASE);
-    pool->lock->host_id    = pool->host_id;
+    __atomic_store_n(&pool->lock->host_id, pool->host_id, __ATOMIC_RELAXED);
     cxl_coh_publish(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));
 }
 
@@ -180,8 +183,8 @@ void cxlpool_lock(cxlpool_t *pool)
 
 void cxlpool_unlock(cxlpool_t *pool)
 {
-    pool->lock->start_time = 0;
-    pool->lock->acquire_ns = 0;
+    __atomic_store_n(&pool->lock->start_time, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&pool->lock->acquire_ns, 0, __ATOMIC_RELAXED);
     cxl_coh_publish(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));
     __atomic_store_n(&pool->lock->token, 0, __ATOMIC_RELEASE);
     cxl_coh_publish(pool->coh, (const void*)pool->lock, sizeof(*pool->lock));

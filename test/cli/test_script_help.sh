@@ -26,7 +26,7 @@ for s in contrib/run-tests.sh contrib/run-demo.sh contrib/build.sh \
          test/python/run-dask-tests.sh test/ns/run-dask-pods.sh \
          perftest/run-dask-bench.sh test/perftest/test_dask_bench.sh \
          test/perftest/test_coll_report.sh \
-         test/fuzz/run-fuzz.sh \
+         test/fuzz/run-fuzz.sh test/tsan/run-tsan.sh \
          test/vm/run-devdax-vm.sh test/vm/build-guest.sh; do
     out=$(bash "$top/$s" --help 2>&1)
     rc=$?

@@ -58,16 +58,19 @@ protected:
     /* what a holder's cxlpool_lock() and cxlpool_unlock() store, in order */
     void take(uint64_t token, uint64_t acquire_ns, uint64_t start_time)
     {
-        m_pool->lock->token = token;
-        m_pool->lock->acquire_ns = acquire_ns;
-        m_pool->lock->start_time = start_time;
+        /* atomic, as the library's: the judge reads them meanwhile */
+        __atomic_store_n(&m_pool->lock->token, token, __ATOMIC_RELAXED);
+        __atomic_store_n(&m_pool->lock->acquire_ns, acquire_ns,
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&m_pool->lock->start_time, start_time,
+                         __ATOMIC_RELAXED);
     }
 
     void release()
     {
-        m_pool->lock->start_time = 0;
-        m_pool->lock->acquire_ns = 0;
-        m_pool->lock->token = 0;
+        __atomic_store_n(&m_pool->lock->start_time, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&m_pool->lock->acquire_ns, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&m_pool->lock->token, 0, __ATOMIC_RELAXED);
     }
 
     cxlpool_t *m_pool  = NULL;
@@ -101,7 +104,7 @@ TEST_F(pool_lock_judge, a_line_changing_hands_is_no_dead_holder)
 
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (std::chrono::steady_clock::now() < until) {
-        uint64_t cur = m_pool->lock->token;
+        uint64_t cur = __atomic_load_n(&m_pool->lock->token, __ATOMIC_RELAXED);
         if (cur == 0) {
             continue;
         }

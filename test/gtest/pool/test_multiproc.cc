@@ -440,8 +440,10 @@ TEST_F(pool_kill, heartbeat_thread_renews_lease)
     cxlpool_attach_rec_t *att = (cxlpool_attach_rec_t*)
             ((uint8_t*)sb + sb->attach_offset);
     uint32_t slot = cxlpool_token_slot(cxlpool_token(pool));
-    uint64_t first = att[slot].heartbeat_ns;
+    /* the heartbeat thread stores it meanwhile */
+    uint64_t first = __atomic_load_n(&att[slot].heartbeat_ns, __ATOMIC_RELAXED);
     usleep(100 * 1000);
-    EXPECT_GT(att[slot].heartbeat_ns, first);
+    EXPECT_GT(__atomic_load_n(&att[slot].heartbeat_ns, __ATOMIC_RELAXED),
+              first);
     cxlpool_close(pool);
 }
