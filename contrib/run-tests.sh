@@ -170,30 +170,27 @@ for variant in "${variants[@]}"; do
     fi
 done
 
-if [ "$tsan" = 1 ]; then
-    echo "=== ThreadSanitizer build: the threaded tests (test/tsan) ==="
-    if ! dir=$("$top/contrib/build.sh" tsan); then
-        echo "run-tests.sh: tsan build failed" >&2
+# run_build_check VARIANT NAME TITLE SHOW: contrib/build.sh VARIANT, then
+# run_check in its build directory
+run_build_check() {
+    local dir
+    echo "=== $1 build ==="
+    if ! dir=$("$top/contrib/build.sh" "$1"); then
+        echo "run-tests.sh: $1 build failed" >&2
         failed=$((failed + 1))
-    else
-        run_check "$dir" tsan "ThreadSanitizer over the threaded tests (make check-tsan)" \
-            '^(ok |FAIL |tsan:| +[0-9]+ (SUMMARY|\[  FAILED))'
+        return
     fi
+    run_check "$dir" "$2" "$3" "$4"
+}
+
+if [ "$tsan" = 1 ]; then
+    run_build_check tsan tsan "ThreadSanitizer over the threaded tests (make check-tsan, test/tsan)" \
+        '^(ok |FAIL |tsan:| +[0-9]+ (SUMMARY|\[  FAILED))'
 fi
 
 if [ "$fuzz" = 1 ]; then
-    echo "=== fuzz build: libFuzzer harnesses (test/fuzz) ==="
-    if ! dir=$("$top/contrib/build.sh" fuzz); then
-        echo "run-tests.sh: fuzz build failed" >&2
-        failed=$((failed + 1))
-    else
-        make -C "$dir" check-fuzz >"$dir/fuzz.log" 2>&1
-        rc=$?
-        grep -E '^(ok |FAIL |    |reproducer )' "$dir/fuzz.log"
-        echo ":test-result: $([ $rc -eq 0 ] && echo PASS || echo FAIL)" >"$dir/fuzz.trs"
-        count_log "$dir/fuzz.log"
-        [ $rc -eq 0 ] || tail -30 "$dir/fuzz.log"
-    fi
+    run_build_check fuzz fuzz "libFuzzer harnesses (make check-fuzz, test/fuzz)" \
+        '^(ok |FAIL |    |reproducer )'
 fi
 
 echo "$passed passed, $failed failed"
