@@ -389,8 +389,8 @@ cxlpool_status_t cxlpool_emu_open(cxlpool_t *pool,
     emu->view_fd   = -1;
     emu->len       = pool->size;
     emu->locks_len = cxlpool_emu_locks_len(emu->len);
-    pool->emu    = emu;
-    pool->coh    = CXL_COH_SW; /* the emulated pool has no coherence */
+    pool->emu      = emu;
+    pool->coh      = CXL_COH_SW; /* the emulated pool has no coherence */
 
     /* views get the pool file's permissions, so group pools stay shared */
     if (fstat(pool->fd, &st) < 0) {
