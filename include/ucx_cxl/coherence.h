@@ -147,11 +147,10 @@ void cxl_coh_count_stop(void);
  * of a registered range copies its cache lines view -> memory; invalidate
  * writes back lines the host stored into, then reloads them memory ->
  * view (clean and invalidate, like CLFLUSHOPT).  Two syncs of one line
- * never interleave: locks, when not NULL, is a table from
- * cxl_coh_emu_locks_init() that every process mapping this view maps too
- * (the processes of one emulated host); NULL serialises only this
- * process's threads.  Returns 0, or -1 for unaligned or overlapping ranges
- * or when the table is full.
+ * never interleave: locks is a table from cxl_coh_emu_locks_init() that
+ * every process mapping this view maps too (the processes of one emulated
+ * host).  Returns 0, or -1 for unaligned or overlapping ranges, no lock
+ * table, or when the registry is full.
  */
 int  cxl_coh_emu_register(void *view, const void *mem, void *clean, size_t len,
                           void *locks);

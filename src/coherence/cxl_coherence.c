@@ -28,8 +28,7 @@ typedef struct {
     uintptr_t view;  /* 0: free */
     uintptr_t mem;
     uintptr_t clean; /* the view's lines as last synchronised with mem */
-    uintptr_t locks; /* the view's shared stripe locks, or 0: this
-                        process's own (cxl_coh_emu_stripe) */
+    uintptr_t locks; /* the view's stripe locks */
     size_t    len;
 } cxl_coh_emu_reg_t;
 
@@ -51,57 +50,18 @@ static pthread_mutex_t    cxl_coh_emu_mutex = PTHREAD_MUTEX_INITIALIZER;
  * one thread at a time synchronises a line: a lock per stripe of 64 KiB
  * blocks, taken once per block a call touches (16 per MiB: large copies
  * barely pay it).  Stores into the view need no lock (the CAS in the
- * reload keeps them).  Processes of one emulated host share a view, so a
- * view registered with a lock table (cxl_coh_emu_locks_init(), kept in
- * the view's file) takes its stripe's lock there, a robust process-shared
- * mutex; other views take one of this process's own (plain buffers of
- * tests, which no other process maps).
+ * reload keeps them).  The processes of one emulated host share its view,
+ * so the locks are shared too: a table of robust process-shared mutexes
+ * that every registration names (cxl_coh_emu_locks_init(); the pool keeps
+ * it in the view's file).
  */
-#define CXL_COH_EMU_STRIPES     64
 #define CXL_COH_EMU_STRIPE_SHIFT 16
-
-static pthread_mutex_t cxl_coh_emu_stripe[CXL_COH_EMU_STRIPES];
-static pthread_once_t  cxl_coh_emu_stripe_once = PTHREAD_ONCE_INIT;
-
-static void cxl_coh_emu_stripe_prefork(void)
-{
-    int i;
-
-    /* a child must not inherit a stripe held by a thread it lacks */
-    for (i = 0; i < CXL_COH_EMU_STRIPES; ++i) {
-        pthread_mutex_lock(&cxl_coh_emu_stripe[i]);
-    }
-}
-
-static void cxl_coh_emu_stripe_postfork(void)
-{
-    int i;
-
-    for (i = CXL_COH_EMU_STRIPES; i-- > 0;) {
-        pthread_mutex_unlock(&cxl_coh_emu_stripe[i]);
-    }
-}
-
-static void cxl_coh_emu_stripe_init(void)
-{
-    int i;
-
-    for (i = 0; i < CXL_COH_EMU_STRIPES; ++i) {
-        pthread_mutex_init(&cxl_coh_emu_stripe[i], NULL);
-    }
-    pthread_atfork(cxl_coh_emu_stripe_prefork, cxl_coh_emu_stripe_postfork,
-                   cxl_coh_emu_stripe_postfork);
-}
 
 static inline pthread_mutex_t *
 cxl_coh_emu_stripe_of(const cxl_coh_emu_reg_t *reg, uintptr_t p)
 {
-    if (reg->locks != 0) {
-        return (pthread_mutex_t*)reg->locks +
-               ((p - reg->view) >> CXL_COH_EMU_STRIPE_SHIFT);
-    }
-    return &cxl_coh_emu_stripe[(p >> CXL_COH_EMU_STRIPE_SHIFT) %
-                               CXL_COH_EMU_STRIPES];
+    return (pthread_mutex_t*)reg->locks +
+           ((p - reg->view) >> CXL_COH_EMU_STRIPE_SHIFT);
 }
 
 static void cxl_coh_emu_stripe_lock(pthread_mutex_t *m)
@@ -434,9 +394,6 @@ static void cxl_coh_emu_sync(int writeback, uintptr_t p, uintptr_t stop,
     uint64_t *v, *m, *c;
     uintptr_t off;
 
-    if (reg->locks == 0) {
-        pthread_once(&cxl_coh_emu_stripe_once, cxl_coh_emu_stripe_init);
-    }
     for (; p < stop; p += CXL_CACHE_LINE) {
         stripe = cxl_coh_emu_stripe_of(reg, p);
         if (stripe != held) {
@@ -500,7 +457,8 @@ int cxl_coh_emu_register(void *view, const void *mem, void *clean, size_t len,
     int i;
 
     /* whole lines only, so a covering line never leaves its view */
-    if ((reg.view == 0) || (reg.clean == 0) || (len == 0) ||
+    if ((reg.view == 0) || (reg.clean == 0) || (reg.locks == 0) ||
+        (len == 0) ||
         ((reg.view | reg.mem | reg.clean | len) & (CXL_CACHE_LINE - 1)) ||
         (reg.locks % _Alignof(pthread_mutex_t))) {
         return -1;

@@ -164,6 +164,15 @@ wait_for() {
     return 1
 }
 
+# wait_listen PORT: until a TCP socket of this guest listens on PORT (30 s)
+wait_listen() {
+    i=0
+    while [ $i -lt 60 ] && ! netstat -ltn 2>/dev/null | grep -q ":$1 "; do
+        sleep 0.5
+        i=$((i + 1))
+    done
+}
+
 # send HOST PORT MESSAGE: retried until the peer listens (60 s)
 send() {
     i=0
@@ -547,11 +556,7 @@ coll_count() {
 coll_across_a() {
     coll_rank 0
     c0=$!
-    i=0
-    while [ $i -lt 60 ] && ! netstat -ltn 2>/dev/null | grep -q ":$COLL_PORT "; do
-        sleep 0.5
-        i=$((i + 1))
-    done
+    wait_listen $COLL_PORT
     coll_rank 1
     c1=$!
     timeout 150 nc -l -p 5001 >/tmp/recv.5001 2>/dev/null &
@@ -624,11 +629,7 @@ role_a() {
     lis=$!
     wait_for /tmp/srv.out '^# listening on port' 60 ||
         fail "ucp_cxl_test server starts" "$(oneline /tmp/srv.out)"
-    i=0
-    while [ $i -lt 60 ] && ! netstat -ltn 2>/dev/null | grep -q ':13337 '; do
-        sleep 0.5
-        i=$((i + 1))
-    done
+    wait_listen 13337
     echo "vm-sync: pool-ready"
 
     wait $atp

@@ -589,6 +589,21 @@ TEST_F(emulate_nc, attach_and_close)
     EXPECT_FALSE(exists(view(1)));
 }
 
+/* A stripe lock table for a view of plain buffers, which no other
+ * process maps. */
+struct emu_locks {
+    explicit emu_locks(size_t len) : p(malloc(cxl_coh_emu_locks_size(len)))
+    {
+        ok = (p != NULL) && (cxl_coh_emu_locks_init(p, len) == 0);
+    }
+    ~emu_locks()
+    {
+        free(p);
+    }
+    void *p;
+    bool ok;
+};
+
 /* The registry itself, on plain buffers. */
 TEST(coherence_emu, registry)
 {
@@ -598,12 +613,16 @@ TEST(coherence_emu, registry)
     memset(view, 0, len);
     memset(mem, 0, len);
     memset(clean, 0, len);
-    EXPECT_EQ(-1, cxl_coh_emu_register(view + 8, mem, clean, len - 64, NULL));
-    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, clean, 100, NULL));
-    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, NULL, len, NULL));
-    ASSERT_EQ(0, cxl_coh_emu_register(view, mem, clean, len, NULL));
+    emu_locks locks(len);
+    ASSERT_TRUE(locks.ok);
+    EXPECT_EQ(-1, cxl_coh_emu_register(view + 8, mem, clean, len - 64,
+                                       locks.p));
+    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, clean, 100, locks.p));
+    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, NULL, len, locks.p));
+    EXPECT_EQ(-1, cxl_coh_emu_register(view, mem, clean, len, NULL));
+    ASSERT_EQ(0, cxl_coh_emu_register(view, mem, clean, len, locks.p));
     EXPECT_EQ(-1, cxl_coh_emu_register(view + 64, other, clean, 64,
-                                       NULL)); /* overlap */
+                                       locks.p)); /* overlap */
 
     view[70] = 1;
     view[130] = 2;
@@ -718,8 +737,10 @@ TEST(coherence_emu, store_line_is_whole)
     memset(mem, 0, len);
     memset(wclean, 0, len);
     memset(rclean, 0, len);
-    ASSERT_EQ(0, cxl_coh_emu_register(wview, mem, wclean, len, NULL));
-    ASSERT_EQ(0, cxl_coh_emu_register(rview, mem, rclean, len, NULL));
+    emu_locks wlocks(len), rlocks(len); /* two hosts */
+    ASSERT_TRUE(wlocks.ok && rlocks.ok);
+    ASSERT_EQ(0, cxl_coh_emu_register(wview, mem, wclean, len, wlocks.p));
+    ASSERT_EQ(0, cxl_coh_emu_register(rview, mem, rclean, len, rlocks.p));
 
     std::atomic<bool> done{false};
     std::atomic<unsigned long> torn{0}, seen{0};
@@ -780,7 +801,9 @@ TEST(coherence_emu, threads_of_one_host_sync_one_line)
     memset(view, 0, len);
     memset(mem, 0, len);
     memset(clean, 0, len);
-    ASSERT_EQ(0, cxl_coh_emu_register(view, mem, clean, len, NULL));
+    emu_locks locks(len);
+    ASSERT_TRUE(locks.ok);
+    ASSERT_EQ(0, cxl_coh_emu_register(view, mem, clean, len, locks.p));
 
     auto reader = [&] {
         while (!done.load(std::memory_order_acquire)) {
