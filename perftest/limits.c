@@ -14,7 +14,6 @@
  *   swinval,<size>,<MB/s>,<GB/s>            sw-mode invalidate of clean lines
  *   xread,<size>,<ns>,<GB/s>                cross-core read, per --xread entry
  *   xwrite,<size>,<ns>,<GB/s>               cross-core overwrite, the same
- *   xchg,<size>,<ns>,<GB/s>                 two-core exchange, the same (and 0)
  *
  * memcpy: one thread pinned to --cpu-a copies a SIZE buffer into another
  * SIZE buffer repeatedly for about --ms milliseconds (after one untimed
@@ -57,15 +56,8 @@
  * with any protocol: the floors of the collectives in
  * perftest/coll_report.py.
  *
- * xchg (with --xread, its sizes and 0): both threads at once write SIZE
- * new bytes into their own shared buffer (two, alternating) and store
- * their flag, wait for the other's flag and copy the other's SIZE bytes
- * out; the median time of one such round on --cpu-a.  The least a round
- * of any 2-rank collective in which each rank needs the other's SIZE
- * bytes can take on this machine: unlike xread it includes taking back
- * lines the other core has read, which a store waits for.  SIZE 0: a
- * barrier, each thread storing its flag and waiting for the other's, a
- * million rounds timed as a whole (the average round).
+ * (The two-core collectives themselves, timed as coll_bench times MPI's,
+ * are perftest/ref_coll.c.)
  *
  * This program measures and prints; it never judges the numbers.
  *
@@ -489,116 +481,6 @@ static int run_xread(size_t size, int cpu_b)
     return 0;
 }
 
-/* ---- two-core exchange (xchg) ---- */
-struct xc_side {
-    _Alignas(LINE) volatile uint64_t flag;
-    uint8_t *buf[2];  /* shared, alternating by round */
-    uint8_t *src;     /* own data */
-    uint8_t *dst;     /* the other's data lands here */
-    uint64_t *dt;
-    int cpu;
-};
-
-static struct xc_side xc[2];
-static size_t xc_size;
-static long   xc_rounds;
-
-static void *xc_run(void *arg)
-{
-    int me = (int)(intptr_t)arg;
-    struct xc_side *m = &xc[me], *o = &xc[1 - me];
-    uint64_t a;
-
-    if (pin_to(m->cpu) != 0) {
-        xr_pin_err = 1;
-    }
-    if (xc_size == 0) {
-        /* a barrier: flags only, timed as a whole (run_xchg), since a
-         * per-round TSC read would cost a quarter of a round */
-        for (long i = 1; i <= xc_rounds; ++i) {
-            __atomic_store_n(&m->flag, (uint64_t)i, __ATOMIC_RELEASE);
-            while (__atomic_load_n(&o->flag, __ATOMIC_ACQUIRE) < (uint64_t)i) {
-                cpu_relax();
-            }
-        }
-        return NULL;
-    }
-    for (long i = 1; i <= xc_rounds; ++i) {
-        memset(m->src, (int)((i + me) & 0xff), xc_size); /* untimed */
-        a = xr_ticks();
-        memcpy(m->buf[i & 1], m->src, xc_size);
-        __atomic_store_n(&m->flag, (uint64_t)i, __ATOMIC_RELEASE);
-        while (__atomic_load_n(&o->flag, __ATOMIC_ACQUIRE) < (uint64_t)i) {
-            cpu_relax();
-        }
-        memcpy(m->dst, o->buf[i & 1], xc_size);
-        m->dt[i - 1] = xr_ticks() - a;
-    }
-    return NULL;
-}
-
-static int run_xchg(size_t size, int cpu_a, int cpu_b)
-{
-    size_t alloc = size ? size : LINE;
-    double t0, t1, ns_per_tick, ns;
-    uint64_t tk0, tk1;
-    pthread_t th;
-    int k;
-
-    xc_rounds = (long)(1e9 / (double)(size + 4096));
-    xc_rounds = (xc_rounds < 200) ? 200 : (xc_rounds > 20000) ? 20000 :
-                xc_rounds;
-    if (size == 0) {
-        xc_rounds = 1000000;
-    }
-    xc_size = size;
-    for (k = 0; k < 2; ++k) {
-        xc[k].flag = 0;
-        xc[k].cpu  = k ? cpu_b : cpu_a;
-        if (posix_memalign((void**)&xc[k].buf[0], 2u << 20, alloc) ||
-            posix_memalign((void**)&xc[k].buf[1], 2u << 20, alloc) ||
-            posix_memalign((void**)&xc[k].src, 2u << 20, alloc) ||
-            posix_memalign((void**)&xc[k].dst, 2u << 20, alloc) ||
-            ((xc[k].dt = malloc(sizeof(uint64_t) * xc_rounds)) == NULL)) {
-            fprintf(stderr, "limits: out of memory for %zu bytes\n", size);
-            return 1;
-        }
-        memset(xc[k].dst, 0, alloc);
-    }
-    xr_pin_err = 0;
-    t0  = now_sec();
-    tk0 = ticks();
-    if (pthread_create(&th, NULL, xc_run, (void*)(intptr_t)1) != 0) {
-        fprintf(stderr, "limits: pthread_create: %s\n", strerror(errno));
-        return 1;
-    }
-    xc_run((void*)(intptr_t)0);
-    pthread_join(th, NULL);
-    tk1 = ticks();
-    t1  = now_sec();
-    if (xr_pin_err) {
-        fprintf(stderr, "limits: cannot pin the exchange threads\n");
-        return 1;
-    }
-    ns_per_tick = (t1 - t0) * 1e9 / (double)(tk1 - tk0);
-    if (size == 0) {
-        ns = (t1 - t0) * 1e9 / (double)xc_rounds; /* the loop's average */
-    } else {
-        qsort(xc[0].dt, (size_t)xc_rounds, sizeof(uint64_t), cmp_u64);
-        ns = xc[0].dt[xc_rounds / 2] * ns_per_tick;
-    }
-    printf("xchg,%zu,%.1f,%.3f\n", size, ns, size ? (double)size / ns : 0.0);
-    fflush(stdout);
-    for (k = 0; k < 2; ++k) {
-        free(xc[k].buf[0]);
-        free(xc[k].buf[1]);
-        free(xc[k].src);
-        free(xc[k].dst);
-        free(xc[k].dt);
-    }
-    return 0;
-}
-
 static void usage(void)
 {
     fprintf(stderr,
@@ -613,8 +495,7 @@ static void usage(void)
             "  --chunks  timed ping-pong chunks; median printed (default 101)\n"
             "  --cpu-a, --cpu-b  the two cores (default 0 and 1)\n"
             "  --xread   also the cross-core read and overwrite of these\n"
-            "            sizes (the reader on --cpu-a, the writer on --cpu-b)\n"
-            "            and the two-core exchange of them and of 0 bytes\n");
+            "            sizes (the reader on --cpu-a, the writer on --cpu-b)\n");
 }
 
 int main(int argc, char **argv)
@@ -701,11 +582,6 @@ int main(int argc, char **argv)
     }
     for (int s = 0; s < nx; ++s) {
         if (run_xread(xsizes[s], cpu_b) != 0) {
-            return 1;
-        }
-    }
-    for (int s = -1; (nx > 0) && (s < nx); ++s) {
-        if (run_xchg((s < 0) ? 0 : xsizes[s], cpu_a, cpu_b) != 0) {
             return 1;
         }
     }

@@ -24,6 +24,11 @@
 # installed where Open MPI looks by default.  Without the component the
 # two cxl configurations are reported as missing (with where it was
 # looked for), never left out silently.
+# After the configurations, each repetition also runs the hand-written
+# reference (perftest/ref_coll.c, np = 2, sizes up to 256 B): barrier,
+# bcast, exchange and allreduce between two threads with nothing but
+# cache lines, timed as coll_bench times MPI's; the report sets the
+# latency targets against it.
 #
 # Before the measured repetitions every configuration runs once with -c
 # (every result checked against locally computed values, few iterations)
@@ -43,10 +48,12 @@
 #   samples.csv   every CSV line of every run, with config and rep
 #   runs.csv      every measured run: config,rep,seconds,rc,cpu_busy_pct
 #                 (over the second before it),load1,rtt_ns (the cache-line
-#                 round trip between the two cores right before it)
+#                 round trip between the two cores right before it;
+#                 config "hand-written" for the reference's runs)
 #   plots/*.png   latency vs size per collective, coll/cxl speed-up over
 #                 the best baseline (gnuplot)
-#   raw/, logs/   coll_bench output of every run, commands, selection logs
+#   raw/, logs/   coll_bench output of every run (ref_coll-rN.csv: the
+#                 reference's), commands, selection logs
 #
 # Method: coll_bench's avg_us (the mean over ranks of the per-rank average)
 # is the figure; min/max across ranks are kept in samples.csv.  np = 2 by
@@ -209,6 +216,9 @@ mpicc -O2 -g -Wall -Wextra -Werror -o "$BIN/coll_bench" "$SCRIPT_DIR/coll_bench.
 gcc -O2 -Wall -pthread -I"$REPO_DIR/include" -o "$BIN/limits" "$SCRIPT_DIR/limits.c" \
     "$REPO_DIR/src/coherence/cxl_coherence.c" >"$LOGS/build-limits.log" 2>&1 ||
     die "building limits.c failed (see $LOGS/build-limits.log)"
+gcc -O2 -Wall -Wextra -Werror -pthread -o "$BIN/ref_coll" "$SCRIPT_DIR/ref_coll.c" \
+    >"$LOGS/build-ref_coll.log" 2>&1 ||
+    die "building ref_coll.c failed (see $LOGS/build-ref_coll.log)"
 
 # ---------------------------------------------------------------------------
 # coll/cxl: where is the component?
@@ -538,6 +548,42 @@ wait_rtt() {    # sets RTT: the round trip right before the run
         msg "    round trip still $RTT ns after ${WAIT_MAX}s: running anyway"
     return 0
 }
+# The hand-written reference (perftest/ref_coll.c): the latency targets'
+# patterns between two threads with nothing but cache lines, timed as
+# coll_bench times MPI's, once per repetition after the configurations
+# (the VM state changes between repetitions): sizes of the list up to
+# 256 B, where one flag and the lines beside it are the whole transfer
+# (perftest/ref_coll.c; none for a MIN:MAX range)
+REF_SIZES=""
+if ((NP == 2)) && [[ $SIZES != *:* ]]; then
+    IFS=, read -r -a _sz <<<"$SIZES"
+    for s in "${_sz[@]}"; do
+        case $s in
+            *[kK]) b=$(( ${s%[kK]} * 1024 )) ;;
+            *[mM]) b=$(( ${s%[mM]} * 1048576 )) ;;
+            *) b=$s ;;
+        esac
+        ((b <= 256)) && REF_SIZES+="${REF_SIZES:+,}$s"
+    done
+fi
+REF_ARGS=(--sizes "${REF_SIZES:-8}" --trials 1 --iters "$( ((SMOKE)) && echo 2000 || echo 100000)"
+          --cpu-a 0 --cpu-b "$((NCPU > 1 ? 1 : 0))")
+run_ref() {     # REP: ref_coll once, a row in runs.csv
+    local rep=$1 t0=$SECONDS rc
+    wait_idle
+    load1=$(cut -d' ' -f1 /proc/loadavg)
+    wait_rtt
+    timeout -k 2 120 "$BIN/ref_coll" "${REF_ARGS[@]}" >"$RAW/ref_coll-r$rep.csv" \
+        2>"$RAW/ref_coll-r$rep.err"
+    rc=$?
+    printf '%s,%s,%s,%s,%s,%s,%s\n' hand-written "$rep" "$((SECONDS - t0))" "$rc" "$BUSY" \
+        "$load1" "$RTT" >>"$OUT/runs.csv"
+    if ((rc != 0)); then
+        msg "  FAILED hand-written reference r$rep (exit $rc): $(head -n1 "$RAW/ref_coll-r$rep.err")"
+    else
+        msg "  rep $rep/$REPS hand-written reference (ref_coll, sizes ${REF_SIZES}): $((SECONDS - t0))s (line round trip $RTT ns)"
+    fi
+}
 echo "config,rep,seconds,rc,cpu_busy_pct,load1,rtt_ns" >"$OUT/runs.csv"
 RUN_ARGS=("${COMMON[@]}")
 ((SMOKE)) && RUN_ARGS+=(-c --iters 20 --warmup 2 --min-iters 2)
@@ -567,6 +613,7 @@ for ((rep = 1; rep <= REPS; ++rep)); do
             msg "  rep $rep/$REPS $label: $n rows in ${JOB_SECS}s (CPUs $BUSY % busy before, load $load1, line round trip $RTT ns)"
         fi
     done
+    [[ -n $REF_SIZES ]] && run_ref "$rep"
 done
 for label in "${!FAILS[@]}"; do
     printf '%s|%s\n' "$label" "${FAILS[$label]}" >>"$OUT/failures.txt"

@@ -7,8 +7,9 @@
 # the medians over all four.  Checks the "Targets by VM state" table: per
 # state the repetitions it used, the targets met, the misses whose target
 # lies below the crossing floor (c, c/2 for bcast; c = half the round
-# trip) and the misses above it; and that a run without round trips
-# leaves the table out.  No program is run but the report.  Ends with
+# trip), those whose target lies below the state's hand-written reference
+# (raw/ref_coll-rN.csv, config hand-written in runs.csv) and the others;
+# and that a run without round trips leaves the table out.  No program is run but the report.  Ends with
 # "coll-report: N passed, N failed".
 #
 #   test/perftest/test_coll_report.sh
@@ -57,6 +58,13 @@ make_run() {
             row ob1-vader $rep allgather 1048576 100
             row cxl       $rep allgather 1048576 50    # bw 2.00x: met
         fi
+        # the hand-written reference (ns): fast: bcast under its target
+        # (0.1 us), exchange above it; slow: bcast above it (0.125)
+        if [ "$rep" -le 2 ]; then
+            printf 'refcoll,barrier,0,40,40,40\nrefcoll,bcast,8,80,20,140\nrefcoll,exchange,8,120,120,120\n'
+        else
+            printf 'refcoll,barrier,0,300,300,300\nrefcoll,bcast,8,180,20,340\nrefcoll,exchange,8,330,330,330\n'
+        fi > "$d/raw/ref_coll-r$rep.csv"
         row tuned-ucx $rep barrier 0 9
         row tuned-ucx $rep bcast 8 9
         row tuned-ucx $rep allgather 8 9
@@ -64,7 +72,7 @@ make_run() {
     done
     echo "config,rep,seconds,rc,cpu_busy_pct,load1,rtt_ns" > "$d/runs.csv"
     for rep in 1 2 3 4; do
-        for cfg in tuned-ucx ob1-vader cxl; do
+        for cfg in tuned-ucx ob1-vader cxl hand-written; do
             if [ "$with_rtt" = 1 ]; then
                 echo "$cfg,$rep,1,0,0,0.10,$( [ "$rep" -le 2 ] && echo 60 || echo 460 )" >> "$d/runs.csv"
             else
@@ -95,15 +103,26 @@ slow=$(state_row "$tmp/a" slow)
 check() {   # check WHAT GOT WANT
     if [ "$2" = "$3" ]; then ok "$1: $2"; else bad "$1: got '$2', want '$3'"; fi
 }
-check "fast: repetitions" "$(field "$fast" 3)" "tuned-ucx: 1 2, ob1-vader: 1 2, cxl: 1 2"
+check "fast: repetitions" "$(field "$fast" 3)" "tuned-ucx: 1 2, ob1-vader: 1 2, cxl: 1 2, hand-written: 1 2"
 check "fast: round trip" "$(field "$fast" 4)" "median 60 ns (c = 0.030 µs)"
 check "fast: met" "$(field "$fast" 5)" "**1 of 4**"
 check "fast: below the floor" "$(field "$fast" 6)" "0"
-check "fast: above the floor" "$(field "$fast" 7)" "bcast 8 B 0.75×, allgather 8 B 0.75×, allgather 1 MiB bw 1.00×"
-check "slow: repetitions" "$(field "$slow" 3)" "tuned-ucx: 3 4, ob1-vader: 3 4, cxl: 3 4"
+check "fast: below the hand-written reference" "$(field "$fast" 7)" \
+    "1: allgather 8 B 0.75× (hand-written 0.60×)"
+check "fast: otherwise" "$(field "$fast" 8)" "bcast 8 B 0.75×, allgather 1 MiB bw 1.00×"
+check "slow: repetitions" "$(field "$slow" 3)" "tuned-ucx: 3 4, ob1-vader: 3 4, cxl: 3 4, hand-written: 3 4"
 check "slow: met" "$(field "$slow" 5)" "**1 of 4**"
 check "slow: below the floor" "$(field "$slow" 6)" "2"
-check "slow: above the floor" "$(field "$slow" 7)" "bcast 8 B 0.80×"
+check "slow: below the hand-written reference" "$(field "$slow" 7)" \
+    "1: bcast 8 B 0.80× (hand-written 0.72×)"
+check "slow: otherwise" "$(field "$slow" 8)" "none"
+if grep -q '| hand-written | cxl / hand-written | hand-written / best |' "$tmp/a/report.md" &&
+   grep -q '^| 8 B | .* | 0.130 \[0.080–0.180\] | 1.35× | 0.58× |' "$tmp/a/report.md"; then
+    ok "per-collective table: the reference over all four repetitions (bcast 8 B)"
+else
+    bad "per-collective table: no hand-written columns, or wrong bcast 8 B values:"
+    grep -A4 '^### bcast' "$tmp/a/report.md" | sed 's/^/    /'
+fi
 if grep -q "[0-9] of 4 met" "$tmp/a/report.md"; then
     ok "the whole-run summary is still there"
 else
