@@ -57,40 +57,145 @@ static pthread_mutex_t    cxl_coh_emu_mutex = PTHREAD_MUTEX_INITIALIZER;
  */
 #define CXL_COH_EMU_STRIPE_SHIFT 16
 
-static inline pthread_mutex_t *
+/*
+ * A stripe's lock and its intent record.  A word's sync changes two
+ * copies: the view then clean (reload), or memory then clean (write-back).
+ * A process killed between the two leaves clean old: after a reload the
+ * word looks stored-into, and the next sync writes memory's value of that
+ * moment back over newer data; after a write-back a later store of the old
+ * value looks clean and is never written back.  So the holder first
+ * records the word and the value it is about to store, and whoever takes
+ * the lock from a dead holder finishes that word (cxl_coh_emu_recover()).
+ * Only the holder writes the record.
+ */
+#define CXL_COH_EMU_REC_SET    2ull /* op: a record; low bits of a word's */
+#define CXL_COH_EMU_REC_RELOAD 1ull /* offset, which are free */
+
+typedef struct {
+    pthread_mutex_t mutex;
+    uint64_t        op;  /* 0, or view offset | REC_SET [| REC_RELOAD] */
+    uint64_t        val; /* the word's new value; valid while op is set */
+} cxl_coh_emu_stripe_t;
+
+static inline cxl_coh_emu_stripe_t *
 cxl_coh_emu_stripe_of(const cxl_coh_emu_reg_t *reg, uintptr_t p)
 {
-    return (pthread_mutex_t*)reg->locks +
+    return (cxl_coh_emu_stripe_t*)reg->locks +
            ((p - reg->view) >> CXL_COH_EMU_STRIPE_SHIFT);
 }
 
-static void cxl_coh_emu_stripe_lock(pthread_mutex_t *m)
+/*
+ * Record before the first of the two stores.  val before op, and op is
+ * cleared (cxl_coh_emu_rec_done) before val changes again, so a record that
+ * is set is whole.  A killed process's stores all land, in program order
+ * (x86-TSO); the signal fence keeps the compiler from moving the sync's
+ * stores above the record.
+ */
+static inline void cxl_coh_emu_rec(cxl_coh_emu_stripe_t *s, uint64_t op,
+                                   uint64_t val)
+{
+    __atomic_store_n(&s->val, val, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->op, op | CXL_COH_EMU_REC_SET, __ATOMIC_RELEASE);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void cxl_coh_emu_rec_done(cxl_coh_emu_stripe_t *s)
+{
+    __atomic_store_n(&s->op, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * A reload stored val into the view, perhaps not into clean yet.  If the
+ * view still holds val, the reload is finished.  Otherwise the CAS failed
+ * or a store of this host followed it: the word is rightly dirty.  (A
+ * racing store of val itself is taken as made after the reload; one of
+ * clean's old value after the CAS looks clean, as without the record.  Both
+ * need two hosts storing into one line: the one-writer rule broken.)
+ */
+static void cxl_coh_emu_reload_line_finish(uint64_t *v, uint64_t *c,
+                                           uint64_t val)
+{
+    if (__atomic_load_n(v, __ATOMIC_RELAXED) == val) {
+        __atomic_store_n(c, val, __ATOMIC_RELAXED);
+    }
+}
+
+/*
+ * A write-back stored val into memory, perhaps not into clean yet.  If
+ * memory holds val, clean gets it, so a later store of the host (even of
+ * the old value) stays dirty.  Otherwise memory was never written, and the
+ * word, if dirty, is written back by the next sync.
+ */
+static void cxl_coh_emu_wb_line_finish(const uint64_t *m, uint64_t *c,
+                                       uint64_t val)
+{
+    if (__atomic_load_n(m, __ATOMIC_RELAXED) == val) {
+        __atomic_store_n(c, val, __ATOMIC_RELAXED);
+    }
+}
+
+/*
+ * The holder died (EOWNERDEAD): finish its word, clear the record, only
+ * then mark the lock consistent.  A taker killed here leaves the lock owner-
+ * dead and the record set; finishing a word twice is harmless.  (The
+ * finishers race with the program's plain stores as the copies do, and
+ * carry their names for test/tsan/tsan.supp.)
+ */
+static void cxl_coh_emu_recover(cxl_coh_emu_stripe_t *s,
+                                const cxl_coh_emu_reg_t *reg)
+{
+    uint64_t op  = __atomic_load_n(&s->op, __ATOMIC_ACQUIRE);
+    uint64_t val = __atomic_load_n(&s->val, __ATOMIC_RELAXED);
+    uint64_t off = op & ~(uint64_t)(sizeof(uint64_t) - 1);
+
+    if ((op & CXL_COH_EMU_REC_SET) && (off < reg->len)) {
+        if (op & CXL_COH_EMU_REC_RELOAD) {
+            cxl_coh_emu_reload_line_finish((uint64_t*)(reg->view + off),
+                                           (uint64_t*)(reg->clean + off), val);
+        } else {
+            cxl_coh_emu_wb_line_finish((const uint64_t*)(reg->mem + off),
+                                       (uint64_t*)(reg->clean + off), val);
+        }
+    }
+    cxl_coh_emu_rec_done(s);
+    pthread_mutex_consistent(&s->mutex);
+}
+
+static void cxl_coh_emu_stripe_lock(cxl_coh_emu_stripe_t *s,
+                                    const cxl_coh_emu_reg_t *reg)
 {
     /*
      * A process of this host died holding it, in the middle of a sync.
      * The view (the host's cache) outlives it, and a word it had not yet
      * copied still differs from its clean copy, so the next sync of the
-     * line writes it back: take the lock over.
+     * line writes it back; the word it was copying is in the record.
      */
-    if (pthread_mutex_lock(m) == EOWNERDEAD) {
-        pthread_mutex_consistent(m);
+    if (pthread_mutex_lock(&s->mutex) == EOWNERDEAD) {
+        cxl_coh_emu_recover(s, reg);
     }
+}
+
+static void cxl_coh_emu_stripe_unlock(cxl_coh_emu_stripe_t *s)
+{
+    pthread_mutex_unlock(&s->mutex);
 }
 
 size_t cxl_coh_emu_locks_size(size_t len)
 {
     size_t stripe = (size_t)1 << CXL_COH_EMU_STRIPE_SHIFT;
 
-    return ((len + stripe - 1) / stripe) * sizeof(pthread_mutex_t);
+    return ((len + stripe - 1) / stripe) * sizeof(cxl_coh_emu_stripe_t);
 }
 
 int cxl_coh_emu_locks_init(void *locks, size_t len)
 {
-    size_t i, n = cxl_coh_emu_locks_size(len) / sizeof(pthread_mutex_t);
+    size_t i, n = cxl_coh_emu_locks_size(len) / sizeof(cxl_coh_emu_stripe_t);
+    cxl_coh_emu_stripe_t *s = locks;
     pthread_mutexattr_t attr;
     int rc;
 
-    if ((locks == NULL) || ((uintptr_t)locks % _Alignof(pthread_mutex_t))) {
+    if ((locks == NULL) ||
+        ((uintptr_t)locks % _Alignof(cxl_coh_emu_stripe_t))) {
         return -1;
     }
     if (pthread_mutexattr_init(&attr) != 0) {
@@ -101,7 +206,9 @@ int cxl_coh_emu_locks_init(void *locks, size_t len)
         rc = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
     }
     for (i = 0; (rc == 0) && (i < n); ++i) {
-        rc = pthread_mutex_init((pthread_mutex_t*)locks + i, &attr);
+        rc = pthread_mutex_init(&s[i].mutex, &attr);
+        s[i].op  = 0;
+        s[i].val = 0;
     }
     pthread_mutexattr_destroy(&attr);
     return (rc == 0) ? 0 : -1;
@@ -335,7 +442,8 @@ static int cxl_coh_emu_dirty(const uint64_t *v, const uint64_t *c)
 }
 
 /* The whole line view -> memory; clean records what was written. */
-static void cxl_coh_emu_wb_line(const uint64_t *v, uint64_t *m, uint64_t *c)
+static void cxl_coh_emu_wb_line(const uint64_t *v, uint64_t *m, uint64_t *c,
+                                cxl_coh_emu_stripe_t *s, uint64_t off)
 {
     uint64_t w;
     size_t i;
@@ -350,9 +458,17 @@ static void cxl_coh_emu_wb_line(const uint64_t *v, uint64_t *m, uint64_t *c)
         /* one load for both copies: a store that lands after it leaves
          * the word dirty (view != clean) instead of looking clean */
         w = __atomic_load_n(&v[i], __ATOMIC_RELAXED);
+        if (w == __atomic_load_n(&c[i], __ATOMIC_RELAXED)) {
+            /* clean already holds it: no window to record */
+            __atomic_store_n(&m[i], w, (i == 0) ? __ATOMIC_RELEASE :
+                                                  __ATOMIC_RELAXED);
+            continue;
+        }
+        cxl_coh_emu_rec(s, off + i * sizeof(uint64_t), w);
         __atomic_store_n(&m[i], w, (i == 0) ? __ATOMIC_RELEASE :
                                               __ATOMIC_RELAXED);
         __atomic_store_n(&c[i], w, __ATOMIC_RELAXED);
+        cxl_coh_emu_rec_done(s);
     }
 }
 
@@ -360,9 +476,12 @@ static void cxl_coh_emu_wb_line(const uint64_t *v, uint64_t *m, uint64_t *c)
  * Reload the line memory -> view.  Each word is replaced only if it still
  * holds its clean value (CAS): a store that another thread or process of
  * this host makes at the same moment is kept, as a real cache would keep
- * it, and stays dirty until it is written back.
+ * it, and stays dirty until it is written back.  A word memory holds
+ * unchanged is left alone: the CAS would store what is there.
  */
-static void cxl_coh_emu_reload_line(uint64_t *v, const uint64_t *m, uint64_t *c)
+static void cxl_coh_emu_reload_line(uint64_t *v, const uint64_t *m,
+                                    uint64_t *c, cxl_coh_emu_stripe_t *s,
+                                    uint64_t off)
 {
     uint64_t old, w;
     size_t i;
@@ -371,10 +490,16 @@ static void cxl_coh_emu_reload_line(uint64_t *v, const uint64_t *m, uint64_t *c)
         old = __atomic_load_n(&c[i], __ATOMIC_RELAXED);
         w   = __atomic_load_n(&m[i], (i == 0) ? __ATOMIC_ACQUIRE :
                                                 __ATOMIC_RELAXED);
+        if (w == old) {
+            continue;
+        }
+        cxl_coh_emu_rec(s, (off + i * sizeof(uint64_t)) |
+                           CXL_COH_EMU_REC_RELOAD, w);
         if (__atomic_compare_exchange_n(&v[i], &old, w, 0, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED)) {
             __atomic_store_n(&c[i], w, __ATOMIC_RELAXED);
         }
+        cxl_coh_emu_rec_done(s);
     }
 }
 
@@ -390,7 +515,7 @@ static void cxl_coh_emu_reload_line(uint64_t *v, const uint64_t *m, uint64_t *c)
 static void cxl_coh_emu_sync(int writeback, uintptr_t p, uintptr_t stop,
                              const cxl_coh_emu_reg_t *reg)
 {
-    pthread_mutex_t *held = NULL, *stripe;
+    cxl_coh_emu_stripe_t *held = NULL, *stripe;
     uint64_t *v, *m, *c;
     uintptr_t off;
 
@@ -398,9 +523,9 @@ static void cxl_coh_emu_sync(int writeback, uintptr_t p, uintptr_t stop,
         stripe = cxl_coh_emu_stripe_of(reg, p);
         if (stripe != held) {
             if (held != NULL) {
-                pthread_mutex_unlock(held);
+                cxl_coh_emu_stripe_unlock(held);
             }
-            cxl_coh_emu_stripe_lock(stripe);
+            cxl_coh_emu_stripe_lock(stripe, reg);
             held = stripe;
         }
         off = p - reg->view;
@@ -408,14 +533,14 @@ static void cxl_coh_emu_sync(int writeback, uintptr_t p, uintptr_t stop,
         m   = (uint64_t*)(reg->mem + off);
         c   = (uint64_t*)(reg->clean + off);
         if (writeback || cxl_coh_emu_dirty(v, c)) {
-            cxl_coh_emu_wb_line(v, m, c);
+            cxl_coh_emu_wb_line(v, m, c, held, off);
         }
         if (!writeback) {
-            cxl_coh_emu_reload_line(v, m, c);
+            cxl_coh_emu_reload_line(v, m, c, held, off);
         }
     }
     if (held != NULL) {
-        pthread_mutex_unlock(held);
+        cxl_coh_emu_stripe_unlock(held);
     }
 }
 
@@ -460,7 +585,7 @@ int cxl_coh_emu_register(void *view, const void *mem, void *clean, size_t len,
     if ((reg.view == 0) || (reg.clean == 0) || (reg.locks == 0) ||
         (len == 0) ||
         ((reg.view | reg.mem | reg.clean | len) & (CXL_CACHE_LINE - 1)) ||
-        (reg.locks % _Alignof(pthread_mutex_t))) {
+        (reg.locks % _Alignof(cxl_coh_emu_stripe_t))) {
         return -1;
     }
 

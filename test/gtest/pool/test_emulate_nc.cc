@@ -38,7 +38,7 @@ protected:
 
         cxlpool_params_init(&params);
         params.path  = m_emu.c_str();
-        params.size  = 32ull << 20;
+        params.size  = pool_size;
         params.flags = CXLPOOL_CREATE | CXLPOOL_EXCL | CXLPOOL_NO_ATTACH |
                        CXLPOOL_NO_HEARTBEAT;
         ASSERT_EQ(CXLPOOL_OK, cxlpool_open(&params, &pool))
@@ -102,6 +102,8 @@ protected:
         }
         return v;
     }
+
+    static constexpr uint64_t pool_size = 32ull << 20;
 
     std::string m_emu;
     uint64_t    m_heap = 0;
@@ -991,5 +993,254 @@ TEST_F(emulate_nc, process_killed_mid_sync_holds_no_lock)
     EXPECT_EQ(0, cxltest::wait_child(pid))
             << "128 + SIGALRM (" << 128 + SIGALRM << "): a stripe lock was "
             << "left held by a killed process";
+    cxlpool_close(h);
+}
+
+namespace {
+
+/*
+ * The clean copy of a view, as this process maps it: the mapping of the
+ * view file at offset len (the view is at 0).  Found by the file's inode
+ * in /proc/self/maps, so the test needs no accessor in the library.
+ */
+uint8_t *clean_copy_of(const std::string &view_file, uint64_t len)
+{
+    struct stat st;
+    char line[512];
+    uint8_t *found = NULL;
+
+    if (stat(view_file.c_str(), &st) != 0) {
+        return NULL;
+    }
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == NULL) {
+        return NULL;
+    }
+    while ((found == NULL) && (fgets(line, sizeof(line), f) != NULL)) {
+        unsigned long start, end, off, ino;
+        char perms[8], dev[16];
+
+        if ((sscanf(line, "%lx-%lx %7s %lx %15s %lu", &start, &end, perms,
+                    &off, dev, &ino) == 6) &&
+            (ino == (unsigned long)st.st_ino) && (off == len)) {
+            found = (uint8_t*)start;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+void die_by_sigkill(int)
+{
+    kill(getpid(), SIGKILL);
+}
+
+/*
+ * Make this process die (SIGKILL) at its next store into the clean copy of
+ * the line at offset off of the view: the emulator stores there right after
+ * it changed the view (reload) or memory (write-back), so the process dies
+ * in the middle of that sync, holding the stripe lock, exactly between the
+ * two stores.  No hook in the library: the page is made read-only.
+ */
+bool die_at_clean_store(uint8_t *clean, uint64_t off)
+{
+    struct sigaction sa;
+    long page = sysconf(_SC_PAGESIZE);
+
+    if (clean == NULL) {
+        return false;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = die_by_sigkill;
+    sigemptyset(&sa.sa_mask);
+    return (sigaction(SIGSEGV, &sa, NULL) == 0) &&
+           (sigaction(SIGBUS, &sa, NULL) == 0) &&
+           (mprotect(clean + off / page * page, page, PROT_READ) == 0);
+}
+
+} // namespace
+
+/*
+ * A process killed in the middle of a reload of a line, between storing a
+ * word into the view and into the clean copy, must not leave the word
+ * looking stored-into: the next sync of the line by another process of its
+ * host would write back memory's value of that moment over a newer
+ * write-back of the line's owner.  Another host (this test, writing memory
+ * directly) owns the line; host 2's processes only invalidate it, so
+ * memory must hold the owner's last write in every word afterwards.
+ *
+ * First at random moments (a child invalidating while the owner keeps
+ * writing), then deterministically: a child dies at its first store into
+ * the clean copy of the line (die_at_clean_store), i.e. in the window.
+ * Before the stripe locks' intent records, every deterministic kill left
+ * the line corrupted.
+ */
+TEST_F(emulate_nc, process_killed_mid_reload_leaves_no_stale_word)
+{
+    const int random_kills = 100, kills = 8;
+    const unsigned seed = (unsigned)getpid();
+    unsigned rnd = seed, random_bad = 0, bad = 0;
+    cxlpool_t *h;
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(2, &h)) << cxlpool_last_error();
+    int fd = ::open(path(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    size_t maplen = m_heap + CXL_CACHE_LINE;
+    void *map     = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED,
+                         fd, 0);
+    close(fd);
+    ASSERT_NE(MAP_FAILED, map);
+    uint64_t *mem           = (uint64_t*)((uint8_t*)map + m_heap);
+    volatile uint64_t *line = word(h, 0);
+
+    /* the owner's write-back of the whole line: word 0 last */
+    auto owner_writes = [&](uint64_t k) {
+        for (size_t i = LINE_WORDS; i-- > 0;) {
+            __atomic_store_n(&mem[i], k, (i == 0) ? __ATOMIC_RELEASE :
+                                                    __ATOMIC_RELAXED);
+        }
+    };
+    /* after the owner's last write-back, host 2 syncs the line: memory
+     * and the view must hold it whole */
+    auto survivor_syncs = [&](uint64_t k) {
+        cxl_coh_invalidate(CXL_COH_SW, (const void*)line, CXL_CACHE_LINE);
+        for (size_t i = 0; i < LINE_WORDS; ++i) {
+            if ((__atomic_load_n(&mem[i], __ATOMIC_ACQUIRE) != k) ||
+                (line[i] != k)) {
+                return false;
+            }
+        }
+        return true;
+    };
+
+    uint64_t k = 1;
+    owner_writes(k);
+    ASSERT_TRUE(survivor_syncs(k));
+
+    for (int r = 0; r < random_kills; ++r) {
+        chan ch_;
+        char c;
+
+        ASSERT_TRUE(ch_.open());
+        pid_t pid = cxltest::fork_child([&]() {
+            cxlpool_t *ch;
+
+            if (open_host(2, &ch) != CXLPOOL_OK) {
+                return 1;
+            }
+            volatile uint64_t *l = word(ch, 0);
+            if (write(ch_.to_parent[1], "r", 1) != 1) {
+                return 2;
+            }
+            for (;;) {
+                cxl_coh_invalidate(CXL_COH_SW, (const void*)l,
+                                   CXL_CACHE_LINE);
+            }
+        });
+        ASSERT_GT(pid, 0);
+        ch_.parent_side();
+        ASSERT_EQ(1, read(ch_.to_parent[0], &c, 1));
+
+        std::atomic<bool> stop{false};
+        std::thread owner([&] {
+            while (!stop.load(std::memory_order_relaxed)) {
+                owner_writes(++k);
+            }
+        });
+        usleep(100 + rand_r(&rnd) % 4000);
+        ASSERT_EQ(0, kill(pid, SIGKILL));
+        EXPECT_EQ(128 + SIGKILL, cxltest::wait_child(pid));
+        stop.store(true, std::memory_order_relaxed);
+        owner.join();
+        owner_writes(++k); /* newer than anything the child reloaded */
+        if (!survivor_syncs(k)) {
+            random_bad++;
+            owner_writes(++k); /* repair, for the next round */
+            ASSERT_TRUE(survivor_syncs(k));
+        }
+    }
+
+    for (int r = 0; r < kills; ++r) {
+        owner_writes(++k); /* the child reloads this one ... */
+        pid_t pid = cxltest::fork_child([&]() {
+            cxlpool_t *ch;
+
+            if (open_host(2, &ch) != CXLPOOL_OK) {
+                return 1;
+            }
+            if (!die_at_clean_store(clean_copy_of(view(2), pool_size),
+                                    m_heap)) {
+                return 2;
+            }
+            cxl_coh_invalidate(CXL_COH_SW, (const void*)word(ch, 0),
+                               CXL_CACHE_LINE);
+            return 3; /* the clean copy was never stored into */
+        });
+        ASSERT_GT(pid, 0);
+        ASSERT_EQ(128 + SIGKILL, cxltest::wait_child(pid));
+        owner_writes(++k); /* ... and the owner writes a newer one */
+        if (!survivor_syncs(k)) {
+            bad++;
+            owner_writes(++k);
+            ASSERT_TRUE(survivor_syncs(k));
+        }
+    }
+    std::cout << random_kills << " random kills mid invalidate (seed " << seed
+              << "): " << random_bad << " left a stale word; " << kills
+              << " kills between view and clean copy: " << bad << std::endl;
+    EXPECT_EQ(0u, random_bad) << "random kills that left a stale word";
+    EXPECT_EQ(0u, bad) << "kills in the window that left a stale word";
+    munmap(map, maplen);
+    cxlpool_close(h);
+}
+
+/*
+ * A process killed in the middle of a write-back, between storing a word
+ * into memory and into the clean copy, leaves the word's clean copy old.
+ * Had another process of the host then stored that old value again (a
+ * lock word 0 -> 1 -> 0: a dead holder's lock broken), the word would look
+ * clean, and the next invalidate would reload the dead process's value
+ * from memory over the store instead of writing the store back.
+ */
+TEST_F(emulate_nc, process_killed_mid_writeback_keeps_later_store)
+{
+    const int kills = 4;
+    unsigned bad    = 0;
+    cxlpool_t *h;
+
+    ASSERT_EQ(CXLPOOL_OK, open_host(3, &h)) << cxlpool_last_error();
+    volatile uint64_t *line = word(h, 0);
+    const size_t last       = LINE_WORDS - 1; /* copied first */
+
+    for (int r = 0; r < kills; ++r) {
+        pid_t pid = cxltest::fork_child([&]() {
+            cxlpool_t *ch;
+
+            if (open_host(3, &ch) != CXLPOOL_OK) {
+                return 1;
+            }
+            if (!die_at_clean_store(clean_copy_of(view(3), pool_size),
+                                    m_heap)) {
+                return 2;
+            }
+            word(ch, 0)[last] = 1;         /* a lock word taken ... */
+            cxl_coh_writeback(CXL_COH_SW, (const void*)word(ch, 0),
+                              CXL_CACHE_LINE);
+            return 3;
+        });
+        ASSERT_GT(pid, 0);
+        ASSERT_EQ(128 + SIGKILL, cxltest::wait_child(pid));
+        EXPECT_EQ(1u, mem_word(last)); /* ... which reached memory */
+        line[last] = 0;                /* ... and broken */
+        cxl_coh_invalidate(CXL_COH_SW, (const void*)line, CXL_CACHE_LINE);
+        if ((mem_word(last) != 0) || (line[last] != 0)) {
+            bad++;
+            line[last] = 0;
+            cxl_coh_writeback(CXL_COH_SW, (const void*)line, CXL_CACHE_LINE);
+        }
+    }
+    std::cout << kills << " kills between memory and clean copy: " << bad
+              << " lost the later store" << std::endl;
+    EXPECT_EQ(0u, bad) << "stores lost after a kill mid write-back";
     cxlpool_close(h);
 }
