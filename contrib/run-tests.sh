@@ -28,7 +28,8 @@
 # reason where the machine cannot run it).
 #
 # Then the ThreadSanitizer pass: contrib/build.sh tsan builds the threaded
-# tests (the pool's, test_coll_threads) with -fsanitize=thread and make
+# tests (the pool's, test_coll_threads, test_comm_copy, the broker daemon
+# through test/tsan/tsan-broker.sh) with -fsanitize=thread and make
 # check-tsan runs them (test/tsan/README.md; about 3 minutes).
 #
 # Last, the fuzz pass: contrib/build.sh fuzz (clang-14, ASan, UBSan,

@@ -74,16 +74,7 @@ fi
 MODSRC=$KDIR/root/lib/modules/$KVER
 
 # ---- what goes in ----
-realbin() {   # the ELF behind a libtool wrapper
-    local f=$1
-    if [ -x "$(dirname "$f")/.libs/$(basename "$f")" ]; then
-        echo "$(dirname "$f")/.libs/$(basename "$f")"
-    elif [ -x "$(dirname "$f")/.libs/lt-$(basename "$f")" ]; then
-        echo "$(dirname "$f")/.libs/lt-$(basename "$f")"
-    else
-        echo "$f"
-    fi
-}
+. "$HERE/../helpers/realbin.sh"    # realbin: the ELF behind a libtool wrapper
 PROJ_BINS=("$(realbin "$B/cxlpool")" "$(realbin "$B/cxl-broker")")
 for t in test/ucp/ucp_cxl_test test/helpers/cxlpool_holder test/vm/vm_atomics \
          test/broker/brk_reader test/vm/vm_coll_pool test/coll/coll_ucp_test; do
