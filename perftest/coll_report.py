@@ -175,6 +175,9 @@ def best_baseline(coll, nbytes, st=None):
     return best
 
 
+SUMMARY_SIZES = (8, 4096, 262144, 4194304)   # the summary's columns
+
+
 def target_of(coll, nbytes):
     """(kind, bound) or None: kind 'lat' (cxl/best <= bound) or 'bw'
     (best/cxl >= bound)"""
@@ -545,6 +548,46 @@ def crossing_floor(coll, c_us):
     return None
 
 
+
+def per_state_table():
+    """the summary's cells, each VM state on its own repetitions"""
+    T = []
+    T.append("Medians per state, µs: best baseline / coll/cxl (ratio; from 256 KiB the "
+             "bandwidth ratio best / cxl), ✓/✗ the target, and the hand-written reference "
+             "with its ratio to the best baseline.")
+    T.append("")
+    hdr = ["collective"]
+    for st in ("fast", "slow"):
+        hdr += ["%s: best / cxl" % st, "%s: hand-written" % st]
+    T.append("| " + " | ".join(hdr) + " |")
+    T.append("|" + "---|" * len(hdr))
+    for coll in COLLS:
+        if coll not in REF_OF:
+            continue
+        for nbytes in ([0] if coll == "barrier" else SUMMARY_SIZES):
+            if nbytes not in sizes_of.get(coll, ()):
+                continue
+            t = target_of(coll, nbytes)
+            row = [coll if coll == "barrier" else "%s %s" % (coll, size_label(nbytes))]
+            for st in ("fast", "slow"):
+                sc = stats(coll, nbytes, "cxl", st)
+                bb = best_baseline(coll, nbytes, st)
+                rs = ref_stats(coll, nbytes, st)
+                if sc is None or bb is None:
+                    row += ["-", "-"]
+                    continue
+                r = sc["median"] / bb[1]["median"]
+                if t and t[0] == "bw":
+                    txt = "bw %.2f× %s" % (1.0 / r, "✓" if 1.0 / r >= t[1] else "✗")
+                else:
+                    txt = "%.2f× %s" % (r, "✓" if t and r <= t[1] else "✗")
+                row.append("%s / %s: %s" % (fmt(bb[1]["median"]), fmt(sc["median"]), txt))
+                row.append("%s: %.2f×" % (fmt(rs["median"]), rs["median"] / bb[1]["median"])
+                           if rs else "")
+            T.append("| " + " | ".join(row) + " |")
+    return T
+
+
 if have_cxl and run_rtt and meta.get("np") == "2":
     L.append("## Targets by VM state")
     L.append("")
@@ -620,6 +663,8 @@ if have_cxl and run_rtt and meta.get("np") == "2":
             statistics.median(rtts), c_us, len(met), n, len(below),
             "%d: %s" % (len(below_ref), ", ".join(below_ref)) if below_ref else "0",
             ", ".join(above) or "none"))
+    L.append("")
+    L += per_state_table()
     L.append("")
 
 # per collective
@@ -752,8 +797,7 @@ with open(os.path.join(OUT, "report.md"), "w") as f:
     f.write("\n".join(L))
 
 # ---- summary.md: one compact table (for a README) -----------------------------
-pick = [n for n in (8, 4096, 262144, 4194304)
-        if any(n in sizes_of.get(c, ()) for c in COLLS)]
+pick = [n for n in SUMMARY_SIZES if any(n in sizes_of.get(c, ()) for c in COLLS)]
 S = []
 S.append("np = %s%s, %s; medians of %d repetitions, µs (coll_bench avg latency, data-varying)%s."
          % (np_, " (oversubscribed)" if oversub else "", meta.get("date", "?"), REPS,
@@ -793,6 +837,16 @@ if have_cxl:
              "issue's target for that cell (≤ 0.5× up to 4 KiB, bandwidth ≥ 1.3× i.e. ratio "
              "≤ 0.77× from 256 KiB, for bcast, allgather, allreduce, reduce_scatter_block, "
              "alltoall; barrier ≤ 0.5×).")
+if have_cxl and run_rtt and meta.get("np") == "2":
+    states = {state_of(c, r) for (c, r) in run_rtt if c in measured}
+    if len(states) > 1:
+        # medians over repetitions of both VM states compare runs made in
+        # different states: each state on its own too
+        S.append("")
+        S.append("The repetitions met both VM states (cache-line round trip ≤ %.0f ns: fast); "
+                 "each on its own:" % STATE_SPLIT_NS)
+        S.append("")
+        S += per_state_table()
 with open(os.path.join(OUT, "summary.md"), "w") as f:
     f.write("\n".join(S) + "\n")
 

@@ -9,7 +9,8 @@
 # lies below the crossing floor (c, c/2 for bcast; c = half the round
 # trip), those whose target lies below the state's hand-written reference
 # (raw/ref_coll-rN.csv, config hand-written in runs.csv) and the others;
-# and that a run without round trips leaves the table out.  No program is run but the report.  Ends with
+# that summary.md then adds each state's medians; and that a run without
+# round trips leaves the table out.  No program is run but the report.  Ends with
 # "coll-report: N passed, N failed".
 #
 #   test/perftest/test_coll_report.sh
@@ -122,6 +123,14 @@ if grep -q '| hand-written | cxl / hand-written | hand-written / best |' "$tmp/a
 else
     bad "per-collective table: no hand-written columns, or wrong bcast 8 B values:"
     grep -A4 '^### bcast' "$tmp/a/report.md" | sed 's/^/    /'
+fi
+if grep -q "each on its own" "$tmp/a/summary.md" 2>/dev/null &&
+   grep -qF '| bcast 8 B | 0.200 / 0.150: 0.75× ✗ | 0.080: 0.40× | 0.250 / 0.200: 0.80× ✗ | 0.180: 0.72× |' \
+       "$tmp/a/summary.md"; then
+    ok "summary.md: both states met, each on its own (bcast 8 B)"
+else
+    bad "summary.md: no per-state table, or wrong bcast 8 B row:"
+    grep 'bcast 8 B' "$tmp/a/summary.md" | sed 's/^/    /'
 fi
 if grep -q "[0-9] of 4 met" "$tmp/a/report.md"; then
     ok "the whole-run summary is still there"
