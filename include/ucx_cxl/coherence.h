@@ -160,7 +160,7 @@ void cxl_coh_emu_unregister(void *view);
  * The stripe locks of a view of len bytes: their size in bytes, and their
  * initialisation in shared memory, once, before any process registers the
  * view with them (robust, process-shared mutexes, each with the record
- * of the word its holder is syncing, which whoever takes the lock from a
+ * of the line its holder is syncing, which whoever takes the lock from a
  * dead holder finishes).  Returns 0 or -1.
  */
 size_t cxl_coh_emu_locks_size(size_t len);
