@@ -149,9 +149,8 @@ def state_of(cfg, rep):
     return "fast" if v <= STATE_SPLIT_NS else "slow"
 
 
-def stats(coll, nbytes, cfg, st=None):
-    """median, min, max over the repetitions (of VM state st only, if given)"""
-    reps = data.get((coll, nbytes, cfg)) or {}
+def summarize(reps, cfg, st=None):
+    """median, min, max of {rep: value} (of VM state st only, if given)"""
     if st is not None:
         reps = {rep: v for rep, v in reps.items() if state_of(cfg, rep) == st}
     if not reps:
@@ -159,6 +158,11 @@ def stats(coll, nbytes, cfg, st=None):
     vals = list(reps.values())
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals),
             "n": len(vals), "reps": reps}
+
+
+def stats(coll, nbytes, cfg, st=None):
+    """median, min, max over the repetitions (of VM state st only, if given)"""
+    return summarize(data.get((coll, nbytes, cfg)) or {}, cfg, st)
 
 
 measured = [c for c in CONFIGS if any(k[2] == c for k in data)]
@@ -310,14 +314,8 @@ def ref_stats(coll, nbytes, st=None):
     """median, min, max of the hand-written reference of coll's pattern"""
     if coll not in REF_OF:
         return None
-    reps = ref.get((REF_OF[coll], 0 if coll == "barrier" else nbytes)) or {}
-    if st is not None:
-        reps = {r: v for r, v in reps.items() if state_of(REF_CFG, r) == st}
-    if not reps:
-        return None
-    vals = list(reps.values())
-    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals),
-            "n": len(vals)}
+    return summarize(ref.get((REF_OF[coll], 0 if coll == "barrier" else nbytes)) or {},
+                     REF_CFG, st)
 
 
 # ---- targets ---------------------------------------------------------------
