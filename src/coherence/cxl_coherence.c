@@ -67,8 +67,9 @@ static pthread_mutex_t    cxl_coh_emu_mutex = PTHREAD_MUTEX_INITIALIZER;
  * records the line (and a reload the words it is about to store), and
  * whoever takes the lock from a dead holder finishes that line
  * (cxl_coh_emu_recover()).  Only the holder writes the record.  A record
- * per line, not per word: per word, and with a write-back's words, it made
- * a 1 MiB write-back 1.6x as slow (78 -> 129 us).
+ * per line, and without a write-back's words: one per word made a 1 MiB
+ * write-back 1.5x as slow (86 -> 125 us), one per line with the words too
+ * (129 us); this one costs nothing there (83 us).
  */
 #define CXL_COH_EMU_LINE_WORDS (CXL_CACHE_LINE / sizeof(uint64_t))
 #define CXL_COH_EMU_REC_SET    2ull /* op: a record; low bits of the line's */
@@ -89,20 +90,14 @@ cxl_coh_emu_stripe_of(const cxl_coh_emu_reg_t *reg, uintptr_t p)
 }
 
 /*
- * Record before the line's first store.  val before op, and op is cleared
- * (cxl_coh_emu_rec_done) before val changes again, so a record that is set
- * is whole.  A killed process's stores all land, in program order
- * (x86-TSO); the signal fences keep the compiler from moving the sync's
- * stores out from between the two.
+ * Record before the line's first store (a reload stores val first: op is
+ * cleared, by cxl_coh_emu_rec_done(), before val changes again, so a
+ * record that is set is whole).  A killed process's stores all land, in
+ * program order (x86-TSO); the signal fences keep the compiler from moving
+ * the sync's stores out from between the two.
  */
-static inline void cxl_coh_emu_rec(cxl_coh_emu_stripe_t *s, uint64_t op,
-                                   const uint64_t *val)
+static inline void cxl_coh_emu_rec(cxl_coh_emu_stripe_t *s, uint64_t op)
 {
-    size_t i;
-
-    for (i = 0; i < CXL_COH_EMU_LINE_WORDS; ++i) {
-        __atomic_store_n(&s->val[i], val[i], __ATOMIC_RELAXED);
-    }
     __atomic_store_n(&s->op, op | CXL_COH_EMU_REC_SET, __ATOMIC_RELEASE);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
 }
@@ -138,12 +133,14 @@ static void cxl_coh_emu_finish_line(const cxl_coh_emu_stripe_t *s,
     uint64_t val;
     size_t i;
 
-    for (i = 0; i < CXL_COH_EMU_LINE_WORDS; ++i) {
-        if (!(op & CXL_COH_EMU_REC_RELOAD)) {
+    if (!(op & CXL_COH_EMU_REC_RELOAD)) {
+        for (i = 0; i < CXL_COH_EMU_LINE_WORDS; ++i) {
             __atomic_store_n(&c[i], __atomic_load_n(&m[i], __ATOMIC_RELAXED),
                              __ATOMIC_RELAXED);
-            continue;
         }
+        return;
+    }
+    for (i = 0; i < CXL_COH_EMU_LINE_WORDS; ++i) {
         val = __atomic_load_n(&s->val[i], __ATOMIC_RELAXED);
         if (__atomic_load_n(&v[i], __ATOMIC_RELAXED) == val) {
             __atomic_store_n(&c[i], val, __ATOMIC_RELAXED);
@@ -176,7 +173,7 @@ static void cxl_coh_emu_stripe_lock(cxl_coh_emu_stripe_t *s,
      * A process of this host died holding it, in the middle of a sync.
      * The view (the host's cache) outlives it, and a word it had not yet
      * copied still differs from its clean copy, so the next sync of the
-     * line writes it back; the word it was copying is in the record.
+     * line writes it back; the line it was syncing is in the record.
      */
     if (pthread_mutex_lock(&s->mutex) == EOWNERDEAD) {
         cxl_coh_emu_recover(s, reg);
@@ -456,8 +453,7 @@ static void cxl_coh_emu_wb_line(const uint64_t *v, uint64_t *m, uint64_t *c,
     size_t i;
 
     /* the line alone: its new words are memory's (cxl_coh_emu_finish_line) */
-    __atomic_store_n(&s->op, off | CXL_COH_EMU_REC_SET, __ATOMIC_RELEASE);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    cxl_coh_emu_rec(s, off);
     /*
      * Last word first, word 0 last (release), while a reload reads word 0
      * first (acquire): a reader that gets this write-back's word 0 gets
@@ -500,7 +496,10 @@ static void cxl_coh_emu_reload_line(uint64_t *v, const uint64_t *m,
     if (!changed) {
         return;
     }
-    cxl_coh_emu_rec(s, off | CXL_COH_EMU_REC_RELOAD, w);
+    for (i = 0; i < CXL_COH_EMU_LINE_WORDS; ++i) {
+        __atomic_store_n(&s->val[i], w[i], __ATOMIC_RELAXED);
+    }
+    cxl_coh_emu_rec(s, off | CXL_COH_EMU_REC_RELOAD);
     for (i = 0; i < CXL_COH_EMU_LINE_WORDS; ++i) {
         o = old[i];
         if ((w[i] != o) &&
