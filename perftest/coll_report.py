@@ -546,7 +546,6 @@ def crossing_floor(coll, c_us):
     return None
 
 
-
 def per_state_table():
     """the summary's cells, each VM state on its own repetitions"""
     T = []
@@ -654,8 +653,9 @@ if have_cxl and run_rtt and meta.get("np") == "2":
                 else:
                     above.append("%s bw %.2f×" % (name, r))
         n = len(met) + len(below) + len(below_ref) + len(above)
-        if any(state_of(REF_CFG, r) == st for r in range(1, REPS + 1)):
-            reps_in[REF_CFG] = [r for r in range(1, REPS + 1) if state_of(REF_CFG, r) == st]
+        ref_reps = [r for r in range(1, REPS + 1) if state_of(REF_CFG, r) == st]
+        if ref_reps:
+            reps_in[REF_CFG] = ref_reps
         L.append("| %s | %s | median %.0f ns (c = %.3f µs) | **%d of %d** | %d | %s | %s |" % (
             st, ", ".join("%s: %s" % (c, " ".join(map(str, r))) for c, r in reps_in.items()),
             statistics.median(rtts), c_us, len(met), n, len(below),

@@ -36,7 +36,7 @@
  *
  * This program measures and prints; it never judges the numbers.
  *
- * Usage: ref_coll [--sizes LIST] [--iters N] [--trials N]
+ * Usage: ref_coll [--sizes LIST] [--max-size N] [--iters N] [--trials N]
  *                 [--cpu-a N] [--cpu-b N]
  */
 #define _GNU_SOURCE
@@ -193,7 +193,7 @@ static void *rc_rank(void *arg)
 {
     rc_run_t *r = ((rc_arg_t*)arg)->run;
     int me      = ((rc_arg_t*)arg)->me;
-    size_t alloc = (r->size < LINE) ? LINE : r->size;
+    size_t alloc = (r->size + LINE) & ~(size_t)(LINE - 1); /* aligned_alloc */
     long warm = r->iters / 10 + 10, i;
     uint64_t t0, sum = 0, step = 0;
     uint8_t *src, *dst;
@@ -315,7 +315,7 @@ static int rc_measure(rc_kind_t kind, size_t size, long iters, int trials,
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ref_coll [--sizes LIST] [--iters N] [--trials N]\n"
+            "usage: ref_coll [--sizes LIST] [--max-size N] [--iters N] [--trials N]\n"
             "                [--cpu-a N] [--cpu-b N]\n"
             "Hand-written two-core barrier, bcast, exchange and allreduce,\n"
             "timed as coll_bench times MPI's (untimed barrier between calls,\n"
@@ -324,6 +324,8 @@ static void usage(FILE *f)
             "  --sizes   payload sizes, comma-separated, K/M suffixes, at most\n"
             "            4M (default 8,64,256); allreduce takes sizes\n"
             "            that are multiples of 4\n"
+            "  --max-size  leave out the sizes of the list above N bytes (a\n"
+            "            caller's list of every size; the barrier still runs)\n"
             "  --iters   timed calls per trial (default 100000)\n"
             "  --trials  trials per pattern and size; the median is printed\n"
             "            (default 5)\n"
@@ -335,7 +337,7 @@ int main(int argc, char **argv)
     size_t sizes[MAX_SIZES];
     int nsizes = parse_sizes("8,64,256", sizes);
     int trials = 5, cpu[2] = {0, 1}, s, k;
-    long iters = 100000;
+    long iters = 100000, max_size = (long)MAX_BYTES;
     char *end;
 
     for (int i = 1; i < argc; ++i) {
@@ -352,6 +354,8 @@ int main(int argc, char **argv)
         errno = 0;
         if (!strcmp(a, "--sizes")) {
             nsizes = parse_sizes(v, sizes);
+        } else if (!strcmp(a, "--max-size")) {
+            max_size = strtol(v, &end, 10);
         } else if (!strcmp(a, "--iters")) {
             iters = strtol(v, &end, 10);
         } else if (!strcmp(a, "--trials")) {
@@ -371,11 +375,17 @@ int main(int argc, char **argv)
         }
         ++i;
     }
-    if ((nsizes <= 0) || (iters <= 0) || (trials <= 0) ||
+    if ((nsizes <= 0) || (iters <= 0) || (trials <= 0) || (max_size < 0) ||
         (trials > MAX_TRIALS) || (cpu[0] < 0) || (cpu[1] < 0)) {
         usage(stderr);
         return 2;
     }
+    for (s = k = 0; s < nsizes; ++s) {
+        if (sizes[s] <= (size_t)max_size) {
+            sizes[k++] = sizes[s];
+        }
+    }
+    nsizes = k;
     for (s = 0; s < nsizes; ++s) {
         if (sizes[s] > MAX_BYTES) {
             fprintf(stderr, "ref_coll: size %zu above %u\n", sizes[s],

@@ -551,22 +551,13 @@ wait_rtt() {    # sets RTT: the round trip right before the run
 # The hand-written reference (perftest/ref_coll.c): the latency targets'
 # patterns between two threads with nothing but cache lines, timed as
 # coll_bench times MPI's, once per repetition after the configurations
-# (the VM state changes between repetitions): sizes of the list up to
+# (the VM state changes between repetitions): the sizes of the list up to
 # 256 B, where one flag and the lines beside it are the whole transfer
-# (perftest/ref_coll.c; none for a MIN:MAX range)
-REF_SIZES=""
-if ((NP == 2)) && [[ $SIZES != *:* ]]; then
-    IFS=, read -r -a _sz <<<"$SIZES"
-    for s in "${_sz[@]}"; do
-        case $s in
-            *[kK]) b=$(( ${s%[kK]} * 1024 )) ;;
-            *[mM]) b=$(( ${s%[mM]} * 1048576 )) ;;
-            *) b=$s ;;
-        esac
-        ((b <= 256)) && REF_SIZES+="${REF_SIZES:+,}$s"
-    done
-fi
-REF_ARGS=(--sizes "${REF_SIZES:-8}" --trials 1 --iters "$( ((SMOKE)) && echo 2000 || echo 100000)"
+# (ref_coll --max-size; np = 2 only, none for a MIN:MAX range)
+REF=0
+((NP == 2)) && [[ $SIZES != *:* ]] && REF=1
+REF_ARGS=(--sizes "$SIZES" --max-size 256 --trials 1
+          --iters "$( ((SMOKE)) && echo 2000 || echo 100000)"
           --cpu-a 0 --cpu-b "$((NCPU > 1 ? 1 : 0))")
 run_ref() {     # REP: ref_coll once, a row in runs.csv
     local rep=$1 t0=$SECONDS rc
@@ -581,7 +572,7 @@ run_ref() {     # REP: ref_coll once, a row in runs.csv
     if ((rc != 0)); then
         msg "  FAILED hand-written reference r$rep (exit $rc): $(head -n1 "$RAW/ref_coll-r$rep.err")"
     else
-        msg "  rep $rep/$REPS hand-written reference (ref_coll, sizes ${REF_SIZES}): $((SECONDS - t0))s (line round trip $RTT ns)"
+        msg "  rep $rep/$REPS hand-written reference (ref_coll, sizes up to 256 B): $((SECONDS - t0))s (line round trip $RTT ns)"
     fi
 }
 echo "config,rep,seconds,rc,cpu_busy_pct,load1,rtt_ns" >"$OUT/runs.csv"
@@ -613,7 +604,7 @@ for ((rep = 1; rep <= REPS; ++rep)); do
             msg "  rep $rep/$REPS $label: $n rows in ${JOB_SECS}s (CPUs $BUSY % busy before, load $load1, line round trip $RTT ns)"
         fi
     done
-    [[ -n $REF_SIZES ]] && run_ref "$rep"
+    ((REF)) && run_ref "$rep"
 done
 for label in "${!FAILS[@]}"; do
     printf '%s|%s\n' "$label" "${FAILS[$label]}" >>"$OUT/failures.txt"
