@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -103,6 +104,9 @@ protected:
         return v;
     }
 
+    pid_t start_syncing(int host,
+                        const std::function<void(volatile uint64_t *)> &sync);
+
     static constexpr uint64_t pool_size = 32ull << 20;
 
     std::string m_emu;
@@ -136,6 +140,48 @@ struct chan {
         }
     }
 };
+
+/*
+ * A process of emulated host `host` that calls sync(heap word 0 of its
+ * view) for ever, for the caller to kill: its pid once it runs, or -1
+ * (reported).
+ */
+pid_t emulate_nc::start_syncing(
+        int host, const std::function<void(volatile uint64_t *)> &sync)
+{
+    chan ch_;
+    char c;
+
+    if (!ch_.open()) {
+        ADD_FAILURE() << "pipe: " << strerror(errno);
+        return -1;
+    }
+    pid_t pid = cxltest::fork_child([&]() {
+        cxlpool_t *ch;
+
+        if (open_host(host, &ch) != CXLPOOL_OK) {
+            return 1;
+        }
+        volatile uint64_t *line = word(ch, 0);
+        if (write(ch_.to_parent[1], "r", 1) != 1) {
+            return 2;
+        }
+        for (;;) {
+            sync(line);
+        }
+    });
+    if (pid <= 0) {
+        ADD_FAILURE() << "fork failed";
+        return -1;
+    }
+    ch_.parent_side();
+    if (read(ch_.to_parent[0], &c, 1) != 1) {
+        ADD_FAILURE() << "the host " << host << " process did not start: exit "
+                      << cxltest::wait_child(pid);
+        return -1;
+    }
+    return pid;
+}
 
 /* 8 words per cache line */
 const size_t LINE_WORDS = CXL_CACHE_LINE / sizeof(uint64_t);
@@ -943,29 +989,12 @@ TEST_F(emulate_nc, process_killed_mid_sync_holds_no_lock)
 
     ASSERT_EQ(CXLPOOL_OK, open_host(4, &h)) << cxlpool_last_error();
     for (int i = 0; i < kills; ++i) {
-        chan ch_;
-        char c;
-
-        ASSERT_TRUE(ch_.open());
-        pid_t pid = cxltest::fork_child([&]() {
-            cxlpool_t *ch;
-
-            if (open_host(4, &ch) != CXLPOOL_OK) {
-                return 1;
-            }
-            volatile uint64_t *line = word(ch, 0);
-            if (write(ch_.to_parent[1], "r", 1) != 1) {
-                return 2;
-            }
-            for (uint64_t k = 1;; ++k) {
-                line[1] = k;
-                cxl_coh_writeback(CXL_COH_SW, (const void*)line,
-                                  CXL_CACHE_LINE);
-            }
+        uint64_t k = 0;
+        pid_t pid  = start_syncing(4, [&k](volatile uint64_t *line) {
+            line[1] = ++k;
+            cxl_coh_writeback(CXL_COH_SW, (const void*)line, CXL_CACHE_LINE);
         });
         ASSERT_GT(pid, 0);
-        ch_.parent_side();
-        ASSERT_EQ(1, read(ch_.to_parent[0], &c, 1));
         usleep(200 + 97 * i);
         ASSERT_EQ(0, kill(pid, SIGKILL));
         EXPECT_EQ(128 + SIGKILL, cxltest::wait_child(pid));
@@ -1118,28 +1147,10 @@ TEST_F(emulate_nc, process_killed_mid_reload_leaves_no_stale_word)
     ASSERT_TRUE(survivor_syncs(k));
 
     for (int r = 0; r < random_kills; ++r) {
-        chan ch_;
-        char c;
-
-        ASSERT_TRUE(ch_.open());
-        pid_t pid = cxltest::fork_child([&]() {
-            cxlpool_t *ch;
-
-            if (open_host(2, &ch) != CXLPOOL_OK) {
-                return 1;
-            }
-            volatile uint64_t *l = word(ch, 0);
-            if (write(ch_.to_parent[1], "r", 1) != 1) {
-                return 2;
-            }
-            for (;;) {
-                cxl_coh_invalidate(CXL_COH_SW, (const void*)l,
-                                   CXL_CACHE_LINE);
-            }
+        pid_t pid = start_syncing(2, [](volatile uint64_t *l) {
+            cxl_coh_invalidate(CXL_COH_SW, (const void*)l, CXL_CACHE_LINE);
         });
         ASSERT_GT(pid, 0);
-        ch_.parent_side();
-        ASSERT_EQ(1, read(ch_.to_parent[0], &c, 1));
 
         std::atomic<bool> stop{false};
         std::thread owner([&] {
