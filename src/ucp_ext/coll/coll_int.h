@@ -208,6 +208,10 @@ struct cxl_coll_team {
     /* the last call of cxl_coll_run() the short path took, prepared:
      * the next with the same arguments skips the checks (coll_req.c) */
     int                 memo_valid;
+    int                 memo_busy;   /*   running (cxl_coll_short_run reads
+                                          it in place): a call from the
+                                          progress function meanwhile
+                                          leaves it alone */
     cxl_coll_args_t     memo_key;    /*   its arguments as passed */
     cxl_coll_short_call_t memo;
 
@@ -368,10 +372,31 @@ cxl_coll_status_t cxl_coll_pool_pick_get(const char *given,
                                          const char **path, cxlpool_t **pool_p);
 
 /* ---- pool steps (coll_step.c) ---- */
-/* Step may publish: every peer's done >= step - NSIG (its signal line),
- * and with data_slot also >= the last step that wrote its data slot. */
-cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team, uint64_t step,
-                                        int data_slot);
+/* Every peer's done >= step (readers finished with what it published). */
+cxl_coll_status_t cxl_coll_peers_done(cxl_coll_team_t *team, uint64_t step);
+
+/*
+ * Step may publish: every peer's done >= step - NSIG (its signal line),
+ * and with data_slot also >= the last step that wrote its data slot.
+ * Inline: team->done_all answers nearly every call without a look at a
+ * line (two calls deep, it cost a short call ~30 instructions).
+ */
+static inline cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team,
+                                                      uint64_t step,
+                                                      int data_slot)
+{
+    uint64_t need = (step > CXL_COLL_NSIG) ? step - CXL_COLL_NSIG : 0;
+    uint64_t last;
+
+    if (data_slot) {
+        last = team->data_step[cxl_coll_slot_of(step)];
+        need = (last > need) ? last : need;
+    }
+    if (need <= team->done_all) {
+        return CXL_COLL_OK;
+    }
+    return cxl_coll_peers_done(team, need);
+}
 /*
  * Peer published step of this rank's current call (its hash checked): it
  * has finished every step before step - 1, since a rank works through its
@@ -391,27 +416,29 @@ static inline void cxl_coll_seen(cxl_coll_team_t *team, int peer,
     }
 }
 
-/* Every peer's done >= step (readers finished with what it published). */
-cxl_coll_status_t cxl_coll_peers_done(cxl_coll_team_t *team, uint64_t step);
 uint8_t *cxl_coll_my_slot(cxl_coll_team_t *team, uint64_t step);
 /* Copy published data into the own slot (and write it back in sw mode). */
 void     cxl_coll_put(cxl_coll_team_t *team, void *dst, const void *src,
                       size_t len);
 /* Write back data already in place in the pool (user buffer, reduction). */
 void     cxl_coll_put_wb(cxl_coll_team_t *team, const void *addr, size_t len);
-/*
- * Publish step: inline payload (inl != NULL, inl_len <= INLINE_MAX), a
- * user pool buffer (buf != NULL: offset and stride), else the slot.
- */
-void     cxl_coll_publish(cxl_coll_team_t *team, uint64_t step,
-                          const void *inl, size_t inl_len, const void *buf,
-                          uint64_t stride, uint64_t ready);
 /* cxl_coll_publish, the data (if in no signal line or user buffer) in slot:
  * the small slot of step's signal line, or NULL for its data slot */
 void     cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
                              const void *inl, size_t inl_len, const void *buf,
                              const uint8_t *slot, uint64_t stride,
                              uint64_t ready);
+/*
+ * Publish step: inline payload (inl != NULL, inl_len <= INLINE_MAX), a
+ * user pool buffer (buf != NULL: offset and stride), else the slot.
+ */
+static inline void cxl_coll_publish(cxl_coll_team_t *team, uint64_t step,
+                                    const void *inl, size_t inl_len,
+                                    const void *buf, uint64_t stride,
+                                    uint64_t ready)
+{
+    cxl_coll_publish_in(team, step, inl, inl_len, buf, NULL, stride, ready);
+}
 /* More bytes of the slot of step are ready (a high-water mark). */
 void     cxl_coll_publish_ready(cxl_coll_team_t *team, uint64_t step,
                                 uint64_t ready);
@@ -593,7 +620,8 @@ cxl_coll_status_t cxl_coll_peek_signal(cxl_coll_team_t *team, int peer,
 int               cxl_coll_short_prepare(const cxl_coll_team_t *team,
                                          const cxl_coll_args_t *a, size_t es,
                                          cxl_coll_short_call_t *sc);
-/* Run it, blocking; only while no request of the team is queued. */
+/* Run it, blocking; only while no request of the team is queued.  sc is
+ * read in place while the call waits: it must not change meanwhile. */
 cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
                                      const cxl_coll_short_call_t *sc);
 /* A barrier of a team of 2 or more, the same way, with less around it. */

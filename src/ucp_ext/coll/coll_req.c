@@ -462,6 +462,7 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
                                const cxl_coll_args_t *args)
 {
     const cxl_coll_args_t *use = args;
+    cxl_coll_short_call_t nested;
     cxl_coll_status_t status;
     cxl_coll_args_t copy;
     cxl_coll_req_t *req;
@@ -476,7 +477,8 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
             status = cxl_coll_short_barrier(team); /* nothing to check */
             goto out_short;
         }
-        if (team->memo_valid && cxl_coll_args_same(args, &team->memo_key)) {
+        if (team->memo_valid && !team->memo_busy &&
+            cxl_coll_args_same(args, &team->memo_key)) {
             status = cxl_coll_short_run(team, &team->memo);
             goto out_short;
         }
@@ -486,12 +488,21 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
         return status;
     }
     if (team->q_count == 0) {
-        team->memo_valid = cxl_coll_short_prepare(team, use, es,
-                                                  &team->memo);
-        if (team->memo_valid) {
-            team->memo_key = *args;
-            status         = cxl_coll_short_run(team, &team->memo);
-            goto out_short;
+        if (team->memo_busy) {
+            /* a call from the progress function while the memo runs: it
+             * stays as it is */
+            if (cxl_coll_short_prepare(team, use, es, &nested)) {
+                status = cxl_coll_short_run(team, &nested);
+                goto out_short;
+            }
+        } else {
+            team->memo_valid = cxl_coll_short_prepare(team, use, es,
+                                                      &team->memo);
+            if (team->memo_valid) {
+                team->memo_key = *args;
+                status         = cxl_coll_short_run(team, &team->memo);
+                goto out_short;
+            }
         }
     }
     status = cxl_coll_post_checked(team, use, es, 1, &req);

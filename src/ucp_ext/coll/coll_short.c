@@ -420,28 +420,35 @@ int cxl_coll_short_prepare(const cxl_coll_team_t *team,
 }
 
 cxl_coll_status_t cxl_coll_short_run(cxl_coll_team_t *team,
-                                     const cxl_coll_short_call_t *sc)
+                                     const cxl_coll_short_call_t *c)
 {
     uint64_t step = team->next_step++;
-    /* a copy: a blocking call from the progress function may prepare
-     * another call in the team's */
-    cxl_coll_short_call_t c = *sc;
     cxl_coll_short_wait_t wt;
+    cxl_coll_status_t status;
+    int busy = team->memo_busy;
 
     if (team->cfg.log) {
-        cxl_coll_short_log(team, &c.args, c.layout.kind);
+        cxl_coll_short_log(team, &c->args, c->layout.kind);
     }
     cxl_coll_short_wait_init(team, &wt);
-    wt.call       = c.call;
+    wt.call       = c->call;
     wt.call.first = step;
     cxl_coll_call_record(team, &wt.call);
     team->call = &wt.call;
-    switch (c.args.type) {
+    /* c in place, not a copy (~25 instructions a call): a blocking call
+     * from the progress function meanwhile does not prepare another in
+     * the memo (cxl_coll_run) */
+    team->memo_busy = 1;
+    switch (c->args.type) {
     case CXL_COLL_REDUCE:
     case CXL_COLL_ALLREDUCE:
     case CXL_COLL_REDUCE_SCATTER:
-        return cxl_coll_short_reduce(team, &wt, &c, step);
+        status = cxl_coll_short_reduce(team, &wt, c, step);
+        break;
     default:
-        return cxl_coll_short_move(team, &wt, &c, step);
+        status = cxl_coll_short_move(team, &wt, c, step);
+        break;
     }
+    team->memo_busy = busy;
+    return status;
 }

@@ -51,22 +51,6 @@ static cxl_coll_status_t cxl_coll_done_at_least(cxl_coll_team_t *team,
     return CXL_COLL_OK;
 }
 
-cxl_coll_status_t cxl_coll_slot_acquire(cxl_coll_team_t *team, uint64_t step,
-                                        int data_slot)
-{
-    uint64_t need = (step > CXL_COLL_NSIG) ? step - CXL_COLL_NSIG : 0;
-    uint64_t last;
-
-    if (data_slot) {
-        last = team->data_step[cxl_coll_slot_of(step)];
-        need = (last > need) ? last : need;
-    }
-    if (need == 0) {
-        return CXL_COLL_OK;
-    }
-    return cxl_coll_done_at_least(team, need);
-}
-
 cxl_coll_status_t cxl_coll_peers_done(cxl_coll_team_t *team, uint64_t step)
 {
     return cxl_coll_done_at_least(team, step);
@@ -114,13 +98,6 @@ static inline void cxl_coll_sig_out(cxl_coll_team_t *team,
                    cxl_coll_ready_make(cxl_coll_tag(team, step), ready));
     cxl_coll_store(&sig->seq, step);
     cxl_coh_publish(team->coh, sig, sizeof(*sig));
-}
-
-void cxl_coll_publish(cxl_coll_team_t *team, uint64_t step, const void *inl,
-                      size_t inl_len, const void *buf, uint64_t stride,
-                      uint64_t ready)
-{
-    cxl_coll_publish_in(team, step, inl, inl_len, buf, NULL, stride, ready);
 }
 
 void cxl_coll_publish_in(cxl_coll_team_t *team, uint64_t step,
