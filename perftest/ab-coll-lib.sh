@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 #
 # ab-coll-lib.sh - two builds of libcxl_coll side by side under coll/cxl at
-# the MPI level: the same mca_coll_cxl.so, transport, pool and coll_bench,
-# only the library swapped (LD_LIBRARY_PATH, which comes before the
-# component's RUNPATH), runs alternating A, B, A, B, ...  It answers "did
-# this change of the library make it faster"; perftest/run-coll-bench.sh
+# the MPI level: the same transport, pool and coll_bench, the library
+# swapped (LD_LIBRARY_PATH, which comes before the component's RUNPATH)
+# and, where a side's folder holds one, the mca_coll_cxl.so too; runs
+# alternating A, B, A, B, ...  It answers "did this change of the library
+# (or of library and component) make it faster"; perftest/run-coll-bench.sh
 # answers "against what Open MPI users have today".
 #
 # Usage: perftest/ab-coll-lib.sh (--a DIR | --a-rev REV) (--b DIR | --b-rev REV)
 #          [--builddir DIR] [--reps N] [--sizes LIST] [--colls LIST]
 #          [--budget S] [--out DIR] [--help]
-#   --a DIR, --b DIR    folders holding a libcxl_coll.so.0 (a build's .libs/)
+#   --a DIR, --b DIR    folders holding a libcxl_coll.so.0 (a build's .libs/);
+#                       one that also holds an mca_coll_cxl.so swaps the
+#                       Open MPI component too (a change of both)
 #   --a-rev, --b-rev R  the library of git revision R (a commit, tag or
 #                       HEAD~2; "WORKTREE": the files as they are now),
 #                       compiled here from that revision's sources alone
@@ -118,9 +121,18 @@ LIB_B=$(lib_of B "$B_DIR" "$B_REV")
 while read -r v; do unset "$v"; done < <(compgen -e | grep -E '^(UCX_|OMPI_MCA_|CXL_COLL_)' || true)
 unset LD_PRELOAD
 BIN="$OUT/bin"
-mkdir -p "$BIN/coll"
+mkdir -p "$BIN"
 cp -f "$BUILDDIR/.libs/libuct_cxl.so" "$BIN/"
-cp -f "$BUILDDIR/.libs/mca_coll_cxl.so" "$BIN/coll/"
+# each side's component: its folder's, else the build folder's
+comp_of() {   # comp_of LABEL LIBDIR -> the mca_coll_cxl.so it runs
+    local f="$2/mca_coll_cxl.so"
+    [[ -f $f ]] || f="$BUILDDIR/.libs/mca_coll_cxl.so"
+    mkdir -p "$BIN/coll-$1"
+    cp -f "$f" "$BIN/coll-$1/mca_coll_cxl.so"
+    echo "$f"
+}
+COMP_A=$(comp_of A "$LIB_A")
+COMP_B=$(comp_of B "$LIB_B")
 mpicc -O2 -Wall -Wextra -Werror -o "$BIN/coll_bench" "$SCRIPT_DIR/coll_bench.c" \
     >"$OUT/build-coll_bench.log" 2>&1 || die "building coll_bench.c failed (see $OUT/build-coll_bench.log)"
 POOL="/dev/shm/ucx-cxl-ab-$$.pool"
@@ -139,7 +151,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
              -x LD_PRELOAD="$BIN/libuct_cxl.so" -x UCX_TLS=cxl
              -x LD_LIBRARY_PATH="$lib" -x UCX_CXL_POOL="$POOL"
              -x UCX_CXL_COHERENCE=hw
-             --mca mca_base_component_path "$BIN/coll:$OMPI_PATH"
+             --mca mca_base_component_path "$BIN/coll-$label:$OMPI_PATH"
              --mca coll_cxl_priority 90
              "$BIN/coll_bench" --sizes "$SIZES" --colls "$COLLS"
              --budget "$BUDGET")
@@ -154,15 +166,17 @@ for ((rep = 1; rep <= REPS; rep++)); do
     done
 done
 
-/usr/bin/python3 - "$SAMPLES" "$OUT/ab.md" "$LIB_A" "$LIB_B" <<'EOF'
+/usr/bin/python3 - "$SAMPLES" "$OUT/ab.md" "$LIB_A" "$LIB_B" "$COMP_A" "$COMP_B" <<'EOF'
 import collections, csv, statistics, sys
-samples, out, lib_a, lib_b = sys.argv[1:5]
+samples, out, lib_a, lib_b, comp_a, comp_b = sys.argv[1:7]
 d = collections.defaultdict(list)
 for r in csv.DictReader(open(samples)):
     d[(r['collective'], int(r['bytes']), r['build'])].append(float(r['avg_us']))
 cells = sorted({(c, b) for c, b, _ in d})
 lines = ["# libcxl_coll A/B (perftest/ab-coll-lib.sh)", "",
-         f"A: `{lib_a}`, B: `{lib_b}`; np 2, coll/cxl over pml ucx, "
+         f"A: `{lib_a}`, B: `{lib_b}`; component "
+         + (f"`{comp_a}` in both" if comp_a == comp_b else
+            f"A `{comp_a}`, B `{comp_b}`") + "; np 2, coll/cxl over pml ucx, "
          "UCX_TLS=cxl; coll_bench avg_us (mean of the ranks); median "
          "[min-max] of the repetitions, alternating A, B.", "",
          "| collective | bytes | A (us) | B (us) | B/A |", "|---|---|---|---|---|"]

@@ -5,6 +5,7 @@
 # one repetition of bcast and allreduce at 8 B and 4 KiB, must finish;
 # both libraries must have been compiled, samples.csv must hold one row per
 # build, collective and size with a number, and ab.md one row per cell.
+# A folder that holds a component too runs it on its side.
 # Bad input must fail with a message and no run: an unknown revision, a
 # missing build, a folder without the library.  No timing is asserted.
 # Ends with "ab-coll-lib: N passed, N failed".
@@ -51,6 +52,20 @@ if [ "${cells:-0}" -eq 4 ]; then
     ok "ab.md: 4 cells"
 else
     bad "ab.md: ${cells:-0} cells, want 4"
+fi
+
+# a folder with a component of its own: that side runs it
+mkdir -p "$out/both"
+cp -f "$out/run/lib-A/libcxl_coll.so.0" "$build/.libs/mca_coll_cxl.so" "$out/both/" 2>/dev/null
+smoke_exec "ab-coll-lib.sh, A with its component" 600 "$AB" --a "$out/both" \
+    --b-rev WORKTREE --builddir "$build" --reps 1 --sizes 8 --colls bcast \
+    --budget 0.01 --out "$out/run2"
+if grep -q "component A \`$out/both/mca_coll_cxl.so\`, B \`$build/.libs/mca_coll_cxl.so\`" \
+       "$out/run2/ab.md" 2>/dev/null &&
+   [ -f "$out/run2/bin/coll-A/mca_coll_cxl.so" ]; then
+    ok "a folder's own component runs on its side (ab.md names both)"
+else
+    bad "ab.md does not name A's own component: $(sed -n 3p "$out/run2/ab.md" 2>/dev/null)"
 fi
 
 # bad input: an error that says what, nothing run
