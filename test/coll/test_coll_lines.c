@@ -572,6 +572,83 @@ static void team_d(void)
     destroy_team(team);
 }
 
+/* The progress function of team_nested(): rank 1's input of the step
+ * rank 0 waits in, and (g_nest.nest) a blocking bcast of rank 0's made
+ * from inside the wait, on the same team. */
+static struct {
+    cxl_coll_team_t  *team;
+    int               nest;
+    cxl_coll_status_t nested;
+    uint64_t          value;
+} g_nest;
+
+static void prog_nested(void *arg)
+{
+    prog_publish(arg);
+    if ((g_prog.calls == 1) && g_nest.nest) {
+        g_nest.nest   = 0;
+        g_nest.nested = cxl_coll_bcast(g_nest.team, &g_nest.value, 1,
+                                       CXL_COLL_UINT64, 0);
+    }
+}
+
+/*
+ * A blocking call made from the progress function while a repeated call
+ * (the kept one, team->memo) waits: it runs on a call prepared on its
+ * own, and the kept one, which the waiting call reads in place, stays the
+ * allreduce.
+ */
+static void team_nested(void)
+{
+    uint8_t *part = (uint8_t*)cxlpool_base(g.pool) + g.peer.own_off;
+    uint32_t in[2] = {1, 2}, out[2], peer_in[2] = {10, 20};
+    cxl_coll_team_t *team;
+    cxl_coll_status_t st;
+    cxl_coll_sig_t *sig;
+    uint64_t step;
+
+    team = make_team_progress(prog_nested, &g_prog, 4, -1, "nested");
+    if (team == NULL) {
+        return;
+    }
+    g_nest.team = team;
+    /* step 1 prepares the allreduce, step 2 repeats it and rank 0 makes a
+     * bcast (step 3) from inside its wait; step 4 repeats it again */
+    for (step = 1; step <= 4; step += (step == 2) ? 2 : 1) {
+        prog_expect(step, 8, 0);
+        g.call = call_hash(CXL_COLL_ALLREDUCE, 2, CXL_COLL_UINT32,
+                           CXL_COLL_SUM, 0);
+        memcpy(g_prog.data, peer_in, sizeof(peer_in));
+        g_nest.nest   = (step == 2);
+        g_nest.nested = CXL_COLL_ERR_INVAL;
+        g_nest.value  = 0x1122334455667788ull;
+        out[0] = out[1] = 0;
+        st = cxl_coll_allreduce(team, in, out, 2, CXL_COLL_UINT32,
+                                CXL_COLL_SUM);
+        cxl_th_check((st == CXL_COLL_OK) && (out[0] == 11) && (out[1] == 22),
+                     "nested: allreduce of step %llu sums {1, 2} and "
+                     "{10, 20} (%s: %u %u)", (unsigned long long)step,
+                     cxl_coll_strerror(st), out[0], out[1]);
+        if (step != 2) {
+            continue;
+        }
+        sig = cxl_coll_sig(part, 3);
+        cxl_th_check((g_nest.nested == CXL_COLL_OK) && (sig->seq == 3) &&
+                     (memcmp(sig->u.inl, &g_nest.value, 8) == 0),
+                     "nested: the bcast made in the wait took step 3, its "
+                     "8 B inline (%s)", cxl_coll_strerror(g_nest.nested));
+        cxl_th_check(team->memo_valid && !team->memo_busy &&
+                     (team->memo_key.type == CXL_COLL_ALLREDUCE) &&
+                     (team->memo.args.count == 2),
+                     "nested: the kept call is still the allreduce (type "
+                     "%d, busy %d)", (int)team->memo_key.type,
+                     team->memo_busy);
+    }
+    cxl_th_check(g_prog.bad_arg == 0, "nested: the progress function got "
+                 "its argument every time");
+    destroy_team(team);
+}
+
 /* Counts the calls of the team's progress function by cxl_coll_idle(). */
 static void prog_count(void *arg)
 {
@@ -847,6 +924,7 @@ int main(void)
     team_b();
     team_c();
     team_d();
+    team_nested();
     team_idle();
     team_e();
     team_f();

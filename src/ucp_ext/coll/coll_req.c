@@ -462,6 +462,7 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
                                const cxl_coll_args_t *args)
 {
     const cxl_coll_args_t *use = args;
+    const cxl_coll_call_t *outer;
     cxl_coll_short_call_t nested;
     cxl_coll_status_t status;
     cxl_coll_args_t copy;
@@ -471,6 +472,9 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
     if ((team == NULL) || (args == NULL) || (team->failed != CXL_COLL_OK)) {
         return cxl_coll_post(team, args, &req); /* its error */
     }
+    /* the call of a short call this one is made in the wait of (from the
+     * progress function), whose checks compare its hash: given back */
+    outer = team->call;
     if (team->q_count == 0) {
         /* nothing queued that must complete first */
         if ((args->type == CXL_COLL_BARRIER) && (team->size > 1)) {
@@ -511,10 +515,11 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
     }
     status = cxl_coll_wait(req);
     cxl_coll_req_free(req);
+    team->call = outer;
     return status;
 
 out_short:
-    team->call = &cxl_coll_call_none; /* the short call's is gone */
+    team->call = outer; /* the short call's is gone with its frame */
     return status;
 }
 
