@@ -463,11 +463,12 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
 {
     const cxl_coll_args_t *use = args;
     const cxl_coll_call_t *outer;
-    cxl_coll_short_call_t nested;
+    cxl_coll_short_call_t nested, *sc;
     cxl_coll_status_t status;
     cxl_coll_args_t copy;
     cxl_coll_req_t *req;
     size_t es;
+    int fits;
 
     if ((team == NULL) || (args == NULL) || (team->failed != CXL_COLL_OK)) {
         return cxl_coll_post(team, args, &req); /* its error */
@@ -492,21 +493,17 @@ cxl_coll_status_t cxl_coll_run(cxl_coll_team_t *team,
         return status;
     }
     if (team->q_count == 0) {
-        if (team->memo_busy) {
-            /* a call from the progress function while the memo runs: it
-             * stays as it is */
-            if (cxl_coll_short_prepare(team, use, es, &nested)) {
-                status = cxl_coll_short_run(team, &nested);
-                goto out_short;
-            }
-        } else {
-            team->memo_valid = cxl_coll_short_prepare(team, use, es,
-                                                      &team->memo);
-            if (team->memo_valid) {
-                team->memo_key = *args;
-                status         = cxl_coll_short_run(team, &team->memo);
-                goto out_short;
-            }
+        /* a call from the progress function while the kept one runs
+         * prepares on its own stack: the kept one stays as it is */
+        sc = team->memo_busy ? &nested : &team->memo;
+        fits = cxl_coll_short_prepare(team, use, es, sc);
+        if (!team->memo_busy) {
+            team->memo_valid = fits;
+            team->memo_key   = *args;
+        }
+        if (fits) {
+            status = cxl_coll_short_run(team, sc);
+            goto out_short;
         }
     }
     status = cxl_coll_post_checked(team, use, es, 1, &req);
