@@ -154,27 +154,9 @@ CXL_BUILDDIR=$dir bash "$top/test/coll/run-coll-ucp.sh" --demo 2 2>&1 |
 echo "-- MPI, 2 ranks: coll/cxl next to coll/tuned (pml ucx, UCX_TLS=cxl) and ob1+vader; 3 alternating repetitions, medians in us"
 "$top/perftest/run-coll-bench.sh" --builddir "$dir" --reps 3 --sizes 8,4096,262144 --no-sw \
     --budget 0.05 --out "$tmp/coll" >"$tmp/coll.log" 2>&1 || { tail -20 "$tmp/coll.log"; exit 1; }
-grep -E '^\||each on its own' "$tmp/coll/summary.md"
-# the hand-written reference of the same runs (perftest/ref_coll.c): what
-# two threads with nothing but cache lines take, timed the same way
-cat "$tmp"/coll/raw/ref_coll-r*.csv 2>/dev/null | awk -F, '
-    $1 == "refcoll" {
-        k = ($3 > 0) ? $2 " " $3 " B" : $2
-        if (!(k in v)) order[++n] = k
-        v[k] = v[k] " " $4
-    }
-    END {
-        if (!n) exit
-        line = "hand-written reference (two threads, nothing but cache lines, timed the same way; medians, us):"
-        for (i = 1; i <= n; ++i) {
-            m = split(substr(v[order[i]], 2), a, " ")
-            for (x = 1; x <= m; ++x)           # sort a[1..m]
-                for (y = x + 1; y <= m; ++y)
-                    if (a[y] + 0 < a[x] + 0) { t = a[x]; a[x] = a[y]; a[y] = t }
-            line = line sprintf(" %s %.3f%s", order[i], a[int((m + 1) / 2)] / 1000, (i < n) ? "," : "")
-        }
-        print line
-    }'
+# with the hand-written reference of the same runs (perftest/ref_coll.c):
+# what two threads with nothing but cache lines take, timed the same way
+grep -E '^\||each on its own|^Hand-written reference' "$tmp/coll/summary.md"
 echo "-- the same, non-blocking: MPI_Ibcast, MPI_Iallreduce... + MPI_Wait (coll/cxl's requests against libnbc)"
 "$top/perftest/run-coll-bench.sh" --builddir "$dir" --reps 3 --sizes 8,4096,262144 --no-sw \
     --colls barrier,bcast,allreduce,allgather,alltoall --nonblocking \

@@ -835,6 +835,16 @@ if have_cxl:
              "issue's target for that cell (≤ 0.5× up to 4 KiB, bandwidth ≥ 1.3× i.e. ratio "
              "≤ 0.77× from 256 KiB, for bcast, allgather, allreduce, reduce_scatter_block, "
              "alltoall; barrier ≤ 0.5×).")
+if ref:
+    # what two bare threads take, for a reader of this summary alone
+    parts = []
+    for (pat, n), reps in ref.items():
+        s = summarize(reps, REF_CFG)
+        parts.append("%s%s %s" % (pat, "" if n == 0 else " " + size_label(n),
+                                  fmt(s["median"])))
+    S.append("")
+    S.append("Hand-written reference (perftest/ref_coll.c: two threads, nothing "
+             "but cache lines, timed the same way), medians, µs: %s." % ", ".join(parts))
 if have_cxl and run_rtt and meta.get("np") == "2":
     states = {state_of(c, r) for (c, r) in run_rtt if c in measured}
     if len(states) > 1:

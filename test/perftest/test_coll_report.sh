@@ -132,6 +132,13 @@ else
     bad "summary.md: no per-state table, or wrong bcast 8 B row:"
     grep 'bcast 8 B' "$tmp/a/summary.md" | sed 's/^/    /'
 fi
+if grep -qF 'medians, µs: barrier 0.170, bcast 8 B 0.130, exchange 8 B 0.225.' \
+       "$tmp/a/summary.md" 2>/dev/null; then
+    ok "summary.md: the hand-written reference's medians over all repetitions"
+else
+    bad "summary.md: no hand-written reference line, or wrong medians:"
+    grep -i 'hand-written reference' "$tmp/a/summary.md" | sed 's/^/    /'
+fi
 if grep -q "[0-9] of 4 met" "$tmp/a/report.md"; then
     ok "the whole-run summary is still there"
 else
